@@ -1,0 +1,48 @@
+# Quartermaster. `make demo` runs the portal on the embedded defaults; `make test` runs the tests.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+HOST ?= 127.0.0.1
+
+.PHONY: venv demo test check bench clean
+
+$(BIN)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+venv: $(BIN)/.installed
+
+## The embedded demo: SQLite, the local simulated cluster, no Redis, scheduler loop in-process.
+demo: venv
+	DEBUG=1 $(BIN)/python manage.py migrate --noinput
+	DEBUG=1 $(BIN)/python manage.py seed_demo
+	@echo ""
+	@echo "Quartermaster is starting at http://$(HOST):$(PORT)/  (API docs: /api/docs/, admin: /admin/)"
+	@echo "Log in with the users printed above. Ctrl-C stops both the web server and the scheduler."
+	@trap 'kill 0' INT TERM EXIT; \
+	DEBUG=1 $(BIN)/python manage.py run_scheduler & \
+	DEBUG=1 $(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
+
+## All tests. Set DATABASE_URL/REDIS_URL to test against PostgreSQL and Redis.
+test: venv
+	DEBUG=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## Lint, types, the import fence and migrations.
+check: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	DEBUG=1 $(BIN)/mypy .
+	$(BIN)/lint-imports
+	DEBUG=1 $(BIN)/python manage.py makemigrations --check --dry-run
+	DEBUG=1 $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
+
+## Benchmarks (print one JSON object per figure). Needs DATABASE_URL for PostgreSQL figures.
+bench: venv
+	DEBUG=1 $(BIN)/python benchmarks/tick.py
+	DEBUG=1 $(BIN)/python benchmarks/submit.py
+
+clean:
+	rm -rf $(VENV) var

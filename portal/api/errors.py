@@ -1,0 +1,29 @@
+"""Map domain errors to clear 4xx answers instead of 500s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import ProtectedError
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    from scheduler.services import JobStateConflict
+
+    if isinstance(exc, DjangoValidationError):
+        detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        exc = exceptions.ValidationError(detail)
+    elif isinstance(exc, JobStateConflict):
+        exc = Conflict(str(exc))
+    elif isinstance(exc, ProtectedError):
+        exc = Conflict(f"Still in use by {len(exc.protected_objects)} other records; remove those first.")
+    return drf_exception_handler(exc, context)

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from rest_framework import serializers
+
+from portal.models import Account, ApiToken, Membership, Qos, Quota
+
+MAX_INT = 2**31 - 1
+
+
+class AccountSerializer(serializers.ModelSerializer):
+    parent = serializers.SlugRelatedField(
+        slug_field="name", queryset=Account.objects.all(), allow_null=True, required=False
+    )
+    shares = serializers.IntegerField(min_value=0, max_value=MAX_INT, default=1)
+
+    class Meta:
+        model = Account
+        fields = ["id", "name", "parent", "shares", "description", "created_at"]
+        read_only_fields = ["created_at"]
+
+    def validate_parent(self, parent: Account | None) -> Account | None:
+        """Refuse cycles: an account cannot sit under itself or its descendants."""
+        node = parent
+        while node is not None and self.instance is not None:
+            if node.pk == self.instance.pk:
+                raise serializers.ValidationError("An account cannot be its own ancestor.")
+            node = node.parent
+        return parent
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    user = serializers.SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all())
+    account = serializers.SlugRelatedField(slug_field="name", queryset=Account.objects.all())
+
+    class Meta:
+        model = Membership
+        fields = ["id", "user", "account", "role"]
+
+
+class QosSerializer(serializers.ModelSerializer):
+    may_preempt = serializers.SlugRelatedField(
+        slug_field="name", queryset=Qos.objects.all(), many=True, required=False
+    )
+    priority = serializers.IntegerField(min_value=-1_000_000, max_value=1_000_000, default=0)
+    max_walltime_seconds = serializers.IntegerField(min_value=1, max_value=MAX_INT, allow_null=True, required=False)
+    usage_factor = serializers.FloatField(min_value=0, max_value=1000, default=1.0)
+
+    class Meta:
+        model = Qos
+        fields = ["id", "name", "description", "priority", "preemptible", "may_preempt", "max_walltime_seconds",
+                  "usage_factor"]
+
+
+def _limit() -> serializers.IntegerField:
+    return serializers.IntegerField(min_value=0, max_value=MAX_INT, allow_null=True, required=False)
+
+
+class QuotaSerializer(serializers.ModelSerializer):
+    """Limits for one account or one user; empty means unlimited."""
+
+    account = serializers.SlugRelatedField(
+        slug_field="name", queryset=Account.objects.all(), allow_null=True, required=False
+    )
+    user = serializers.SlugRelatedField(
+        slug_field="username", queryset=get_user_model().objects.all(), allow_null=True, required=False
+    )
+    max_gpus = _limit()
+    max_running_jobs = _limit()
+    max_pending_jobs = _limit()
+    max_walltime_seconds = _limit()
+    max_gpus_per_model = serializers.DictField(
+        child=serializers.IntegerField(min_value=0, max_value=MAX_INT), required=False
+    )
+
+    class Meta:
+        model = Quota
+        fields = ["id", "account", "user", "max_gpus", "max_gpus_per_model", "max_running_jobs",
+                  "max_pending_jobs", "max_walltime_seconds"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        account = attrs.get("account", getattr(self.instance, "account", None))
+        user = attrs.get("user", getattr(self.instance, "user", None))
+        if (account is None) == (user is None):
+            raise serializers.ValidationError({"account": "Give exactly one of account or user."})
+        others = Quota.objects.exclude(pk=getattr(self.instance, "pk", None))
+        if account is not None and others.filter(account=account).exists():
+            raise serializers.ValidationError({"account": f"Account {account.name} already has a quota."})
+        if user is not None and others.filter(user=user).exists():
+            raise serializers.ValidationError({"user": f"User {user} already has a quota."})
+        return attrs
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "key_prefix", "created_at", "last_used_at", "revoked_at"]
+        read_only_fields = ["key_prefix", "created_at", "last_used_at", "revoked_at"]
+
+
+class NewApiTokenSerializer(ApiTokenSerializer):
+    token = serializers.CharField(read_only=True, help_text="The secret. Shown once; store it now.")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = [*ApiTokenSerializer.Meta.fields, "token"]
+
+
+class MeMembershipSerializer(serializers.ModelSerializer):
+    account = serializers.CharField(source="account.name")
+
+    class Meta:
+        model = Membership
+        fields = ["account", "role"]
+
+
+class MeSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    email = serializers.CharField(allow_blank=True)
+    is_staff = serializers.BooleanField()
+    memberships = MeMembershipSerializer(many=True)

@@ -1,0 +1,22 @@
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from scheduler.api.urls import router as scheduler_router
+from portal.api.views import (
+    AccountViewSet,
+    ApiTokenViewSet,
+    MembershipViewSet,
+    MeView,
+    QosViewSet,
+    QuotaViewSet,
+)
+
+router = DefaultRouter()
+router.register("accounts", AccountViewSet, basename="account")
+router.register("memberships", MembershipViewSet, basename="membership")
+router.register("qos", QosViewSet, basename="qos")
+router.register("quotas", QuotaViewSet, basename="quota")
+router.register("tokens", ApiTokenViewSet, basename="token")
+# One router for the whole API so /api/v1/ lists every collection.
+router.registry.extend(scheduler_router.registry)
+urlpatterns = [path("me/", MeView.as_view(), name="me"), *router.urls]

@@ -1,0 +1,118 @@
+"""Create a demo cluster, account tree, users and a few jobs. Safe to run twice."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
+
+from portal.choices import Role
+from portal.models import Account, Membership, Qos, Quota
+from scheduler import services
+from scheduler.backends.base import BackendError
+from scheduler.models import Cluster, Job
+
+DEMO_INVENTORY = Path(settings.BASE_DIR) / "scheduler" / "backends" / "local_clusters" / "demo.yaml"
+
+#: (name, parent, shares)
+ACCOUNTS = [
+    ("root", None, 1),
+    ("ai-research", "root", 60),
+    ("nlp", "ai-research", 30),
+    ("vision", "ai-research", 30),
+    ("platform", "root", 40),
+]
+
+#: (username, staff, [(account, role)])
+USERS = [
+    ("admin", True, []),
+    ("alice", False, [("nlp", Role.MEMBER), ("vision", Role.MEMBER)]),
+    ("bob", False, [("nlp", Role.COORDINATOR)]),
+]
+
+#: (owner, account, name, command, nodes, gpus_per_node, gpu_model)
+JOBS = [
+    ("alice", "nlp", "llama-finetune", "echo training on $CUDA_VISIBLE_DEVICES; sleep 120", 1, 8, "H100-80GB"),
+    ("alice", "vision", "vit-eval", "echo evaluating; sleep 45", 1, 2, "A100-40GB"),
+    ("bob", "nlp", "tokenizer-sweep", "for i in 1 2 3; do echo step $i; sleep 10; done", 1, 1, "L4"),
+    ("bob", "nlp", "gang-pretrain", "echo nodes $QM_NODELIST; sleep 300", 2, 8, "H100-80GB"),
+]
+
+
+class Command(BaseCommand):
+    help = "Seed the embedded demo: a local simulated cluster, accounts, users and jobs."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--reset-passwords", action="store_true", help="Give existing demo users new passwords.")
+        parser.add_argument("--no-jobs", action="store_true", help="Do not submit the demo jobs.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        with transaction.atomic():
+            cluster, _ = Cluster.objects.get_or_create(
+                name="demo", defaults={"kind": "local", "config": {"nodes_file": str(DEMO_INVENTORY)}}
+            )
+            accounts = self._accounts()
+            passwords = self._users(accounts, reset=options["reset_passwords"])
+            normal = self._qos()
+            Quota.objects.get_or_create(account=accounts["nlp"], defaults={"max_pending_jobs": 100, "max_gpus": 48})
+        try:
+            services.poll_cluster(cluster)
+        except BackendError as exc:
+            self.stderr.write(f"could not read the demo inventory: {exc}")
+            raise SystemExit(1) from None
+        if not options["no_jobs"] and not Job.objects.exists():
+            user_model = get_user_model()
+            for owner, account, name, command, nodes, gpus, model in JOBS:
+                services.submit_job(
+                    owner=user_model.objects.get(username=owner), account=accounts[account], qos=normal,
+                    name=name, command=command, nodes=nodes, gpus_per_node=gpus, gpu_model=model,
+                    walltime_seconds=3600,
+                )
+        self.stdout.write(f"Demo cluster {cluster.name!r}: {cluster.nodes.count()} nodes.")
+        if passwords:
+            self.stdout.write("Demo logins (shown once; rerun with --reset-passwords for new ones):")
+            for username, password in passwords.items():
+                self.stdout.write(f"  {username:<8} {password}")
+        else:
+            self.stdout.write("Demo users already exist (use --reset-passwords to get new passwords).")
+
+    def _accounts(self) -> dict[str, Account]:
+        accounts: dict[str, Account] = {}
+        for name, parent, shares in ACCOUNTS:
+            accounts[name], _ = Account.objects.get_or_create(
+                name=name, defaults={"parent": accounts.get(parent) if parent else None, "shares": shares}
+            )
+        return accounts
+
+    def _users(self, accounts: dict[str, Account], *, reset: bool) -> dict[str, str]:
+        user_model = get_user_model()
+        passwords: dict[str, str] = {}
+        for username, staff, memberships in USERS:
+            user, created = user_model.objects.get_or_create(
+                username=username, defaults={"is_staff": staff, "is_superuser": staff}
+            )
+            if created or reset:
+                password = secrets.token_urlsafe(9)
+                user.set_password(password)
+                user.save(update_fields=["password"])
+                passwords[username] = password
+            for account, role in memberships:
+                Membership.objects.get_or_create(user=user, account=accounts[account], defaults={"role": role})
+        return passwords
+
+    def _qos(self) -> Qos:
+        low, _ = Qos.objects.get_or_create(name="low", defaults={"priority": 0, "preemptible": True,
+                                                                 "usage_factor": 0.5})
+        normal, _ = Qos.objects.get_or_create(name="normal", defaults={"priority": 10,
+                                                                       "max_walltime_seconds": 2 * 86400})
+        high, created = Qos.objects.get_or_create(name="high", defaults={"priority": 100,
+                                                                         "max_walltime_seconds": 86400,
+                                                                         "usage_factor": 2.0})
+        if created:
+            high.may_preempt.add(low)
+        return normal

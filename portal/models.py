@@ -1,0 +1,123 @@
+"""The people side: the fair-share account tree, who belongs where, QOS and quotas."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from portal.choices import Role
+
+
+class Account(models.Model):
+    """A node of the fair-share tree (a lab, a group, a project).
+
+    ``shares`` is this account's weight among its siblings, as Slurm's ``Fairshare=``.
+    """
+
+    name = models.SlugField(max_length=64, unique=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    shares = models.PositiveIntegerField(default=1)
+    description = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """A user's place in an account. Coordinators see and manage the account's jobs."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "account"], name="membership_unique_user_account")]
+        ordering = ["account__name", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.account} ({self.role})"
+
+
+class Qos(models.Model):
+    """Quality of service: a priority boost, walltime ceiling and preemption rules."""
+
+    name = models.SlugField(max_length=32, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    priority = models.IntegerField(default=0)
+    preemptible = models.BooleanField(default=False, help_text="Jobs in this QOS may be preempted.")
+    may_preempt = models.ManyToManyField(
+        "self", symmetrical=False, blank=True, related_name="preempted_by", help_text="QOS whose jobs this one may preempt."
+    )
+    max_walltime_seconds = models.PositiveIntegerField(null=True, blank=True)
+    usage_factor = models.FloatField(default=1.0, help_text="Multiplier on recorded usage (0 = free).")
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "QOS"
+        verbose_name_plural = "QOS"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Quota(models.Model):
+    """Limits for exactly one account or one user. Empty fields mean "no limit"."""
+
+    account = models.OneToOneField(Account, null=True, blank=True, on_delete=models.CASCADE, related_name="quota")
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="quota"
+    )
+    max_gpus = models.PositiveIntegerField(null=True, blank=True, help_text="Concurrent GPUs in total.")
+    max_gpus_per_model = models.JSONField(default=dict, blank=True, help_text='e.g. {"H100-80GB": 16}')
+    max_running_jobs = models.PositiveIntegerField(null=True, blank=True)
+    max_pending_jobs = models.PositiveIntegerField(null=True, blank=True)
+    max_walltime_seconds = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(account__isnull=False, user__isnull=True) | Q(account__isnull=True, user__isnull=False),
+                name="quota_exactly_one_subject",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"quota for {self.account or self.user}"
+
+
+class ApiToken(models.Model):
+    """A personal API token. Only a SHA-256 digest is stored; the secret is shown once."""
+
+    PREFIX = "qm_"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=64)
+    key_prefix = models.CharField(max_length=16, unique=True, editable=False)
+    digest = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.key_prefix}…)"
+
+    @staticmethod
+    def hash(secret: str) -> str:
+        return hashlib.sha256(secret.encode()).hexdigest()
+
+    @classmethod
+    def new_secret(cls) -> tuple[str, str]:
+        """Return ``(key_prefix, full_token)``; the prefix is the lookup key."""
+        prefix = secrets.token_hex(6)
+        return prefix, f"{cls.PREFIX}{prefix}_{secrets.token_urlsafe(32)}"

@@ -1,0 +1,179 @@
+"""Django settings, read only from the environment (see ``.env.example``).
+
+Defaults give the embedded mode: SQLite under ``var/``, the local simulated cluster,
+no Redis (the scheduler loop runs in-process via ``manage.py run_scheduler``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+
+from portal.env import env_bool, env_float, env_int, env_list, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("QM_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_secret("SECRET_KEY", debug=DEBUG, debug_default="insecure-debug-only-key")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "portal",
+    "scheduler",
+    "monitoring",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'quartermaster.sqlite3'}"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not memory, so subprocesses started by tests (Celery worker, scheduler
+    # loop) see the same test database. WAL lets readers proceed during a tick.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL;",
+        "transaction_mode": "IMMEDIATE",
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+LOGIN_URL = "/admin/login/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.auth.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Quartermaster API",
+    "DESCRIPTION": "Submit and manage GPU jobs, inspect nodes, accounts and quotas.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI's assets come from the installed sidecar package, never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "scheduler.choices.JobState",
+        "NodeStateEnum": "scheduler.choices.NodeState",
+        "BackendKindEnum": "scheduler.choices.BackendKind",
+        "MembershipRoleEnum": "portal.choices.Role",
+    },
+}
+
+# --- Scheduler -------------------------------------------------------------------
+#: Seconds between scheduling ticks (Celery beat and ``run_scheduler``).
+SCHEDULER_TICK_SECONDS = env_float("SCHEDULER_TICK_SECONDS", 5.0, minimum=0.1)
+#: Seconds between backend polls.
+SCHEDULER_POLL_SECONDS = env_float("SCHEDULER_POLL_SECONDS", 5.0, minimum=0.1)
+#: A job stuck in DISPATCHING longer than this is dispatched again (submit is idempotent).
+SCHEDULER_REDISPATCH_SECONDS = env_int("SCHEDULER_REDISPATCH_SECONDS", 60, minimum=1)
+#: Upper bound on starts per tick (keeps one tick's transaction short).
+SCHEDULER_MAX_STARTS_PER_TICK = env_int("SCHEDULER_MAX_STARTS_PER_TICK", 500, minimum=1)
+#: Where the local backend keeps job directories and logs.
+QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
+
+# --- Celery ----------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL", "")
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True  # a task killed mid-way is redelivered, not lost
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+#: "celery" when a broker is configured, else dispatch runs inline in the scheduler loop.
+SCHEDULER_DISPATCH = env_str("SCHEDULER_DISPATCH", "celery" if CELERY_BROKER_URL else "inline")
+if SCHEDULER_DISPATCH not in {"celery", "inline"}:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"SCHEDULER_DISPATCH must be 'celery' or 'inline', got {SCHEDULER_DISPATCH!r}")
+CELERY_BEAT_SCHEDULE = {
+    "scheduler-tick": {
+        "task": "scheduler.tick",
+        "schedule": SCHEDULER_TICK_SECONDS,
+        "options": {"expires": SCHEDULER_TICK_SECONDS},
+    },
+    "scheduler-poll-backends": {
+        "task": "scheduler.poll_backends",
+        "schedule": SCHEDULER_POLL_SECONDS,
+        "options": {"expires": SCHEDULER_POLL_SECONDS},
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

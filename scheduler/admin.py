@@ -1,0 +1,131 @@
+"""Django admin for the scheduler. Actions call services; nothing saves a job directly."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from scheduler import services
+from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "enabled", "created_at"]
+    actions = ["sync_inventory"]
+
+    @admin.action(description="Sync nodes and GPUs from the backend")
+    def sync_inventory(self, request: HttpRequest, queryset: QuerySet[Cluster]) -> None:
+        for cluster in queryset:
+            try:
+                report = services.poll_cluster(cluster)
+                self.message_user(request, f"{cluster}: {report}")
+            except services.BackendError as exc:
+                self.message_user(request, f"{cluster}: {exc}", level=messages.ERROR)
+
+
+class GpuInline(admin.TabularInline):
+    model = Gpu
+    extra = 0
+    fields = ["index", "model", "memory_mib", "compute_capability", "mig_profile", "parent", "uuid"]
+    readonly_fields = fields
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ["name", "cluster", "state", "reason", "cpus", "memory_mib", "last_heartbeat"]
+    list_filter = ["cluster", "state"]
+    search_fields = ["name"]
+    list_select_related = ["cluster"]
+    inlines = [GpuInline]
+    actions = ["drain", "resume"]
+
+    @admin.action(description="Drain selected nodes")
+    def drain(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        for node in queryset:
+            services.drain_node(node, reason=f"drained by {request.user} in admin")
+
+    @admin.action(description="Resume selected nodes")
+    def resume(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        for node in queryset:
+            services.resume_node(node)
+
+
+@admin.register(Gpu)
+class GpuAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "model", "memory_mib", "compute_capability", "mig_profile"]
+    list_filter = ["model", "node__cluster"]
+    list_select_related = ["node"]
+    search_fields = ["node__name", "uuid"]
+
+
+class JobEventInline(admin.TabularInline):
+    model = JobEvent
+    extra = 0
+    can_delete = False
+    fields = ["at", "kind", "message", "data"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    """Jobs are read-only here; state changes go through the actions (services)."""
+
+    list_display = ["id", "name", "owner", "account", "state", "pending_reason", "total_gpus", "submitted_at"]
+    list_filter = ["state", "account", "cluster"]
+    search_fields = ["name", "uuid", "owner__username", "external_id"]
+    list_select_related = ["owner", "account"]
+    inlines = [JobEventInline]
+    actions = ["cancel", "hold", "release", "requeue"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Job | None = None) -> list[str]:
+        return [f.name for f in Job._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def _apply(self, request: HttpRequest, queryset: QuerySet[Job], verb: str) -> None:
+        action = getattr(services, f"{verb}_job")
+        for job in queryset:
+            try:
+                action(job, by=str(request.user))
+            except services.JobStateConflict as exc:
+                self.message_user(request, str(exc), level=messages.WARNING)
+
+    @admin.action(description="Cancel selected jobs")
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._apply(request, queryset, "cancel")
+
+    @admin.action(description="Hold selected jobs")
+    def hold(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._apply(request, queryset, "hold")
+
+    @admin.action(description="Release selected jobs")
+    def release(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._apply(request, queryset, "release")
+
+    @admin.action(description="Requeue selected jobs")
+    def requeue(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._apply(request, queryset, "requeue")
+
+
+@admin.register(JobEvent)
+class JobEventAdmin(admin.ModelAdmin):
+    list_display = ["at", "job", "kind", "message"]
+    list_filter = ["kind"]
+    list_select_related = ["job"]
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(TickState)
+class TickStateAdmin(admin.ModelAdmin):
+    list_display = ["started_at", "finished_at", "duration_ms", "started_jobs", "pending_jobs"]

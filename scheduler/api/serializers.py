@@ -1,0 +1,212 @@
+"""Shapes and validation for the scheduler API. No writes happen here: ``create``
+hands validated data to ``scheduler.services``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import serializers
+
+from portal.access import may_submit_to
+from portal.models import Account, Qos
+from scheduler import services
+from scheduler.backends import BackendError, available_kinds, load_backend
+from scheduler.core.types import PendingJob, parse_compute_capability
+from scheduler.inventory import load_inventory
+from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MAX_INT = 2**31 - 1
+MAX_WALLTIME = 365 * 24 * 3600
+
+
+class AllocationSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    gpu_indices = serializers.ListField(child=serializers.IntegerField())
+    cpus = serializers.IntegerField()
+    memory_mib = serializers.IntegerField()
+
+
+class JobSerializer(serializers.ModelSerializer):
+    """A job as users see it."""
+
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    account = serializers.CharField(source="account.name", read_only=True)
+    qos = serializers.CharField(source="qos.name", read_only=True, allow_null=True, default=None)
+    cluster = serializers.CharField(source="cluster.name", read_only=True, allow_null=True, default=None)
+    allocations = AllocationSerializer(many=True, read_only=True)
+    total_gpus = serializers.IntegerField(read_only=True)
+    env = serializers.DictField(child=serializers.CharField(allow_blank=True), read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "uuid", "name", "owner", "account", "qos", "state", "pending_reason", "state_reason",
+            "command", "script", "image", "env", "nodes", "gpus_per_node", "total_gpus", "gpu_model",
+            "min_gpu_memory_mib", "min_compute_capability", "cpus_per_node", "memory_mib_per_node",
+            "walltime_seconds", "cluster", "allocations", "attempt", "external_id", "exit_code",
+            "submitted_at", "dispatched_at", "started_at", "ended_at",
+        ]
+        read_only_fields = fields
+
+
+class JobSubmitSerializer(serializers.Serializer):
+    """A job request. Every problem is reported against the field that causes it."""
+
+    name = serializers.CharField(max_length=128)
+    account = serializers.SlugRelatedField(
+        slug_field="name", queryset=Account.objects.all(), required=False,
+        help_text="Account to charge; may be omitted when you belong to exactly one.",
+    )
+    qos = serializers.SlugRelatedField(slug_field="name", queryset=Qos.objects.all(), required=False, allow_null=True)
+    command = serializers.CharField(required=False, allow_blank=True, max_length=100_000, default="")
+    script = serializers.CharField(required=False, allow_blank=True, max_length=1_000_000, default="")
+    image = serializers.CharField(required=False, allow_blank=True, max_length=256, default="")
+    env = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, max_length=10_000), required=False, default=dict
+    )
+    nodes = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
+    gpus_per_node = serializers.IntegerField(min_value=0, max_value=1024, default=1)
+    gpu_model = serializers.CharField(required=False, allow_blank=True, max_length=64, default="")
+    min_gpu_memory_mib = serializers.IntegerField(min_value=0, max_value=MAX_INT, default=0)
+    min_compute_capability = serializers.CharField(required=False, allow_blank=True, max_length=8, default="")
+    cpus_per_node = serializers.IntegerField(min_value=1, max_value=100_000, default=1)
+    memory_mib_per_node = serializers.IntegerField(min_value=0, max_value=MAX_INT, default=0)
+    walltime_seconds = serializers.IntegerField(min_value=1, max_value=MAX_WALLTIME)
+
+    def validate_env(self, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 200:
+            raise serializers.ValidationError("At most 200 environment variables.")
+        bad = [k for k in value if not ENV_NAME.match(k)]
+        if bad:
+            raise serializers.ValidationError(f"Invalid variable names: {', '.join(sorted(bad)[:5])}.")
+        if any("\x00" in v for v in value.values()):
+            raise serializers.ValidationError("Values may not contain NUL characters.")
+        return value
+
+    def validate_min_compute_capability(self, value: str) -> str:
+        if value:
+            try:
+                parse_compute_capability(value)
+            except ValueError as exc:
+                raise serializers.ValidationError(str(exc)) from None
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        user = self.context["request"].user
+        errors: dict[str, str] = {}
+        if not attrs.get("command") and not attrs.get("script"):
+            errors["command"] = "Give a command or a script."
+        elif attrs.get("command") and attrs.get("script"):
+            errors["script"] = "Give a command or a script, not both."
+        account = attrs.get("account")
+        if account is None:
+            accounts = list(Account.objects.filter(memberships__user=user)[:2])
+            if len(accounts) == 1:
+                attrs["account"] = account = accounts[0]
+            else:
+                errors["account"] = "This field is required (you belong to several accounts or none)."
+        elif not may_submit_to(user, account):
+            errors["account"] = f"You are not a member of account {account.name!r}."
+        qos = attrs.get("qos")
+        if qos is None:
+            attrs["qos"] = qos = Qos.objects.filter(name="normal").first()
+        if qos is not None and qos.max_walltime_seconds and attrs["walltime_seconds"] > qos.max_walltime_seconds:
+            errors["walltime_seconds"] = (
+                f"{attrs['walltime_seconds']}s exceeds the maximum of QOS {qos.name!r} ({qos.max_walltime_seconds}s)."
+            )
+        cc = attrs.get("min_compute_capability")
+        request = PendingJob(
+            id=0, submitted_at=None,  # type: ignore[arg-type]
+            nodes=attrs["nodes"], gpus_per_node=attrs["gpus_per_node"], cpus_per_node=attrs["cpus_per_node"],
+            memory_mib_per_node=attrs["memory_mib_per_node"], gpu_model=attrs.get("gpu_model", ""),
+            min_gpu_memory_mib=attrs["min_gpu_memory_mib"],
+            min_compute_capability=parse_compute_capability(cc) if cc else None,
+        )
+        for field, message in load_inventory().check(request).items():
+            errors.setdefault(field, message)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+    def create(self, validated_data: dict[str, Any]) -> Job:
+        data = dict(validated_data)
+        try:
+            return services.submit_job(
+                owner=self.context["request"].user, account=data.pop("account"), qos=data.pop("qos"), **data
+            )
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from None
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JobEvent
+        fields = ["id", "at", "kind", "message", "data"]
+
+
+class JobLogSerializer(serializers.Serializer):
+    job = serializers.IntegerField()
+    log = serializers.CharField(allow_blank=True)
+
+
+class GpuSerializer(serializers.ModelSerializer):
+    node = serializers.CharField(source="node.name", read_only=True)
+    parent_index = serializers.IntegerField(source="parent.index", read_only=True, allow_null=True, default=None)
+
+    class Meta:
+        model = Gpu
+        fields = ["id", "node", "index", "uuid", "model", "memory_mib", "compute_capability", "mig_profile",
+                  "parent_index"]
+
+
+class NodeGpuSerializer(GpuSerializer):
+    class Meta(GpuSerializer.Meta):
+        fields = ["index", "uuid", "model", "memory_mib", "compute_capability", "mig_profile", "parent_index"]
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    gpus = NodeGpuSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Node
+        fields = ["id", "name", "cluster", "state", "reason", "cpus", "memory_mib", "labels", "last_heartbeat",
+                  "gpus"]
+
+
+class DrainSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=200)
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    """Clusters are checked by building their backend: a bad config is a 400, not a
+    broken scheduler later."""
+
+    class Meta:
+        model = Cluster
+        fields = ["id", "name", "kind", "config", "enabled", "created_at"]
+        read_only_fields = ["created_at"]
+
+    def validate_config(self, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("Must be a JSON object.")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        kind = attrs.get("kind", getattr(self.instance, "kind", "local"))
+        if kind not in available_kinds():
+            raise serializers.ValidationError(
+                {"kind": f"Backend {kind!r} is not available here (available: {', '.join(available_kinds())})."}
+            )
+        from django.conf import settings
+
+        name = attrs.get("name", getattr(self.instance, "name", ""))
+        config = attrs.get("config", getattr(self.instance, "config", {}))
+        try:
+            load_backend(kind, name, config, work_dir=settings.QM_WORK_DIR)
+        except BackendError as exc:
+            raise serializers.ValidationError({"config": exc.message}) from None
+        return attrs

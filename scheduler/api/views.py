@@ -1,0 +1,163 @@
+"""Scheduler API: jobs (and their verbs), nodes, GPUs, clusters.
+
+Querysets come from ``portal.access`` so a job someone may not see is a 404; verbs are
+``@action``s that call ``scheduler.services``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import IsAdminUser, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from portal.access import visible_jobs
+from scheduler import services
+from scheduler.api.filters import GpuFilter, JobFilter, NodeFilter
+from scheduler.api.serializers import (
+    ClusterSerializer,
+    DrainSerializer,
+    GpuSerializer,
+    JobEventSerializer,
+    JobLogSerializer,
+    JobSerializer,
+    JobSubmitSerializer,
+    NodeSerializer,
+)
+from scheduler.models import Cluster, Gpu, Job, Node
+
+
+class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Submit, list and inspect jobs; cancel, hold, release and requeue them."""
+
+    queryset = Job.objects.none()  # the real one is per user, see get_queryset
+    permission_classes = [IsAuthenticated]
+    filterset_class = JobFilter
+    ordering_fields = ["id", "submitted_at", "started_at", "ended_at", "state", "name", "walltime_seconds"]
+    ordering = ["-id"]
+
+    def get_queryset(self) -> QuerySet[Job]:
+        base = Job.objects.select_related("owner", "account", "qos", "cluster")
+        return visible_jobs(self.request.user, base)
+
+    def get_serializer_class(self) -> type:
+        return JobSubmitSerializer if self.action == "create" else JobSerializer
+
+    @extend_schema(request=JobSubmitSerializer, responses={201: JobSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = JobSubmitSerializer(data=request.data, context=self.get_serializer_context())
+        serializer.is_valid(raise_exception=True)
+        job = serializer.save()
+        return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    def _verb(self, request: Request, verb: str) -> Response:
+        job = self.get_object()
+        getattr(services, f"{verb}_job")(job, by=request.user.get_username())
+        job.refresh_from_db()
+        return Response(JobSerializer(job).data)
+
+    @extend_schema(request=None, responses={200: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        return self._verb(request, "cancel")
+
+    @extend_schema(request=None, responses={200: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def hold(self, request: Request, pk: str | None = None) -> Response:
+        return self._verb(request, "hold")
+
+    @extend_schema(request=None, responses={200: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, pk: str | None = None) -> Response:
+        return self._verb(request, "release")
+
+    @extend_schema(request=None, responses={200: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def requeue(self, request: Request, pk: str | None = None) -> Response:
+        return self._verb(request, "requeue")
+
+    @extend_schema(responses={200: JobEventSerializer(many=True)}, filters=False)
+    @action(detail=True, methods=["get"], filterset_class=None, ordering_fields=["at", "id"], ordering=["at", "id"])
+    def events(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        events = self.filter_queryset_for_events(job.events.all())
+        page = self.paginate_queryset(events)
+        return self.get_paginated_response(JobEventSerializer(page, many=True).data)
+
+    def filter_queryset_for_events(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        from rest_framework.filters import OrderingFilter
+
+        return OrderingFilter().filter_queryset(self.request, queryset, self)
+
+    @extend_schema(
+        responses={200: JobLogSerializer},
+        parameters=[OpenApiParameter("max_bytes", int, description="Tail length (1..1048576, default 65536).")],
+        filters=False,
+    )
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def log(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        raw = request.query_params.get("max_bytes", "65536")
+        if not raw.isdigit() or not 1 <= int(raw) <= 1_048_576:
+            raise ValidationError({"max_bytes": "Must be an integer between 1 and 1048576."})
+        return Response({"job": job.id, "log": services.read_job_log(job, int(raw))})
+
+
+class NodeViewSet(viewsets.ReadOnlyModelViewSet):
+    """Nodes with their GPUs; admins may drain and resume them."""
+
+    queryset = Node.objects.select_related("cluster").prefetch_related("gpus__parent")
+    serializer_class = NodeSerializer
+    filterset_class = NodeFilter
+    ordering_fields = ["name", "state", "cpus", "memory_mib", "last_heartbeat"]
+    ordering = ["name"]
+
+    @extend_schema(request=DrainSerializer, responses={200: NodeSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdminUser])
+    def drain(self, request: Request, pk: str | None = None) -> Response:
+        node = self.get_object()
+        body = DrainSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        services.drain_node(node, reason=body.validated_data["reason"])
+        return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
+
+    @extend_schema(request=None, responses={200: NodeSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdminUser])
+    def resume(self, request: Request, pk: str | None = None) -> Response:
+        node = self.get_object()
+        services.resume_node(node)
+        return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
+
+
+class GpuViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = Gpu.objects.select_related("node", "parent")
+    serializer_class = GpuSerializer
+    filterset_class = GpuFilter
+    ordering_fields = ["node__name", "index", "model", "memory_mib"]
+    ordering = ["node__name", "index"]
+
+
+class ClusterViewSet(viewsets.ModelViewSet):
+    """Admins register clusters; the config is validated by building the backend."""
+
+    queryset = Cluster.objects.all()
+    serializer_class = ClusterSerializer
+    permission_classes = [IsAdminUser]
+    filterset_fields = ["kind", "enabled"]
+    ordering_fields = ["name", "kind", "created_at"]
+    ordering = ["name"]
+
+    @extend_schema(request=None, responses={200: dict})
+    @action(detail=True, methods=["post"])
+    def sync(self, request: Request, pk: str | None = None) -> Response:
+        cluster = self.get_object()
+        try:
+            return Response(services.poll_cluster(cluster))
+        except services.BackendError as exc:
+            raise ValidationError({"config": exc.message}) from None

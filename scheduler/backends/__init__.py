@@ -1,0 +1,41 @@
+"""Workload manager adapters, loaded lazily by kind.
+
+The registry maps a cluster's backend kind to a dotted path so that importing the
+scheduler never imports a client library the deployment does not use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from scheduler.backends.base import Backend, BackendError
+
+#: kind -> "module:Class". Only kinds with a real implementation are listed.
+REGISTRY: dict[str, str] = {
+    "local": "scheduler.backends.local:LocalBackend",
+}
+
+
+def available_kinds() -> list[str]:
+    """The backend kinds this installation can drive."""
+    return sorted(REGISTRY)
+
+
+def load_backend(kind: str, name: str, config: Mapping[str, Any], *, work_dir: Path) -> Backend:
+    """Build the adapter for one cluster.
+
+    Raises ``BackendError(permanent=True)`` for an unknown kind or a bad config, since
+    no retry can fix either.
+    """
+    try:
+        dotted = REGISTRY[kind]
+    except KeyError:
+        known = ", ".join(available_kinds())
+        raise BackendError(f"no backend for kind {kind!r} (available: {known})", permanent=True) from None
+    module_name, _, class_name = dotted.partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    backend: Backend = cls(name=name, config=config, work_dir=work_dir)
+    return backend

@@ -1,0 +1,156 @@
+"""The one interface every workload manager adapter implements.
+
+The scheduler decides *where* a job runs; a backend only carries that decision to the
+real workload manager (the local simulated cluster, Slurm, Kubernetes) and reports back.
+Adapters are small on purpose: four verbs, plain dataclasses in and out, and a single
+error type whose ``permanent`` flag tells the caller whether a retry can help.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import ClassVar, Protocol, runtime_checkable
+
+
+class BackendError(Exception):
+    """Any failure talking to a workload manager.
+
+    ``permanent=True`` means retrying the same call cannot succeed (bad spec, rejected by
+    the workload manager's policy); ``permanent=False`` means a transient failure
+    (daemon down, timeout) and the caller should retry later.
+    """
+
+    def __init__(self, message: str, *, permanent: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.permanent = permanent
+
+    def __str__(self) -> str:
+        kind = "permanent" if self.permanent else "transient"
+        return f"{self.message} ({kind})"
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The GPUs a job holds on one node."""
+
+    node: str
+    gpu_indices: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """Everything a backend needs to start one attempt of one job.
+
+    ``key`` is our stable identity for this attempt (``<job uuid>.<attempt>``). Backends
+    label what they create with it, so a retried ``submit`` finds the first one instead
+    of starting a duplicate, and reconciliation can find orphans.
+    """
+
+    key: str
+    name: str
+    owner: str
+    account: str
+    command: str
+    script: str
+    walltime_seconds: int
+    placements: tuple[Placement, ...]
+    cpus_per_node: int = 1
+    memory_mib_per_node: int = 0
+    image: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+class RemoteState(enum.StrEnum):
+    """A job's state as the workload manager reports it."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    #: The workload manager no longer knows the id (purged, or never existed).
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (RemoteState.PENDING, RemoteState.RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class PollResult:
+    """One job's state as last seen by the backend."""
+
+    external_id: str
+    state: RemoteState
+    exit_code: int | None = None
+    reason: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """One GPU (or one MIG slice, when ``parent_index`` is set) as the backend sees it."""
+
+    index: int
+    model: str
+    memory_mib: int
+    compute_capability: str
+    uuid: str = ""
+    mig_profile: str = ""
+    parent_index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """One node's inventory and health as the backend sees it."""
+
+    name: str
+    cpus: int
+    memory_mib: int
+    gpus: tuple[GpuInfo, ...]
+    state: str = "up"  # "up", "drain" or "down"
+    reason: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A workload manager adapter. Every method raises only :class:`BackendError`."""
+
+    kind: ClassVar[str]
+
+    def submit(self, spec: JobSpec) -> str:
+        """Start ``spec`` and return the workload manager's id for it.
+
+        Idempotent per ``spec.key``: a second call for the same key returns the id of
+        the first submission and starts nothing new.
+        """
+        ...
+
+    def cancel(self, external_id: str) -> None:
+        """Stop the job. Idempotent: cancelling a finished or unknown job is a no-op."""
+        ...
+
+    def poll(self, external_ids: Sequence[str]) -> dict[str, PollResult]:
+        """Report the state of many jobs in one call.
+
+        Every requested id is in the result; ids the workload manager has never heard
+        of come back as :attr:`RemoteState.UNKNOWN`.
+        """
+        ...
+
+    def list_nodes(self) -> list[NodeInfo]:
+        """Return the cluster's nodes with their GPUs and health."""
+        ...
+
+    def read_log(self, external_id: str, max_bytes: int = 65536) -> str:
+        """Return the last ``max_bytes`` of the job's combined output ('' if none yet)."""
+        ...

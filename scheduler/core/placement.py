@@ -1,0 +1,106 @@
+"""Where a job fits: a ledger of free capacity and first-fit gang placement.
+
+The ledger is built once per cycle from the snapshot and updated as the cycle commits
+starts, so one GPU can never be handed to two jobs within a cycle or across cycles
+(running jobs' GPUs are removed before any placement is tried).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from scheduler.core.types import Allocation, NodeView, PendingJob, Snapshot, Start
+
+
+@dataclass(slots=True)
+class NodeCapacity:
+    """What is still free on one node during a cycle."""
+
+    node: NodeView
+    free_gpus: dict[int, bool] = field(default_factory=dict)  # index -> free (ordered)
+    free_cpus: int = 0
+    free_memory_mib: int = 0
+
+    def usable_gpus(self, job: PendingJob) -> list[int]:
+        """Free GPU indices on this node that satisfy the job's per-GPU constraints."""
+        return [gpu.index for gpu in self.node.gpus if self.free_gpus.get(gpu.index) and job.accepts(gpu)]
+
+    def fit(self, job: PendingJob) -> Allocation | None:
+        """The lowest-index allocation for one node's share of ``job``, or ``None``."""
+        if not self.node.schedulable:
+            return None
+        if self.free_cpus < job.cpus_per_node or self.free_memory_mib < job.memory_mib_per_node:
+            return None
+        if job.gpus_per_node == 0:
+            return Allocation(self.node.name, (), job.cpus_per_node, job.memory_mib_per_node)
+        usable = self.usable_gpus(job)
+        if len(usable) < job.gpus_per_node:
+            return None
+        return Allocation(
+            self.node.name, tuple(usable[: job.gpus_per_node]), job.cpus_per_node, job.memory_mib_per_node
+        )
+
+    def take(self, allocation: Allocation) -> None:
+        for index in allocation.gpu_indices:
+            self.free_gpus[index] = False
+        self.free_cpus -= allocation.cpus
+        self.free_memory_mib -= allocation.memory_mib
+
+
+class Ledger:
+    """Free capacity of every node, grouped by cluster, for one scheduling cycle."""
+
+    def __init__(self, nodes: Iterable[NodeView]) -> None:
+        self.by_name: dict[str, NodeCapacity] = {}
+        self.by_cluster: dict[str, list[NodeCapacity]] = {}
+        for node in sorted(nodes, key=lambda n: (n.cluster, n.name)):
+            capacity = NodeCapacity(
+                node=node,
+                free_gpus={gpu.index: True for gpu in node.gpus},
+                free_cpus=node.cpus,
+                free_memory_mib=node.memory_mib,
+            )
+            self.by_name[node.name] = capacity
+            self.by_cluster.setdefault(node.cluster, []).append(capacity)
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot) -> Ledger:
+        """Capacity left after subtracting what running jobs hold."""
+        ledger = cls(snapshot.nodes)
+        for job in snapshot.running:
+            for allocation in job.allocations:
+                capacity = ledger.by_name.get(allocation.node)
+                if capacity is not None:
+                    capacity.take(allocation)
+        return ledger
+
+    def first_fit(self, job: PendingJob) -> Start | None:
+        """Place all ``job.nodes`` shares at once inside one cluster, or nothing (gang).
+
+        Nodes are tried in name order and GPUs in index order, so the result is
+        deterministic for a given snapshot.
+        """
+        for cluster, capacities in self.by_cluster.items():
+            allocations: list[Allocation] = []
+            for capacity in capacities:
+                allocation = capacity.fit(job)
+                if allocation is not None:
+                    allocations.append(allocation)
+                    if len(allocations) == job.nodes:
+                        return Start(job.id, cluster, tuple(allocations))
+        return None
+
+    def commit(self, start: Start) -> None:
+        """Mark a start's GPUs, CPUs and memory as taken."""
+        for allocation in start.allocations:
+            self.by_name[allocation.node].take(allocation)
+
+
+def fits_when_idle(job: PendingJob, nodes: Iterable[NodeView]) -> bool:
+    """Whether the job could start if every schedulable node were idle.
+
+    Tells "waiting for busy resources" apart from "no node that is up can ever hold
+    this", which matters both for the reason a user sees and for queue blocking.
+    """
+    return Ledger(nodes).first_fit(job) is not None

@@ -1,0 +1,140 @@
+"""Plain data the scheduling core works on.
+
+The core never sees a model or a queryset: ``scheduler/snapshot.py`` turns the database
+into these frozen dataclasses, the core returns :class:`Decisions`, and
+``scheduler/services.py`` writes them back. Keeping the boundary this narrow is what lets
+the policy be tested, benchmarked and replayed against traces without a database.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+ComputeCapability = tuple[int, int]
+
+
+def parse_compute_capability(text: str) -> ComputeCapability:
+    """``"8.9"`` -> ``(8, 9)``. Raises ``ValueError`` on anything else."""
+    major, sep, minor = text.strip().partition(".")
+    if not sep or not major.isdigit() or not minor.isdigit():
+        raise ValueError(f"compute capability must look like '8.0', got {text!r}")
+    return int(major), int(minor)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    """One allocatable GPU (a whole GPU or one MIG slice) on a node."""
+
+    index: int
+    model: str
+    memory_mib: int
+    compute_capability: ComputeCapability
+    healthy: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node as the scheduler sees it: capacity, health and allocatable GPUs."""
+
+    name: str
+    cluster: str
+    cpus: int
+    memory_mib: int
+    gpus: tuple[GpuView, ...]
+    schedulable: bool = True
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What one job holds on one node."""
+
+    node: str
+    gpu_indices: tuple[int, ...]
+    cpus: int = 0
+    memory_mib: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job that holds resources (dispatching or running)."""
+
+    id: int
+    allocations: tuple[Allocation, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    """A job waiting to start and what it asks for (per node, times ``nodes``)."""
+
+    id: int
+    submitted_at: datetime
+    nodes: int = 1
+    gpus_per_node: int = 1
+    cpus_per_node: int = 1
+    memory_mib_per_node: int = 0
+    gpu_model: str = ""
+    min_gpu_memory_mib: int = 0
+    min_compute_capability: ComputeCapability | None = None
+    walltime_seconds: int = 3600
+
+    def accepts(self, gpu: GpuView) -> bool:
+        """Whether one GPU satisfies this job's per-GPU constraints."""
+        if self.gpu_model and gpu.model != self.gpu_model:
+            return False
+        if gpu.memory_mib < self.min_gpu_memory_mib:
+            return False
+        if self.min_compute_capability is not None and gpu.compute_capability < self.min_compute_capability:
+            return False
+        return gpu.healthy
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The world at one instant: nodes, who holds what, and who waits."""
+
+    nodes: tuple[NodeView, ...]
+    running: tuple[RunningJob, ...]
+    pending: tuple[PendingJob, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Knobs of the scheduling cycle.
+
+    ``strict_order``: like Slurm's main scheduler without backfill, once the first job
+    waiting for busy resources is met, later jobs may not jump ahead of it (they get
+    reason ``Priority``). ``max_starts`` bounds the work of one cycle.
+    """
+
+    strict_order: bool = True
+    max_starts: int = 1000
+
+
+class PendingReason(enum.StrEnum):
+    """Why a job did not start, in the vocabulary Slurm users already know."""
+
+    RESOURCES = "Resources"  # fits the cluster, but the GPUs/CPUs are busy now
+    PRIORITY = "Priority"  # a job ahead of it is waiting for resources
+    NODES_UNAVAILABLE = "ReqNodeNotAvail"  # no schedulable node could ever fit it now
+    CYCLE_LIMIT = "SchedCycleLimit"  # the cycle hit max_starts before reaching it
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A decision to start one job on these allocations."""
+
+    job_id: int
+    cluster: str
+    allocations: tuple[Allocation, ...]
+
+
+@dataclass(slots=True)
+class Decisions:
+    """The output of one cycle: jobs to start and why the others wait."""
+
+    starts: list[Start] = field(default_factory=list)
+    pending_reasons: dict[int, PendingReason] = field(default_factory=dict)

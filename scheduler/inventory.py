@@ -1,0 +1,72 @@
+"""What the clusters could ever offer, used to reject impossible requests at submit.
+
+A job that no node could hold even when idle would wait forever; telling the user at
+submit time (with the models and sizes that do exist) is kinder than a silent queue.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from scheduler.core.types import GpuView, PendingJob
+from scheduler.snapshot import load_nodes
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    node_gpus: list[tuple[str, int, int, tuple[GpuView, ...]]]  # (cluster, cpus, memory_mib, gpus) per node
+
+    @property
+    def models(self) -> list[str]:
+        return sorted({g.model for _, _, _, gpus in self.node_gpus for g in gpus})
+
+    def matching_gpus(self, job: PendingJob, gpus: tuple[GpuView, ...]) -> int:
+        return sum(1 for g in gpus if job.accepts(g))
+
+    def check(self, job: PendingJob) -> dict[str, str]:
+        """Field -> message for every part of ``job`` that no node can satisfy."""
+        errors: dict[str, str] = {}
+        if not self.node_gpus:
+            return {"nodes": "No cluster has any nodes yet; ask an admin to add or sync a cluster."}
+        if job.gpu_model and job.gpu_model not in self.models:
+            errors["gpu_model"] = f"Unknown GPU model {job.gpu_model!r}; known models: {', '.join(self.models)}."
+            return errors
+        best = max(self.matching_gpus(job, gpus) for _, _, _, gpus in self.node_gpus)
+        if job.gpus_per_node > best:
+            what = []
+            if job.gpu_model:
+                what.append(f"model {job.gpu_model}")
+            if job.min_gpu_memory_mib:
+                what.append(f">= {job.min_gpu_memory_mib} MiB")
+            if job.min_compute_capability:
+                what.append("compute capability >= %d.%d" % job.min_compute_capability)
+            suffix = f" matching {', '.join(what)}" if what else ""
+            errors["gpus_per_node"] = f"No node has {job.gpus_per_node} GPUs{suffix}; the most on one node is {best}."
+        max_cpus = max(cpus for _, cpus, _, _ in self.node_gpus)
+        if job.cpus_per_node > max_cpus:
+            errors["cpus_per_node"] = f"No node has {job.cpus_per_node} CPUs; the largest has {max_cpus}."
+        max_mem = max(mem for _, _, mem, _ in self.node_gpus)
+        if job.memory_mib_per_node > max_mem:
+            errors["memory_mib_per_node"] = f"No node has {job.memory_mib_per_node} MiB; the largest has {max_mem}."
+        if not errors:
+            # A gang job runs inside one cluster, so count fitting nodes per cluster.
+            per_cluster: dict[str, int] = defaultdict(int)
+            for cluster, cpus, mem, gpus in self.node_gpus:
+                if (
+                    self.matching_gpus(job, gpus) >= job.gpus_per_node
+                    and cpus >= job.cpus_per_node
+                    and mem >= job.memory_mib_per_node
+                ):
+                    per_cluster[cluster] += 1
+            fitting = max(per_cluster.values(), default=0)
+            if job.nodes > fitting:
+                errors["nodes"] = (
+                    f"At most {fitting} nodes of one cluster can hold this per-node request; {job.nodes} were asked."
+                )
+        return errors
+
+
+def load_inventory() -> Inventory:
+    """All nodes of enabled clusters, whatever their state (a drained node comes back)."""
+    return Inventory([(node.cluster, node.cpus, node.memory_mib, node.gpus) for node in load_nodes()])

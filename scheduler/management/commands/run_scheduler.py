@@ -1,0 +1,44 @@
+"""Run the scheduler without Celery: tick, dispatch inline, poll, sleep, repeat."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.conf import settings
+
+from scheduler import services
+
+
+class Command(BaseCommand):
+    help = "Run the scheduling loop in this process (the embedded mode; no Redis or Celery needed)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--once", action="store_true", help="Run one poll and one tick, then exit.")
+        parser.add_argument(
+            "--interval", type=float, default=None, help="Seconds between ticks (default: SCHEDULER_TICK_SECONDS)."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        interval = options["interval"] if options["interval"] is not None else settings.SCHEDULER_TICK_SECONDS
+        if interval <= 0:
+            self.stderr.write("--interval must be a positive number of seconds")
+            raise SystemExit(2)
+        if settings.SCHEDULER_DISPATCH != "inline":
+            self.stdout.write("SCHEDULER_DISPATCH=celery: dispatch goes to Celery workers.")
+        self.stdout.write(f"scheduler loop: tick every {interval:g}s (Ctrl-C to stop)")
+        try:
+            while True:
+                polled = services.poll_backends()
+                result = services.run_tick()
+                if result.started or options["verbosity"] > 1:
+                    self.stdout.write(
+                        f"tick: started {len(result.started)} of {result.pending} pending "
+                        f"in {result.duration_ms:.1f} ms; clusters {polled}"
+                    )
+                if options["once"]:
+                    return
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            self.stdout.write("scheduler loop stopped")

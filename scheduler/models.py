@@ -1,0 +1,164 @@
+"""Clusters, nodes, GPUs, jobs and their audit trail.
+
+Rows are written only by ``scheduler.services``; job state moves through conditional
+updates there, so the models carry no state-changing methods.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from scheduler.choices import BackendKind, EventKind, JobState, NodeState
+
+
+class Cluster(models.Model):
+    """One workload manager we dispatch to, with its adapter's configuration."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    kind = models.CharField(max_length=16, choices=BackendKind.choices, default=BackendKind.LOCAL)
+    config = models.JSONField(default=dict, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    """A host with GPUs. Names are unique across clusters, as hostnames are."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=128, unique=True)
+    state = models.CharField(max_length=8, choices=NodeState.choices, default=NodeState.UP)
+    reason = models.CharField(max_length=200, blank=True)
+    cpus = models.PositiveIntegerField(default=1)
+    memory_mib = models.PositiveBigIntegerField(default=0)
+    labels = models.JSONField(default=dict, blank=True)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Gpu(models.Model):
+    """A physical GPU, or a MIG slice of one when ``parent`` is set."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveIntegerField()
+    uuid = models.CharField(max_length=64, blank=True)
+    model = models.CharField(max_length=64)
+    memory_mib = models.PositiveIntegerField()
+    compute_capability = models.CharField(max_length=8)
+    mig_profile = models.CharField(max_length=32, blank=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="slices")
+
+    class Meta:
+        ordering = ["node__name", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_node_index")]
+
+    def __str__(self) -> str:
+        label = f"{self.node.name}:{self.index} {self.model}"
+        return f"{label} ({self.mig_profile})" if self.mig_profile else label
+
+
+class Job(models.Model):
+    """A request for GPUs plus what to run, and where it stands.
+
+    Per-node requests (``gpus_per_node``, ``cpus_per_node``, ``memory_mib_per_node``)
+    apply on each of ``nodes`` nodes, started together (gang). ``allocations`` holds
+    what the scheduler assigned: ``[{"node", "gpu_indices", "cpus", "memory_mib"}]``.
+    """
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    account = models.ForeignKey("portal.Account", on_delete=models.PROTECT, related_name="jobs")
+    qos = models.ForeignKey("portal.Qos", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(max_length=128)
+    command = models.TextField(blank=True)
+    script = models.TextField(blank=True)
+    image = models.CharField(max_length=256, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+
+    nodes = models.PositiveIntegerField(default=1)
+    gpus_per_node = models.PositiveIntegerField(default=1)
+    gpu_model = models.CharField(max_length=64, blank=True)
+    min_gpu_memory_mib = models.PositiveIntegerField(default=0)
+    min_compute_capability = models.CharField(max_length=8, blank=True)
+    cpus_per_node = models.PositiveIntegerField(default=1)
+    memory_mib_per_node = models.PositiveIntegerField(default=0)
+    walltime_seconds = models.PositiveIntegerField()
+
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
+    pending_reason = models.CharField(max_length=64, blank=True)
+    state_reason = models.CharField(max_length=500, blank=True)
+    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
+    allocations = models.JSONField(default=list, blank=True)
+    attempt = models.PositiveIntegerField(default=0)
+    external_id = models.CharField(max_length=128, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+
+    submitted_at = models.DateTimeField()
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        indexes = [
+            models.Index(fields=["state", "submitted_at"], name="job_state_submitted"),
+            models.Index(fields=["owner", "state"], name="job_owner_state"),
+            models.Index(fields=["account", "state"], name="job_account_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.name}"
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def backend_key(self) -> str:
+        """Identity of the current attempt at the backend (submit is idempotent on it)."""
+        return f"{self.uuid}.{self.attempt}"
+
+
+class JobEvent(models.Model):
+    """Append-only audit trail of one job: what happened, when, and with what data."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=32, choices=EventKind.choices)
+    message = models.CharField(max_length=500)
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["job", "at"], name="jobevent_job_at")]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.kind}: {self.message}"
+
+
+class TickState(models.Model):
+    """One row recording the last scheduling tick (also the SQLite tick lock)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.FloatField(default=0)
+    started_jobs = models.PositiveIntegerField(default=0)
+    pending_jobs = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"last tick at {self.finished_at}"

@@ -1,0 +1,510 @@
+"""Every write to jobs, nodes and clusters goes through these verb-first functions.
+
+Views, admin actions, Celery tasks and management commands call them; none of them
+``.save()`` a job themselves. Job state only moves through :func:`transition`, a
+conditional ``UPDATE ... WHERE state IN (...)`` that reports whether it won, so two
+workers (or a worker and a user clicking cancel) can never both move one job.
+Backend calls happen after the database commit, never inside a transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from portal.models import Account, Qos, Quota
+from scheduler.backends import load_backend
+from scheduler.backends.base import Backend, BackendError, JobSpec, Placement, PollResult, RemoteState
+from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, EventKind, JobState, NodeState
+from scheduler.core import Policy, schedule
+from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState
+from scheduler.snapshot import allocations_to_json, load_snapshot
+
+log = logging.getLogger(__name__)
+
+#: Advisory lock key for the scheduling tick on PostgreSQL ("QMTICK" in ASCII).
+TICK_LOCK_KEY = 0x514D5449434B
+
+
+class JobStateConflict(Exception):
+    """The job is not in a state that allows the requested action."""
+
+
+# --- Events and transitions --------------------------------------------------------
+
+
+def record_event(job_id: int, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
+    JobEvent.objects.create(job_id=job_id, at=timezone.now(), kind=kind, message=message, data=data or {})
+
+
+def transition(
+    job_id: int,
+    from_states: Iterable[str],
+    to_state: str,
+    *,
+    event: str = EventKind.STATE,
+    message: str = "",
+    **fields: Any,
+) -> bool:
+    """Move one job from any of ``from_states`` to ``to_state`` if it is still there.
+
+    Returns ``True`` when this call made the change (exactly one row updated), ``False``
+    when someone else moved the job first. Records a ``JobEvent`` only on success.
+    """
+    sources = list(from_states)
+    with transaction.atomic():
+        changed = Job.objects.filter(pk=job_id, state__in=sources).update(state=to_state, **fields)
+        if changed:
+            record_event(job_id, event, message or f"-> {to_state}", {"to": to_state})
+    return changed == 1
+
+
+# --- Work after commit: dispatch and remote cancel ----------------------------------
+
+
+def _after_commit(task_name: str, func: Callable[[int], object], job_id: int) -> None:
+    """Run ``func(job_id)`` after the surrounding transaction commits.
+
+    With a Celery broker the work goes to a worker (task ``task_name``); in the embedded
+    mode it runs inline, so a single process with no Redis still works end to end.
+    """
+
+    def run() -> None:
+        if settings.SCHEDULER_DISPATCH == "celery":
+            from portal.celery import app
+
+            app.send_task(task_name, args=[job_id])
+        else:
+            try:
+                func(job_id)
+            except BackendError as exc:  # transient: the poll loop retries later
+                log.warning("%s for job %s failed: %s", task_name, job_id, exc)
+
+    transaction.on_commit(run)
+
+
+def backend_for(cluster: Cluster) -> Backend:
+    return load_backend(cluster.kind, cluster.name, cluster.config, work_dir=settings.QM_WORK_DIR)
+
+
+# --- Submission ----------------------------------------------------------------------
+
+
+def _check_quota(quota: Quota | None, queued: int, walltime_seconds: int, field: str, who: str) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    if quota is None:
+        return errors
+    if quota.max_pending_jobs is not None and queued >= quota.max_pending_jobs:
+        errors[field] = f"{who} already has {queued} pending jobs; the quota allows {quota.max_pending_jobs}."
+    if quota.max_walltime_seconds is not None and walltime_seconds > quota.max_walltime_seconds:
+        errors["walltime_seconds"] = (
+            f"{walltime_seconds}s exceeds the {who} quota maximum of {quota.max_walltime_seconds}s."
+        )
+    return errors
+
+
+def submit_job(*, owner: AbstractBaseUser, account: Account, qos: Qos | None, **fields: Any) -> Job:
+    """Create a PENDING job after checking the quotas that depend on the queue.
+
+    The user's and the account's rows are locked (``SELECT ... FOR UPDATE``) while the
+    pending jobs are counted, so concurrent submissions cannot overshoot a
+    pending-jobs quota. Raises ``ValidationError`` (field -> message) and writes
+    nothing when a quota refuses the job.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        user_model = type(owner)
+        user_model.objects.select_for_update().filter(pk=owner.pk).exists()  # type: ignore[attr-defined]
+        Account.objects.select_for_update().filter(pk=account.pk).exists()
+        quotas = {
+            ("account" if q.account_id else "user"): q
+            for q in Quota.objects.filter(Q(account=account) | Q(user_id=owner.pk))
+        }
+        walltime = int(fields["walltime_seconds"])
+        errors: dict[str, str] = {}
+        if "account" in quotas:
+            queued = Job.objects.filter(account=account, state__in=QUEUED_STATES).count()
+            errors.update(_check_quota(quotas["account"], queued, walltime, "account", f"Account {account.name}"))
+        if "user" in quotas:
+            queued = Job.objects.filter(owner_id=owner.pk, state__in=QUEUED_STATES).count()
+            errors.update(_check_quota(quotas["user"], queued, walltime, "account", f"User {owner}"))
+        if errors:
+            raise ValidationError(errors)
+        job = Job.objects.create(owner=owner, account=account, qos=qos, submitted_at=now, **fields)
+        record_event(job.id, EventKind.SUBMITTED, f"submitted by {owner}", {"total_gpus": job.total_gpus})
+    return job
+
+
+# --- User actions ---------------------------------------------------------------------
+
+
+def _require(job: Job, allowed: Iterable[str], verb: str) -> None:
+    allowed = list(allowed)
+    if job.state not in allowed:
+        raise JobStateConflict(
+            f"Job {job.id} is {job.state}; only {', '.join(sorted(allowed))} jobs can be {verb}."
+        )
+
+
+def cancel_job(job: Job, *, by: str) -> None:
+    """Cancel a queued or active job. Active jobs are also cancelled at the backend.
+
+    Raises ``JobStateConflict`` if the job already ended (or ends concurrently).
+    """
+    cancellable = QUEUED_STATES | ACTIVE_STATES
+    _require(job, cancellable, "cancelled")
+    now = timezone.now()
+    with transaction.atomic():
+        moved = transition(
+            job.id, cancellable, JobState.CANCELLED, event=EventKind.CANCELLED,
+            message=f"cancelled by {by}", ended_at=now, pending_reason="",
+        )
+        if not moved:
+            raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
+        if job.state in ACTIVE_STATES and job.external_id:
+            _after_commit("scheduler.cancel_remote", cancel_remote, job.id)
+
+
+def hold_job(job: Job, *, by: str) -> None:
+    """Keep a pending job from being scheduled until released (``scontrol hold``)."""
+    _require(job, [JobState.PENDING], "held")
+    if not transition(job.id, [JobState.PENDING], JobState.HELD, event=EventKind.HELD, message=f"held by {by}",
+                      pending_reason="JobHeldUser"):
+        raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
+
+
+def release_job(job: Job, *, by: str) -> None:
+    """Return a held job to the queue (``scontrol release``)."""
+    _require(job, [JobState.HELD], "released")
+    if not transition(job.id, [JobState.HELD], JobState.PENDING, event=EventKind.RELEASED,
+                      message=f"released by {by}", pending_reason=""):
+        raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
+
+
+def requeue_job(job: Job, *, by: str) -> None:
+    """Put an active or ended job back in the queue as a new attempt (``scontrol requeue``).
+
+    The job keeps its id and submit time (so it keeps its place in a FIFO queue); its
+    allocation, exit code and backend id are cleared. An active attempt is cancelled at
+    the backend first; the new attempt has a new backend key so it is a fresh submission.
+    """
+    requeueable = ACTIVE_STATES | TERMINAL_STATES
+    _require(job, requeueable, "requeued")
+    was_active = job.state in ACTIVE_STATES and bool(job.external_id)
+    with transaction.atomic():
+        moved = transition(
+            job.id, [job.state], JobState.PENDING, event=EventKind.REQUEUED, message=f"requeued by {by}",
+            attempt=job.attempt + 1, allocations=[], cluster=None, external_id="", exit_code=None,
+            dispatched_at=None, started_at=None, ended_at=None, pending_reason="", state_reason="",
+        )
+        if not moved:
+            raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
+        if was_active:
+            cluster_id, external_id = job.cluster_id, job.external_id
+            transaction.on_commit(lambda: _cancel_quietly(cluster_id, external_id))
+
+
+def _cancel_quietly(cluster_id: int | None, external_id: str) -> None:
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return
+    try:
+        backend_for(cluster).cancel(external_id)
+    except BackendError as exc:
+        log.warning("cancel of %s on %s failed: %s", external_id, cluster, exc)
+
+
+def cancel_remote(job_id: int) -> None:
+    """Cancel a job's current attempt at its backend. Idempotent (backend cancel is)."""
+    job = Job.objects.select_related("cluster").filter(pk=job_id).first()
+    if job is None or job.cluster is None or not job.external_id:
+        return
+    backend_for(job.cluster).cancel(job.external_id)
+
+
+# --- The scheduling tick -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    ran: bool
+    started: list[int]
+    pending: int
+    duration_ms: float
+
+
+def _try_tick_lock() -> bool:
+    """Take the single-flight tick lock for the current transaction.
+
+    PostgreSQL: a transaction-scoped advisory lock; a second tick returns at once.
+    SQLite: writing the tick row takes the database write lock, which serialises
+    ticks (the second waits, then schedules on fresh state).
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [TICK_LOCK_KEY])
+            return bool(cursor.fetchone()[0])
+    TickState.objects.update_or_create(pk=1, defaults={"started_at": timezone.now()})
+    return True
+
+
+def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickResult:
+    """One scheduling cycle: lock, snapshot, decide, apply, then dispatch after commit.
+
+    Steps:
+    1. Take the tick lock; if another tick holds it, return ``ran=False``.
+    2. Load the snapshot in bulk.
+    3. Call the pure core.
+    4. Claim each started job with a conditional PENDING -> DISPATCHING update that also
+       stores its allocation; update pending reasons that changed, grouped per reason.
+    5. After commit, dispatch each claimed job (Celery task or inline).
+    """
+    began = time.perf_counter()
+    now = now or timezone.now()
+    policy = policy or Policy(max_starts=settings.SCHEDULER_MAX_STARTS_PER_TICK)
+    started: list[int] = []
+    with transaction.atomic():
+        if not _try_tick_lock():
+            return TickResult(ran=False, started=[], pending=0, duration_ms=0.0)
+        loaded = load_snapshot()
+        decisions = schedule(loaded.snapshot, policy, now)
+        clusters = dict(Cluster.objects.values_list("name", "id"))
+        events: list[JobEvent] = []
+        for start in decisions.starts:
+            claimed = Job.objects.filter(pk=start.job_id, state=JobState.PENDING).update(
+                state=JobState.DISPATCHING,
+                cluster_id=clusters[start.cluster],
+                allocations=allocations_to_json(start.allocations),
+                dispatched_at=now,
+                pending_reason="",
+            )
+            if claimed:
+                started.append(start.job_id)
+                placement = ", ".join(f"{a.node}[{','.join(map(str, a.gpu_indices))}]" for a in start.allocations)
+                events.append(JobEvent(job_id=start.job_id, at=now, kind=EventKind.STARTED,
+                                       message=f"scheduled on {placement}",
+                                       data={"allocations": allocations_to_json(start.allocations)}))
+        JobEvent.objects.bulk_create(events)
+        by_reason: dict[str, list[int]] = defaultdict(list)
+        for job_id, reason in decisions.pending_reasons.items():
+            if loaded.pending_reasons.get(job_id) != reason:
+                by_reason[str(reason)].append(job_id)
+        for reason, ids in by_reason.items():
+            Job.objects.filter(pk__in=ids, state=JobState.PENDING).update(pending_reason=reason)
+        duration = (time.perf_counter() - began) * 1000
+        TickState.objects.update_or_create(
+            pk=1,
+            defaults={"finished_at": timezone.now(), "duration_ms": duration, "started_jobs": len(started),
+                      "pending_jobs": len(loaded.snapshot.pending)},
+        )
+        for job_id in started:
+            _after_commit("scheduler.dispatch_job", dispatch_job, job_id)
+    return TickResult(ran=True, started=started, pending=len(loaded.snapshot.pending), duration_ms=duration)
+
+
+# --- Dispatch --------------------------------------------------------------------------
+
+
+def job_spec(job: Job) -> JobSpec:
+    """What the backend needs for the job's current attempt."""
+    return JobSpec(
+        key=job.backend_key,
+        name=job.name,
+        owner=job.owner.get_username(),
+        account=job.account.name,
+        command=job.command,
+        script=job.script,
+        walltime_seconds=job.walltime_seconds,
+        placements=tuple(
+            Placement(node=str(a["node"]), gpu_indices=tuple(int(i) for i in a.get("gpu_indices", [])))
+            for a in job.allocations
+        ),
+        cpus_per_node=job.cpus_per_node,
+        memory_mib_per_node=job.memory_mib_per_node,
+        image=job.image,
+        env={str(k): str(v) for k, v in (job.env or {}).items()},
+    )
+
+
+def dispatch_job(job_id: int) -> None:
+    """Hand a DISPATCHING job to its backend and mark it RUNNING.
+
+    Safe to call again for the same job (after a worker crash or a transient error):
+    ``submit`` is idempotent per attempt key, and the state moves only if the job is
+    still DISPATCHING. If the job was cancelled while we submitted, the fresh remote job
+    is cancelled too. A permanent backend error fails the job; a transient one is
+    re-raised so the caller retries.
+    """
+    job = Job.objects.select_related("cluster", "owner", "account").filter(pk=job_id).first()
+    if job is None or job.state != JobState.DISPATCHING or job.cluster is None:
+        return
+    try:
+        backend = backend_for(job.cluster)
+        external_id = backend.submit(job_spec(job))
+    except BackendError as exc:
+        if exc.permanent:
+            transition(job.id, [JobState.DISPATCHING], JobState.FAILED, message=f"backend refused: {exc.message}",
+                       state_reason=exc.message[:500], ended_at=timezone.now())
+            return
+        record_event(job.id, EventKind.DISPATCH_RETRY, f"dispatch failed, will retry: {exc.message}")
+        raise
+    moved = transition(
+        job.id, [JobState.DISPATCHING], JobState.RUNNING, event=EventKind.DISPATCHED,
+        message=f"running on {job.cluster.name} as {external_id}", external_id=external_id,
+        started_at=timezone.now(),
+    )
+    if not moved:
+        # Cancelled (or requeued) while we were submitting: do not leave it running.
+        backend.cancel(external_id)
+
+
+# --- Polling and node inventory ----------------------------------------------------------
+
+_REMOTE_TO_JOB = {
+    RemoteState.COMPLETED: JobState.COMPLETED,
+    RemoteState.FAILED: JobState.FAILED,
+    RemoteState.CANCELLED: JobState.CANCELLED,
+    RemoteState.TIMEOUT: JobState.TIMEOUT,
+    RemoteState.NODE_FAIL: JobState.NODE_FAIL,
+    RemoteState.PREEMPTED: JobState.PREEMPTED,
+    RemoteState.UNKNOWN: JobState.NODE_FAIL,
+}
+
+
+def _apply_poll_result(job_id: int, result: PollResult) -> bool:
+    if not result.state.is_terminal:
+        return False
+    reason = result.reason or ("the backend no longer knows this job" if result.state is RemoteState.UNKNOWN else "")
+    return transition(
+        job_id, [JobState.RUNNING], _REMOTE_TO_JOB[result.state],
+        message=f"{result.state} (exit code {result.exit_code})" if result.exit_code is not None else str(result.state),
+        exit_code=result.exit_code, ended_at=result.ended_at or timezone.now(), state_reason=reason[:500],
+    )
+
+
+def sync_nodes(cluster: Cluster, backend: Backend, now: datetime) -> int:
+    """Bring the cluster's nodes and GPUs in line with the backend's inventory.
+
+    New nodes and GPUs are created in bulk; seen nodes get a heartbeat; a node the
+    backend reports down is marked down, and comes back up when the backend reports it
+    up again (an admin's drain is left alone). Returns the number of nodes seen.
+    """
+    infos = backend.list_nodes()
+    existing = {n.name: n for n in Node.objects.filter(cluster=cluster)}
+    with transaction.atomic():
+        new_nodes = [
+            Node(cluster=cluster, name=info.name, cpus=info.cpus, memory_mib=info.memory_mib,
+                 labels=dict(info.labels), state=NodeState.DOWN if info.state == "down" else NodeState.UP,
+                 reason=info.reason, last_heartbeat=now)
+            for info in infos if info.name not in existing
+        ]
+        Node.objects.bulk_create(new_nodes)
+        if new_nodes:
+            existing = {n.name: n for n in Node.objects.filter(cluster=cluster)}
+            _create_gpus([(existing[info.name], info) for info in infos if info.name in {n.name for n in new_nodes}])
+        Node.objects.filter(cluster=cluster, name__in=[i.name for i in infos]).update(last_heartbeat=now)
+        down = [i.name for i in infos if i.state == "down"]
+        Node.objects.filter(cluster=cluster, name__in=down).exclude(state=NodeState.DOWN).update(
+            state=NodeState.DOWN, reason="reported down by backend")
+        up = [i.name for i in infos if i.state == "up"]
+        Node.objects.filter(cluster=cluster, name__in=up, state=NodeState.DOWN,
+                            reason="reported down by backend").update(state=NodeState.UP, reason="")
+    return len(infos)
+
+
+def _create_gpus(pairs: list[tuple[Node, Any]]) -> None:
+    """Create GPUs for new nodes: physical GPUs first, then MIG slices pointing at them."""
+    physical = [
+        Gpu(node=node, index=g.index, uuid=g.uuid, model=g.model, memory_mib=g.memory_mib,
+            compute_capability=g.compute_capability)
+        for node, info in pairs for g in info.gpus if g.parent_index is None
+    ]
+    Gpu.objects.bulk_create(physical)
+    parents = {(g.node_id, g.index): g.id for g in Gpu.objects.filter(node__in=[n for n, _ in pairs])}
+    Gpu.objects.bulk_create([
+        Gpu(node=node, index=g.index, uuid=g.uuid, model=g.model, memory_mib=g.memory_mib,
+            compute_capability=g.compute_capability, mig_profile=g.mig_profile,
+            parent_id=parents[(node.id, g.parent_index)])
+        for node, info in pairs for g in info.gpus if g.parent_index is not None
+    ])
+
+
+def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int]:
+    """Refresh one cluster: inventory, finished jobs, stuck dispatches.
+
+    Steps:
+    1. Sync nodes (heartbeats, new hardware, down nodes).
+    2. Poll every RUNNING job of the cluster in one backend call; record ends.
+    3. Re-dispatch jobs stuck in DISPATCHING longer than ``SCHEDULER_REDISPATCH_SECONDS``
+       (their worker died mid-submit; submit is idempotent so this cannot duplicate).
+    """
+    now = now or timezone.now()
+    backend = backend_for(cluster)
+    nodes_seen = sync_nodes(cluster, backend, now)
+    running = dict(
+        Job.objects.filter(cluster=cluster, state=JobState.RUNNING).exclude(external_id="")
+        .values_list("external_id", "id")
+    )
+    ended = 0
+    if running:
+        results = backend.poll(list(running))
+        for external_id, job_id in running.items():
+            result = results.get(external_id)
+            if result is not None and _apply_poll_result(job_id, result):
+                ended += 1
+    stale = now - timedelta(seconds=settings.SCHEDULER_REDISPATCH_SECONDS)
+    stuck = list(
+        Job.objects.filter(cluster=cluster, state=JobState.DISPATCHING, dispatched_at__lt=stale)
+        .values_list("id", flat=True)
+    )
+    for job_id in stuck:
+        Job.objects.filter(pk=job_id, state=JobState.DISPATCHING).update(dispatched_at=now)
+        _after_commit("scheduler.dispatch_job", dispatch_job, job_id)
+    return {"nodes": nodes_seen, "running": len(running), "ended": ended, "redispatched": len(stuck)}
+
+
+def poll_backends(now: datetime | None = None) -> dict[str, dict[str, int]]:
+    """Poll every enabled cluster; one cluster's outage does not stop the others."""
+    report: dict[str, dict[str, int]] = {}
+    for cluster in Cluster.objects.filter(enabled=True):
+        try:
+            report[cluster.name] = poll_cluster(cluster, now)
+        except BackendError as exc:
+            log.warning("polling cluster %s failed: %s", cluster.name, exc)
+            report[cluster.name] = {"error": 1}
+    return report
+
+
+def read_job_log(job: Job, max_bytes: int = 65536) -> str:
+    """The job's output so far ('' before it starts or if the backend lost it)."""
+    if job.cluster is None or not job.external_id:
+        return ""
+    try:
+        return backend_for(job.cluster).read_log(job.external_id, max_bytes)
+    except BackendError as exc:
+        return f"[log unavailable: {exc.message}]"
+
+
+# --- Nodes -------------------------------------------------------------------------------
+
+
+def drain_node(node: Node, *, reason: str) -> None:
+    """Stop placing new jobs on a node; running jobs finish (``scontrol update state=drain``)."""
+    Node.objects.filter(pk=node.pk).update(state=NodeState.DRAIN, reason=reason[:200])
+
+
+def resume_node(node: Node) -> None:
+    """Make a drained or down node schedulable again."""
+    Node.objects.filter(pk=node.pk).update(state=NodeState.UP, reason="")

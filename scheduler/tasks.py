@@ -1,0 +1,49 @@
+"""Thin Celery tasks: take ids, call a service, return.
+
+``acks_late`` (set globally) means a task whose worker dies is redelivered; every
+service called here is safe to run twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from scheduler import services
+from scheduler.backends.base import BackendError
+
+
+@shared_task(name="scheduler.tick", ignore_result=True)
+def tick() -> dict[str, Any]:
+    """One scheduling cycle; a concurrent second tick returns at once (single-flight)."""
+    result = services.run_tick()
+    return {"ran": result.ran, "started": len(result.started), "pending": result.pending}
+
+
+@shared_task(
+    name="scheduler.dispatch_job",
+    ignore_result=True,
+    autoretry_for=(BackendError,),
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=10,
+)
+def dispatch_job(job_id: int) -> None:
+    services.dispatch_job(job_id)
+
+
+@shared_task(
+    name="scheduler.cancel_remote",
+    ignore_result=True,
+    autoretry_for=(BackendError,),
+    retry_backoff=True,
+    max_retries=10,
+)
+def cancel_remote(job_id: int) -> None:
+    services.cancel_remote(job_id)
+
+
+@shared_task(name="scheduler.poll_backends", ignore_result=True)
+def poll_backends() -> dict[str, dict[str, int]]:
+    return services.poll_backends()

@@ -1,0 +1,121 @@
+"""Builders for test objects: core dataclasses and database rows.
+
+Tests say what matters to them ("an 8-GPU H100 node") and let the builder fill in the
+rest, so a scenario reads as a specification rather than a wall of dicts.
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from scheduler.core.types import Allocation, GpuView, NodeView, PendingJob, RunningJob, Snapshot
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+MODELS = {
+    "H100-80GB": (81920, (9, 0)),
+    "A100-40GB": (40960, (8, 0)),
+    "L4": (24576, (8, 9)),
+    "V100-16GB": (16384, (7, 0)),
+}
+
+_ids = itertools.count(1)
+
+
+# --- Core ---------------------------------------------------------------------------
+
+
+def node(
+    name: str,
+    *,
+    gpus: int = 8,
+    model: str = "H100-80GB",
+    cluster: str = "c1",
+    cpus: int = 64,
+    memory_mib: int = 512_000,
+    schedulable: bool = True,
+    unhealthy: tuple[int, ...] = (),
+) -> NodeView:
+    memory, cc = MODELS[model]
+    return NodeView(
+        name=name,
+        cluster=cluster,
+        cpus=cpus,
+        memory_mib=memory_mib,
+        gpus=tuple(GpuView(i, model, memory, cc, healthy=i not in unhealthy) for i in range(gpus)),
+        schedulable=schedulable,
+    )
+
+
+def pending(job_id: int | None = None, *, age_rank: int | None = None, **request: Any) -> PendingJob:
+    """A pending job; ``age_rank`` orders submission (lower = older), default = id."""
+    job_id = job_id if job_id is not None else next(_ids)
+    rank = age_rank if age_rank is not None else job_id
+    return PendingJob(id=job_id, submitted_at=T0 + timedelta(seconds=rank), **request)
+
+
+def running(job_id: int, *allocations: tuple[str, tuple[int, ...]]) -> RunningJob:
+    return RunningJob(job_id, tuple(Allocation(n, idx) for n, idx in allocations))
+
+
+def snapshot(
+    nodes: list[NodeView], pending_jobs: list[PendingJob], running_jobs: tuple[RunningJob, ...] | list[RunningJob] = ()
+) -> Snapshot:
+    return Snapshot(nodes=tuple(nodes), running=tuple(running_jobs), pending=tuple(pending_jobs))
+
+
+# --- Database -------------------------------------------------------------------------
+
+
+def local_node_group(
+    name: str, *, count: int = 1, gpus: int = 8, model: str = "H100-80GB", cpus: int = 64, memory_mib: int = 512_000
+) -> dict[str, Any]:
+    """One entry of a local backend's ``nodes`` config."""
+    memory, cc = MODELS[model]
+    return {
+        "name": name,
+        "count": count,
+        "cpus": cpus,
+        "memory_mib": memory_mib,
+        "gpus": {"count": gpus, "model": model, "memory_mib": memory, "compute_capability": f"{cc[0]}.{cc[1]}"},
+    }
+
+
+def make_local_cluster(name: str = "test", groups: list[dict[str, Any]] | None = None, **config: Any) -> Any:
+    """A local-backend cluster whose nodes are synced into the database (the real path)."""
+    from scheduler import services
+    from scheduler.models import Cluster
+
+    groups = groups or [local_node_group("h100-{:02d}", count=2), local_node_group("l4-01", gpus=4, model="L4")]
+    cluster = Cluster.objects.create(name=name, kind="local", config={"nodes": groups, **config})
+    services.sync_nodes(cluster, services.backend_for(cluster), datetime.now(UTC))
+    return cluster
+
+
+def make_user(username: str, *, staff: bool = False) -> Any:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(username, f"{username}@example.org", "pw-" + username, is_staff=staff)
+
+
+def make_account(name: str, *, parent: Any = None, shares: int = 1) -> Any:
+    from portal.models import Account
+
+    return Account.objects.create(name=name, parent=parent, shares=shares)
+
+
+def join(user: Any, account: Any, role: str = "member") -> Any:
+    from portal.models import Membership
+
+    return Membership.objects.create(user=user, account=account, role=role)
+
+
+def submit(owner: Any, account: Any, *, qos: Any = None, **overrides: Any) -> Any:
+    """Submit through the service, with a 1-GPU, 1-hour ``true`` job by default."""
+    from scheduler import services
+
+    fields: dict[str, Any] = {"name": "job", "command": "true", "gpus_per_node": 1, "walltime_seconds": 3600}
+    fields.update(overrides)
+    return services.submit_job(owner=owner, account=account, qos=qos, **fields)

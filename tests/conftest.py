@@ -1,0 +1,101 @@
+"""Shared fixtures: personas, service requirements, inline dispatch.
+
+Personas (as in healthchecks' tests): alice owns jobs in account ``lab``; bob
+coordinates ``lab`` and so sees alice's jobs; dora is a plain member of ``lab`` and
+does not; charlie belongs to ``other`` and must see nothing of alice's; admin is staff.
+
+Tests marked ``postgres`` or ``redis`` need that service. Without it they skip on a
+laptop, and FAIL when ``QM_REQUIRE_SERVICES=1`` (CI), so CI can never go green by
+silently skipping.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.builders import join, make_account, make_local_cluster, make_user
+
+REQUIRE_SERVICES = os.environ.get("QM_REQUIRE_SERVICES", "0") == "1"
+
+
+def _missing(reason: str) -> None:
+    if REQUIRE_SERVICES:
+        pytest.fail(f"required service missing: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def redis_url() -> str:
+    return os.environ.get("REDIS_URL", "")
+
+
+def redis_available() -> bool:
+    url = redis_url()
+    if not url:
+        return False
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=2).ping())
+    except redis.RedisError:
+        return False
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("postgres"):
+        from django.conf import settings
+
+        if "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
+            _missing("this test needs PostgreSQL: set DATABASE_URL=postgres://...")
+    if item.get_closest_marker("redis") and not redis_available():
+        _missing(f"this test needs Redis: set REDIS_URL (now {redis_url()!r}) to a running server")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_scheduler_settings(settings: Any, tmp_path: Any) -> None:
+    """Dispatch inline and keep backend files per test, unless a test says otherwise."""
+    settings.SCHEDULER_DISPATCH = "inline"
+    settings.QM_WORK_DIR = tmp_path / "work"
+
+
+@dataclass
+class World:
+    alice: Any
+    bob: Any
+    dora: Any
+    charlie: Any
+    admin: Any
+    lab: Any
+    other: Any
+    cluster: Any
+
+
+@pytest.fixture
+def world(db: None) -> World:
+    lab, other = make_account("lab"), make_account("other")
+    alice, bob, dora, charlie = (make_user(n) for n in ("alice", "bob", "dora", "charlie"))
+    join(alice, lab)
+    join(bob, lab, "coordinator")
+    join(dora, lab)
+    join(charlie, other)
+    return World(
+        alice=alice, bob=bob, dora=dora, charlie=charlie, admin=make_user("admin", staff=True),
+        lab=lab, other=other, cluster=make_local_cluster(),
+    )
+
+
+@pytest.fixture
+def client_for(db: None) -> Any:
+    """``client_for(user)`` -> a DRF APIClient logged in as ``user`` (session auth)."""
+    from rest_framework.test import APIClient
+
+    def build(user: Any) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            client.force_login(user)
+        return client
+
+    return build
