@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
@@ -125,8 +126,7 @@ def submit_job(*, owner: AbstractBaseUser, account: Account, qos: Qos | None, **
     """
     now = timezone.now()
     with transaction.atomic():
-        user_model = type(owner)
-        user_model.objects.select_for_update().filter(pk=owner.pk).exists()  # type: ignore[attr-defined]
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).exists()
         Account.objects.select_for_update().filter(pk=account.pk).exists()
         quotas = {
             ("account" if q.account_id else "user"): q
@@ -256,8 +256,14 @@ def _try_tick_lock() -> bool:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [TICK_LOCK_KEY])
             return bool(cursor.fetchone()[0])
-    TickState.objects.update_or_create(pk=1, defaults={"started_at": timezone.now()})
+    _record_tick(started_at=timezone.now())
     return True
+
+
+def _record_tick(**fields: Any) -> None:
+    """Update the single TickState row in one statement (create it the first time)."""
+    if not TickState.objects.filter(pk=1).update(**fields):
+        TickState.objects.create(pk=1, **fields)
 
 
 def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickResult:
@@ -280,7 +286,7 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
             return TickResult(ran=False, started=[], pending=0, duration_ms=0.0)
         loaded = load_snapshot()
         decisions = schedule(loaded.snapshot, policy, now)
-        clusters = dict(Cluster.objects.values_list("name", "id"))
+        clusters = dict(Cluster.objects.values_list("name", "id")) if decisions.starts else {}
         events: list[JobEvent] = []
         for start in decisions.starts:
             claimed = Job.objects.filter(pk=start.job_id, state=JobState.PENDING).update(
@@ -304,11 +310,8 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
         for reason, ids in by_reason.items():
             Job.objects.filter(pk__in=ids, state=JobState.PENDING).update(pending_reason=reason)
         duration = (time.perf_counter() - began) * 1000
-        TickState.objects.update_or_create(
-            pk=1,
-            defaults={"finished_at": timezone.now(), "duration_ms": duration, "started_jobs": len(started),
-                      "pending_jobs": len(loaded.snapshot.pending)},
-        )
+        _record_tick(finished_at=timezone.now(), duration_ms=duration, started_jobs=len(started),
+                     pending_jobs=len(loaded.snapshot.pending))
         for job_id in started:
             _after_commit("scheduler.dispatch_job", dispatch_job, job_id)
     return TickResult(ran=True, started=started, pending=len(loaded.snapshot.pending), duration_ms=duration)

@@ -59,6 +59,8 @@ def _isolated_scheduler_settings(settings: Any, tmp_path: Any) -> None:
     """Dispatch inline and keep backend files per test, unless a test says otherwise."""
     settings.SCHEDULER_DISPATCH = "inline"
     settings.QM_WORK_DIR = tmp_path / "work"
+    # Password hashing is deliberately slow; tests create many users.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @dataclass

@@ -83,24 +83,19 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return self._verb(request, "requeue")
 
     @extend_schema(responses={200: JobEventSerializer(many=True)}, filters=False)
-    @action(detail=True, methods=["get"], filterset_class=None, ordering_fields=["at", "id"], ordering=["at", "id"])
+    @action(detail=True, methods=["get"], filter_backends=[])
     def events(self, request: Request, pk: str | None = None) -> Response:
+        """The job's audit trail, oldest first."""
         job = self.get_object()
-        events = self.filter_queryset_for_events(job.events.all())
-        page = self.paginate_queryset(events)
+        page = self.paginate_queryset(job.events.order_by("at", "id"))
         return self.get_paginated_response(JobEventSerializer(page, many=True).data)
-
-    def filter_queryset_for_events(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        from rest_framework.filters import OrderingFilter
-
-        return OrderingFilter().filter_queryset(self.request, queryset, self)
 
     @extend_schema(
         responses={200: JobLogSerializer},
         parameters=[OpenApiParameter("max_bytes", int, description="Tail length (1..1048576, default 65536).")],
         filters=False,
     )
-    @action(detail=True, methods=["get"], filterset_class=None)
+    @action(detail=True, methods=["get"], filter_backends=[])
     def log(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         raw = request.query_params.get("max_bytes", "65536")

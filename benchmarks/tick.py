@@ -1,0 +1,145 @@
+"""How long one scheduling tick takes at site scale (default 1,000 nodes x 8 GPUs, 10,000
+pending jobs), on a throwaway database (see ``benchmarks/_common.py``).
+
+Usage: ``DEBUG=1 python benchmarks/tick.py [--nodes N] [--pending N] [--repeat N]``
+(``DATABASE_URL=postgres://...`` to measure on PostgreSQL).
+
+Figures (one JSON line each, the median of ``--repeat`` runs after one warm-up run):
+
+- ``tick_snapshot_load_ms``: ``scheduler.snapshot.load_snapshot()``, the bulk read.
+- ``tick_schedule_ms``: one pure ``scheduler.core.schedule()`` call on that snapshot,
+  with the policy ``run_tick`` uses (``max_starts = SCHEDULER_MAX_STARTS_PER_TICK``).
+- ``tick_full_ms``: one ``services.run_tick()`` from a fresh state (every job PENDING,
+  no pending reason yet, so the tick also writes ~``pending`` reasons), measured as
+  **wall time around the call**: lock, load, decide, apply, the COMMIT and the
+  on-commit callbacks. ``TickResult.duration_ms`` (the same minus the commit) is given
+  as context ``in_transaction_ms``; ``queries`` is the warm-up tick's query count.
+  Between runs the jobs are put back to PENDING in bulk and the events deleted (untimed).
+
+Why dispatch is stubbed, and how: ``run_tick`` registers one ``transaction.on_commit``
+callback per started job, which hands the job to its backend. There is no backend here
+(the cluster's nodes are bare rows; a Celery dispatch would need a broker), and
+dispatch is not part of a tick's cost by contract: it runs after the commit, in
+workers. So the tick runs under ``SCHEDULER_DISPATCH="inline"`` with
+``services.dispatch_job`` replaced by a no-op: the real commit happens and the
+callbacks run (and are timed, at ~nothing), only the backend call is gone. Rolling back
+an outer ``atomic()`` instead would have skipped the commit, which is part of the cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import analyze, emit, log, median_ms, throwaway_database
+from benchmarks._synthetic import build_site, bulk_pending_jobs
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=1000, help="8-GPU nodes (default 1000)")
+    parser.add_argument("--pending", type=int, default=10_000, help="pending jobs (default 10000)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per figure (default 5)")
+    args = parser.parse_args(argv)
+    if min(args.nodes, args.pending, args.repeat) < 1:
+        parser.error("--nodes, --pending and --repeat must be >= 1")
+    return args
+
+
+class QueryCounter:
+    """A ``connection.execute_wrapper`` that counts the queries it sees."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.count += 1
+        return execute(sql, params, many, context)
+
+
+def reset_jobs() -> None:
+    """Put every job back to a fresh PENDING state and forget the ticks' writes."""
+    from scheduler.choices import JobState
+    from scheduler.models import Job, JobEvent, TickState
+
+    Job.objects.update(state=JobState.PENDING, cluster=None, allocations=[], dispatched_at=None, pending_reason="")
+    JobEvent.objects.all().delete()
+    TickState.objects.all().delete()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    began = time.perf_counter()
+    with throwaway_database() as db:
+        from unittest import mock
+
+        from django.conf import settings
+        from django.db import connection
+        from django.test.utils import override_settings
+        from django.utils import timezone
+
+        from scheduler import services
+        from scheduler.core import Policy, schedule
+        from scheduler.snapshot import load_snapshot
+
+        log(f"building {args.nodes} nodes and {args.pending} pending jobs")
+        site = build_site(args.nodes)
+        bulk_pending_jobs(site, args.pending)
+        analyze()
+        log(f"built in {time.perf_counter() - began:.1f}s (including migrate)")
+        context = {"pending": args.pending, "nodes": site.nodes, "gpus": site.gpus, "vendor": db.vendor,
+                   "repeat": args.repeat}
+
+        # 1. The bulk read.
+        samples = []
+        for _ in range(args.repeat + 1):
+            t0 = time.perf_counter()
+            loaded = load_snapshot()
+            samples.append((time.perf_counter() - t0) * 1000)
+        emit("tick_snapshot_load_ms", median_ms(samples[1:]), "ms", **context)
+
+        # 2. The pure decision, on the snapshot loaded once.
+        policy = Policy(max_starts=settings.SCHEDULER_MAX_STARTS_PER_TICK)
+        now = timezone.now()
+        samples = []
+        for _ in range(args.repeat + 1):
+            t0 = time.perf_counter()
+            decisions = schedule(loaded.snapshot, policy, now)
+            samples.append((time.perf_counter() - t0) * 1000)
+        emit("tick_schedule_ms", median_ms(samples[1:]), "ms", started=len(decisions.starts),
+             max_starts=policy.max_starts, **context)
+
+        # 3. The whole tick, from a fresh state each time (see the module docstring).
+        walls, inside, queries = [], [], 0
+        with override_settings(SCHEDULER_DISPATCH="inline"), \
+                mock.patch.object(services, "dispatch_job", lambda job_id: None):
+            for run in range(args.repeat + 1):
+                reset_jobs()
+                counter = QueryCounter()
+                with connection.execute_wrapper(counter) if run == 0 else nullcontext():
+                    t0 = time.perf_counter()
+                    result = services.run_tick()
+                    wall = (time.perf_counter() - t0) * 1000
+                if not result.ran:
+                    raise SystemExit("run_tick did not run (tick lock held?)")
+                if run == 0:
+                    queries = counter.count
+                    log(f"warm-up tick: {wall:.0f} ms, {queries} queries, {len(result.started)} started")
+                else:
+                    walls.append(wall)
+                    inside.append(result.duration_ms)
+        emit("tick_full_ms", median_ms(walls), "ms", clock="wall, incl. commit; dispatch stubbed",
+             in_transaction_ms=median_ms(inside), started=len(result.started), queries=queries, **context)
+    log(f"tick benchmark finished in {time.perf_counter() - began:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

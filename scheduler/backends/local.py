@@ -1,0 +1,695 @@
+"""The ``local`` backend: a simulated GPU cluster that really runs jobs on this machine.
+
+Nodes and GPUs come from config, so a laptop can pretend to be a cluster of H100 and A100
+nodes; each job's command then runs here as a subprocess, with ``CUDA_VISIBLE_DEVICES``
+and ``QM_*`` variables describing the GPUs the scheduler gave it. With ``simulate`` set no
+command runs at all: each job simply lasts that many seconds (demos, tests).
+
+Everything about a job lives in files, so any process (a restarted worker, a second
+backend instance) can poll or cancel it, and a job outlives the worker that submitted it.
+
+State directory layout (``state_dir``, default ``work_dir/local-backend/<cluster>``)::
+
+    tmp/                    staging: a job dir is built here, then renamed into jobs/
+    jobs/<key>/             one per JobSpec.key; its appearance is the atomic submit
+        spec.json           what to run: argv, env, walltime, placements, submitted_at,
+                            simulate (seconds, or null for real execution)
+        job.sh              the script, when the spec has one
+        runner.claim        O_EXCL lock: the runner that creates it runs the job
+        runner.json         runner pid, start ticks and boot id (liveness checks)
+        started.json        the command's pid, start ticks and start time
+        cancel              cancel marker: {"requested_at": epoch seconds}
+        result.json         the outcome: state, exit_code, reason, started_at, ended_at
+        output.log          the command's stdout and stderr
+        runner.log          the runner's own output (tracebacks), for debugging
+
+The runner is :mod:`scheduler.backends.local_runner`; its docstring states its side of
+the contract. External ids are the spec keys.
+
+GPU numbering: a node's physical GPUs are indices ``0..n-1``. When ``gpus.mig`` splits
+each GPU into slices, the slices follow the physical GPUs: slice ``j`` of GPU ``i`` has
+index ``n + i * len(mig) + j`` and ``parent_index = i``. The parent stays in the list to
+describe the hardware, but like a real MIG-enabled GPU it cannot be allocated whole:
+placements must name its slices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+
+from scheduler.backends import local_runner as runner
+from scheduler.backends.base import (
+    BackendError,
+    GpuInfo,
+    JobSpec,
+    NodeInfo,
+    PollResult,
+    RemoteState,
+)
+
+#: A job whose runner has not announced itself this long after submit is NODE_FAIL.
+STARTUP_GRACE_SECONDS = 60.0
+#: A repeated submit relaunches a runner that never claimed the job only within this
+#: window (the first submitter died between creating the job dir and launching it).
+RELAUNCH_WINDOW_SECONDS = 30.0
+#: How long submit waits for the runner to detach before leaving it to start alone.
+LAUNCH_TIMEOUT_SECONDS = 30.0
+
+_CONFIG_KEYS = frozenset({"nodes", "nodes_file", "simulate", "state_dir", "kill_grace_seconds"})
+_GROUP_KEYS = frozenset({"name", "count", "cpus", "memory_mib", "labels", "state", "reason", "gpus"})
+_GPU_KEYS = frozenset({"count", "model", "memory_mib", "compute_capability", "mig"})
+_NODE_STATES = ("up", "drain", "down")
+#: Keys, cluster and node names: safe as file names and in QM_GPUS ("n:0,1;m:2").
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+#: MIG profiles such as "3g.40gb", "1g.10gb+me": compute slices, then memory in GB.
+_MIG_PROFILE = re.compile(r"(?P<slices>[1-7])g\.(?P<gb>[1-9][0-9]*)gb(?:\+me)?")
+_UUID_NAMESPACE = uuid.UUID("6f1c9f0e-4a55-5b1e-9a43-9f7b3c1d2e10")
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Corrupt(Exception):
+    """A job's state file exists but cannot be understood."""
+
+
+def _is_safe_name(value: object) -> bool:
+    return isinstance(value, str) and _SAFE_NAME.fullmatch(value) is not None
+
+
+def _epoch_to_dt(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    return datetime.fromtimestamp(float(value), tz=UTC)
+
+
+class _ConfigReader:
+    """Turns the cluster config into NodeInfo, raising permanent BackendErrors that say
+    exactly which value is wrong (``nodes[1].gpus.memory_mib must be ...``)."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+
+    def bad(self, message: str) -> BackendError:
+        return BackendError(f"local backend {self.cluster!r}: bad config: {message}", permanent=True)
+
+    def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.bad(f"{where} must be a mapping, got {type(value).__name__}")
+        return value
+
+    def check_keys(self, value: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
+        unknown = sorted(str(k) for k in value if k not in allowed)
+        if unknown:
+            raise self.bad(f"{where} has unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
+
+    def integer(self, value: Mapping[str, Any], key: str, where: str, *, default: int | None = None) -> int:
+        if key not in value:
+            if default is None:
+                raise self.bad(f"{where}.{key} is missing")
+            return default
+        got = value[key]
+        if isinstance(got, bool) or not isinstance(got, int):
+            raise self.bad(f"{where}.{key} must be an integer, got {got!r}")
+        if got < 0:
+            raise self.bad(f"{where}.{key} must not be negative, got {got}")
+        return got
+
+    def number(self, value: Any, where: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.bad(f"{where} must be a number of seconds, got {value!r}")
+        if value < 0:
+            raise self.bad(f"{where} must not be negative, got {value}")
+        return float(value)
+
+    def string(self, value: Mapping[str, Any], key: str, where: str, *, default: str | None = None) -> str:
+        if key not in value:
+            if default is None:
+                raise self.bad(f"{where}.{key} is missing")
+            return default
+        got = value[key]
+        if not isinstance(got, str):
+            raise self.bad(f"{where}.{key} must be a string, got {got!r}")
+        return got
+
+    def node_groups(self, config: Mapping[str, Any]) -> list[Any]:
+        """The list of node groups, inline or from ``nodes_file``."""
+        if ("nodes" in config) == ("nodes_file" in config):
+            raise self.bad("exactly one of 'nodes' or 'nodes_file' is required")
+        if "nodes" in config:
+            groups, where = config["nodes"], "nodes"
+        else:
+            raw_path = config["nodes_file"]
+            if not isinstance(raw_path, str | os.PathLike):
+                raise self.bad(f"nodes_file must be a path, got {raw_path!r}")
+            path = Path(raw_path)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise self.bad(f"cannot read nodes_file {str(path)!r}: {exc}") from exc
+            try:
+                data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+            except (ValueError, yaml.YAMLError) as exc:
+                raise self.bad(f"nodes_file {str(path)!r} is not valid YAML/JSON: {exc}") from exc
+            file_map = self.mapping(data, f"nodes_file {str(path)!r}")
+            if "nodes" not in file_map:
+                raise self.bad(f"nodes_file {str(path)!r} has no 'nodes' key")
+            groups, where = file_map["nodes"], f"nodes_file {str(path)!r}: nodes"
+        if not isinstance(groups, list):
+            raise self.bad(f"{where} must be a list of node groups, got {type(groups).__name__}")
+        return groups
+
+    def nodes(self, groups: list[Any]) -> list[NodeInfo]:
+        nodes: list[NodeInfo] = []
+        seen: set[str] = set()
+        for number, raw in enumerate(groups):
+            for node in self.group(raw, f"nodes[{number}]"):
+                if node.name in seen:
+                    raise self.bad(f"node name {node.name!r} is defined twice")
+                seen.add(node.name)
+                nodes.append(node)
+        return nodes
+
+    def group(self, raw: Any, where: str) -> list[NodeInfo]:
+        group = self.mapping(raw, where)
+        self.check_keys(group, _GROUP_KEYS, where)
+        pattern = self.string(group, "name", where)
+        count = self.integer(group, "count", where, default=1)
+        cpus = self.integer(group, "cpus", where)
+        memory = self.integer(group, "memory_mib", where)
+        state = self.string(group, "state", where, default="up")
+        if state not in _NODE_STATES:
+            raise self.bad(f"{where}.state must be one of {', '.join(_NODE_STATES)}, got {state!r}")
+        reason = self.string(group, "reason", where, default="")
+        labels_raw = self.mapping(group.get("labels", {}), f"{where}.labels")
+        labels: dict[str, str] = {}
+        for key, value in labels_raw.items():
+            if isinstance(value, Mapping | list) or value is None:
+                raise self.bad(f"{where}.labels.{key} must be a scalar, got {value!r}")
+            labels[str(key)] = str(value)
+        if "{" not in pattern and count > 1:
+            raise self.bad(f"{where}.name {pattern!r} needs a placeholder such as '{{:02d}}' because count is {count}")
+        nodes = []
+        for index in range(1, count + 1):
+            try:
+                name = pattern.format(index)
+            except (IndexError, KeyError, ValueError) as exc:
+                raise self.bad(f"{where}.name {pattern!r} cannot be formatted with an index: {exc}") from exc
+            if not _is_safe_name(name):
+                raise self.bad(f"{where}: node name {name!r} must match {_SAFE_NAME.pattern}")
+            gpus = self.gpus(group.get("gpus"), f"{where}.gpus", name) if "gpus" in group else ()
+            nodes.append(
+                NodeInfo(
+                    name=name, cpus=cpus, memory_mib=memory, gpus=gpus, state=state, reason=reason, labels=dict(labels)
+                )
+            )
+        return nodes
+
+    def gpus(self, raw: Any, where: str, node: str) -> tuple[GpuInfo, ...]:
+        spec = self.mapping(raw, where)
+        self.check_keys(spec, _GPU_KEYS, where)
+        count = self.integer(spec, "count", where)
+        model = self.string(spec, "model", where)
+        memory = self.integer(spec, "memory_mib", where)
+        capability = spec.get("compute_capability", "")
+        if isinstance(capability, int | float) and not isinstance(capability, bool):
+            capability = str(capability)  # YAML reads an unquoted 9.0 as a float
+        if not isinstance(capability, str):
+            raise self.bad(f"{where}.compute_capability must be a string like '9.0', got {capability!r}")
+        profiles = self.mig_profiles(spec.get("mig", []), f"{where}.mig", memory)
+
+        physical = [
+            GpuInfo(
+                index=i,
+                model=model,
+                memory_mib=memory,
+                compute_capability=capability,
+                uuid="GPU-" + str(uuid.uuid5(_UUID_NAMESPACE, f"{self.cluster}/{node}/{i}")),
+            )
+            for i in range(count)
+        ]
+        slices = [
+            GpuInfo(
+                index=count + parent * len(profiles) + j,
+                model=model,
+                memory_mib=slice_memory,
+                compute_capability=capability,
+                mig_profile=profile,
+                parent_index=parent,
+                uuid="MIG-" + str(uuid.uuid5(_UUID_NAMESPACE, f"{self.cluster}/{node}/{parent}/mig/{j}")),
+            )
+            for parent in range(count)
+            for j, (profile, slice_memory) in enumerate(profiles)
+        ]
+        return tuple(physical + slices)
+
+    def mig_profiles(self, raw: Any, where: str, gpu_memory: int) -> list[tuple[str, int]]:
+        if not isinstance(raw, list):
+            raise self.bad(f"{where} must be a list of MIG profile names, got {raw!r}")
+        profiles: list[tuple[str, int]] = []
+        for profile in raw:
+            match = _MIG_PROFILE.fullmatch(profile) if isinstance(profile, str) else None
+            if match is None:
+                raise self.bad(f"{where}: {profile!r} is not a MIG profile name like '3g.40gb'")
+            profiles.append((profile, int(match["gb"]) * 1024))
+        compute = sum(int(p.split("g.", 1)[0]) for p, _ in profiles)
+        if compute > 7:
+            raise self.bad(f"{where} uses {compute} compute slices; a GPU has at most 7")
+        memory = sum(m for _, m in profiles)
+        if memory > gpu_memory:
+            raise self.bad(f"{where} needs {memory} MiB but the GPU has {gpu_memory} MiB")
+        return profiles
+
+
+class LocalBackend:
+    """A simulated cluster whose jobs run as detached subprocesses on this machine.
+
+    Construction validates the whole config and raises ``BackendError(permanent=True)``
+    naming the bad value; it touches no files. All other methods raise only
+    :class:`BackendError`: permanent for a spec that can never run here, transient for
+    I/O failures.
+    """
+
+    kind: ClassVar[str] = "local"
+
+    def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path) -> None:
+        reader = _ConfigReader(name)
+        if not _is_safe_name(name):
+            raise reader.bad(f"cluster name {name!r} must match {_SAFE_NAME.pattern}")
+        config = reader.mapping(config, "config")
+        reader.check_keys(config, _CONFIG_KEYS, "config")
+        self.name = name
+        self._nodes = reader.nodes(reader.node_groups(config))
+        self._by_name = {node.name: node for node in self._nodes}
+        simulate = config.get("simulate")
+        self.simulate: float | None = None if simulate is None else reader.number(simulate, "simulate")
+        self.kill_grace_seconds = reader.number(config.get("kill_grace_seconds", 5), "kill_grace_seconds")
+        state_dir = config.get("state_dir")
+        if state_dir is None:
+            self.state_dir = Path(work_dir) / "local-backend" / name
+        elif isinstance(state_dir, str | os.PathLike):
+            self.state_dir = Path(state_dir).absolute()
+        else:
+            raise reader.bad(f"state_dir must be a path, got {state_dir!r}")
+        self._jobs = self.state_dir / "jobs"
+        self._staging = self.state_dir / "tmp"
+
+    # -- Backend protocol -------------------------------------------------------------
+
+    def submit(self, spec: JobSpec) -> str:
+        """Start ``spec``; return its external id (the spec key).
+
+        Idempotent per key: the job directory appears by one atomic rename, so of any
+        number of concurrent or repeated submits exactly one creates the job and the rest
+        return the same id without starting anything. Raises a permanent BackendError for
+        a spec that cannot run on this inventory, a transient one for I/O failures.
+
+        Steps:
+        1. Validate the spec against the inventory (nothing is written on failure).
+        2. If the job exists, return its id (relaunching a runner only if the first
+           submitter died before launching one; the runner's claim file prevents doubles).
+        3. Build the job directory in tmp/ and rename it into jobs/<key>.
+        4. Launch the detached runner (real execution only) and wait for it to detach.
+        """
+        argv, env = self._validate(spec)
+        job_dir = self._jobs / spec.key
+        try:
+            if job_dir.exists():
+                self._relaunch_if_orphaned(job_dir)
+                return spec.key
+            self._jobs.mkdir(parents=True, exist_ok=True)
+            self._staging.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(dir=self._staging, prefix=f"{spec.key}."))
+            try:
+                self._write_job(staging, spec, argv, env)
+                os.rename(staging, job_dir)
+            except OSError as exc:
+                shutil.rmtree(staging, ignore_errors=True)
+                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                    return spec.key  # a concurrent submit of the same key won
+                raise
+            if self.simulate is None:
+                self._launch(job_dir)
+        except OSError as exc:
+            raise BackendError(f"local backend {self.name!r}: submit {spec.key}: {exc}", permanent=False) from exc
+        return spec.key
+
+    def cancel(self, external_id: str) -> None:
+        """Stop the job. Idempotent; a no-op for unknown or finished jobs.
+
+        Writes the cancel marker (the runner polls it) and SIGTERMs the runner, which
+        stops the job's process group and records CANCELLED. For a job whose runner died
+        (NODE_FAIL) it only kills the job's orphaned processes.
+        """
+        job_dir = self._job_dir(external_id)
+        if job_dir is None:
+            return
+        try:
+            spec = self._read(job_dir / runner.SPEC_FILE)
+            if spec is None:
+                return
+            if spec.get("simulate") is not None:
+                if time.time() < self._simulated_end(spec):
+                    self._write_cancel_marker(job_dir)
+                return
+            if (job_dir / runner.RESULT_FILE).exists():
+                return
+            info = self._read(job_dir / runner.RUNNER_FILE)
+            if info is None:
+                if time.time() - float(spec["submitted_at"]) < STARTUP_GRACE_SECONDS:
+                    self._write_cancel_marker(job_dir)  # the runner checks it before starting
+                return
+            if self._runner_alive(info):
+                self._write_cancel_marker(job_dir)
+                self._signal(int(info["pid"]), signal.SIGTERM)
+                return
+            started = self._read(job_dir / runner.STARTED_FILE)
+            if (
+                started is not None
+                and info.get("boot_id") == runner.boot_id()
+                and runner.process_alive(int(started["pid"]), started.get("start_ticks"))
+            ):
+                self._signal(-int(started["pid"]), signal.SIGKILL)
+        except _Corrupt:
+            return
+        except OSError as exc:
+            raise BackendError(f"local backend {self.name!r}: cancel {external_id}: {exc}", permanent=False) from exc
+
+    def poll(self, external_ids: Sequence[str]) -> dict[str, PollResult]:
+        """Report each job's state from its files; unknown ids come back UNKNOWN.
+
+        Reads only. A runner that is gone without a result (killed, machine rebooted)
+        makes the job NODE_FAIL, with the reason.
+        """
+        results: dict[str, PollResult] = {}
+        for external_id in external_ids:
+            try:
+                results[external_id] = self._poll_one(external_id)
+            except _Corrupt as exc:
+                results[external_id] = PollResult(external_id, RemoteState.NODE_FAIL, reason=str(exc))
+            except OSError as exc:
+                raise BackendError(f"local backend {self.name!r}: poll {external_id}: {exc}", permanent=False) from exc
+        return results
+
+    def list_nodes(self) -> list[NodeInfo]:
+        """The configured inventory (fresh copies: callers may not alter ours)."""
+        return [dataclasses.replace(node, labels=dict(node.labels)) for node in self._nodes]
+
+    def read_log(self, external_id: str, max_bytes: int = 65536) -> str:
+        """The last ``max_bytes`` of the job's output ('' for unknown jobs or no output)."""
+        job_dir = self._job_dir(external_id)
+        if job_dir is None or max_bytes <= 0:
+            return ""
+        try:
+            with open(job_dir / runner.OUTPUT_FILE, "rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, size - max_bytes))
+                return fh.read(max_bytes).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+        except OSError as exc:
+            raise BackendError(f"local backend {self.name!r}: read_log {external_id}: {exc}", permanent=False) from exc
+
+    # -- submit helpers -----------------------------------------------------------------
+
+    def _reject(self, spec: JobSpec, message: str) -> BackendError:
+        return BackendError(f"local backend {self.name!r}: job {spec.key!r}: {message}", permanent=True)
+
+    def _validate(self, spec: JobSpec) -> tuple[list[str], dict[str, str]]:
+        """Check ``spec`` against the inventory; return the argv and the job's extra env."""
+        if not _is_safe_name(spec.key):
+            raise self._reject(spec, f"key must match {_SAFE_NAME.pattern}")
+        if (
+            isinstance(spec.walltime_seconds, bool)
+            or not isinstance(spec.walltime_seconds, int)
+            or spec.walltime_seconds <= 0
+        ):
+            raise self._reject(spec, f"walltime_seconds must be a positive integer, got {spec.walltime_seconds!r}")
+        if spec.script:
+            argv = ["bash", runner.SCRIPT_FILE]
+        elif spec.command:
+            argv = ["bash", "-c", spec.command]
+        else:
+            raise self._reject(spec, "has neither a command nor a script")
+        if not spec.placements:
+            raise self._reject(spec, "has no placements")
+        seen_nodes: set[str] = set()
+        for placement in spec.placements:
+            node = self._by_name.get(placement.node)
+            if node is None:
+                raise self._reject(spec, f"placement on unknown node {placement.node!r}")
+            if placement.node in seen_nodes:
+                raise self._reject(spec, f"node {placement.node!r} is placed twice")
+            seen_nodes.add(placement.node)
+            gpus = {gpu.index: gpu for gpu in node.gpus}
+            split = {gpu.parent_index for gpu in node.gpus if gpu.parent_index is not None}
+            if len(set(placement.gpu_indices)) != len(placement.gpu_indices):
+                raise self._reject(spec, f"GPU indices on {node.name} repeat: {placement.gpu_indices}")
+            for index in placement.gpu_indices:
+                if index not in gpus:
+                    raise self._reject(spec, f"node {node.name} has no GPU {index!r} (has {sorted(gpus)})")
+                if index in split:
+                    raise self._reject(
+                        spec, f"GPU {index} on {node.name} is split into MIG slices; place the job on its slices"
+                    )
+        env: dict[str, str] = {}
+        for key, value in spec.env.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise self._reject(spec, f"env must map strings to strings, got {key!r}: {value!r}")
+            env[key] = value
+        first = spec.placements[0]
+        env.update(
+            {
+                "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in first.gpu_indices),
+                "QM_JOB_KEY": spec.key,
+                "QM_NODELIST": ",".join(p.node for p in spec.placements),
+                "QM_GPUS": ";".join(f"{p.node}:{','.join(str(i) for i in p.gpu_indices)}" for p in spec.placements),
+            }
+        )
+        return argv, env
+
+    def _write_job(self, job_dir: Path, spec: JobSpec, argv: list[str], env: dict[str, str]) -> None:
+        if spec.script:
+            (job_dir / runner.SCRIPT_FILE).write_text(spec.script, encoding="utf-8")
+        if self.simulate is not None:
+            (job_dir / runner.OUTPUT_FILE).write_text(
+                f"[local backend {self.name}: simulated for {self.simulate:g}s; nothing was run]\n", encoding="utf-8"
+            )
+        runner.atomic_write_json(
+            job_dir / runner.SPEC_FILE,
+            {
+                "key": spec.key,
+                "name": spec.name,
+                "owner": spec.owner,
+                "account": spec.account,
+                "argv": argv,
+                "env": env,
+                "walltime_seconds": spec.walltime_seconds,
+                "kill_grace_seconds": self.kill_grace_seconds,
+                "placements": [{"node": p.node, "gpu_indices": list(p.gpu_indices)} for p in spec.placements],
+                "cpus_per_node": spec.cpus_per_node,
+                "memory_mib_per_node": spec.memory_mib_per_node,
+                "image": spec.image,  # recorded, not used: the local backend runs on the host
+                "simulate": self.simulate,
+                "submitted_at": time.time(),
+            },
+        )
+
+    def _launch(self, job_dir: Path) -> None:
+        """Start the detached runner for ``job_dir`` and wait for it to detach.
+
+        Raises OSError if it cannot be started and a transient BackendError if it exits
+        with an error; a retried submit relaunches it.
+        """
+        with open(job_dir / runner.RUNNER_LOG_FILE, "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", runner.__name__, str(job_dir)],
+                cwd=_PACKAGE_ROOT,  # so "-m scheduler..." resolves without installing
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        try:
+            returncode = process.wait(timeout=LAUNCH_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            return  # slow machine: the runner will still start; poll shows PENDING until then
+        if returncode != 0:
+            raise BackendError(
+                f"local backend {self.name!r}: runner for {job_dir.name} exited {returncode} "
+                f"before starting the job; see {job_dir / runner.RUNNER_LOG_FILE}",
+                permanent=False,
+            )
+
+    def _relaunch_if_orphaned(self, job_dir: Path) -> None:
+        """Launch a runner for a job no runner ever claimed, if it is still young."""
+        spec = self._read(job_dir / runner.SPEC_FILE)
+        if spec is None or spec.get("simulate") is not None:
+            return
+        if (job_dir / runner.CLAIM_FILE).exists() or (job_dir / runner.RESULT_FILE).exists():
+            return
+        if time.time() - float(spec["submitted_at"]) < RELAUNCH_WINDOW_SECONDS:
+            self._launch(job_dir)
+
+    # -- poll helpers -------------------------------------------------------------------
+
+    def _job_dir(self, external_id: str) -> Path | None:
+        """The job's directory, or None if the id is malformed or unknown."""
+        if not _is_safe_name(external_id):
+            return None
+        job_dir = self._jobs / external_id
+        return job_dir if job_dir.is_dir() else None
+
+    @staticmethod
+    def _read(path: Path) -> dict[str, Any] | None:
+        try:
+            return runner.read_json(path)
+        except ValueError as exc:
+            raise _Corrupt(f"unreadable state file {path}: {exc}") from exc
+
+    def _poll_one(self, external_id: str) -> PollResult:
+        job_dir = self._job_dir(external_id)
+        spec = None if job_dir is None else self._read(job_dir / runner.SPEC_FILE)
+        if job_dir is None or spec is None:
+            return PollResult(external_id, RemoteState.UNKNOWN, reason="no such job")
+        if spec.get("simulate") is not None:
+            return self._poll_simulated(external_id, job_dir, spec)
+
+        result = self._read(job_dir / runner.RESULT_FILE)
+        if result is not None:
+            return self._from_result(external_id, result)
+        info = self._read(job_dir / runner.RUNNER_FILE)
+        if info is None:
+            if (job_dir / runner.CANCEL_FILE).exists():
+                return PollResult(external_id, RemoteState.CANCELLED, reason="cancelled before it started")
+            if time.time() - float(spec["submitted_at"]) < STARTUP_GRACE_SECONDS:
+                return PollResult(external_id, RemoteState.PENDING, reason="runner starting")
+            return PollResult(
+                external_id,
+                RemoteState.NODE_FAIL,
+                reason=f"runner never started (no {runner.RUNNER_FILE} after {STARTUP_GRACE_SECONDS:g}s)",
+            )
+        if self._runner_alive(info):
+            started = self._read(job_dir / runner.STARTED_FILE)
+            if started is None:
+                return PollResult(external_id, RemoteState.PENDING, reason="runner starting")
+            return PollResult(external_id, RemoteState.RUNNING, started_at=_epoch_to_dt(started.get("started_at")))
+        # The runner may have written its result and exited since we looked.
+        result = self._read(job_dir / runner.RESULT_FILE)
+        if result is not None:
+            return self._from_result(external_id, result)
+        started = self._read(job_dir / runner.STARTED_FILE)
+        if info.get("boot_id") != runner.boot_id():
+            reason = "machine rebooted while the job was running"
+        else:
+            reason = f"runner process {info.get('pid')} died without recording a result"
+        return PollResult(
+            external_id,
+            RemoteState.NODE_FAIL,
+            reason=reason,
+            started_at=_epoch_to_dt(None if started is None else started.get("started_at")),
+        )
+
+    @staticmethod
+    def _from_result(external_id: str, result: Mapping[str, Any]) -> PollResult:
+        try:
+            state = RemoteState(result["state"])
+            exit_code = result.get("exit_code")
+            return PollResult(
+                external_id,
+                state,
+                exit_code=None if exit_code is None else int(exit_code),
+                reason=str(result.get("reason", "")),
+                started_at=_epoch_to_dt(result.get("started_at")),
+                ended_at=_epoch_to_dt(result.get("ended_at")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _Corrupt(f"malformed result for {external_id}: {exc!r}") from exc
+
+    @staticmethod
+    def _simulated_end(spec: Mapping[str, Any]) -> float:
+        return float(spec["submitted_at"]) + min(float(spec["simulate"]), float(spec["walltime_seconds"]))
+
+    def _poll_simulated(self, external_id: str, job_dir: Path, spec: Mapping[str, Any]) -> PollResult:
+        """A simulated job runs from submit for ``simulate`` seconds, capped at walltime."""
+        submitted = float(spec["submitted_at"])
+        end = self._simulated_end(spec)
+        marker = self._read(job_dir / runner.CANCEL_FILE)
+        if marker is not None and float(marker["requested_at"]) < end:
+            return PollResult(
+                external_id,
+                RemoteState.CANCELLED,
+                reason="cancelled",
+                started_at=_epoch_to_dt(submitted),
+                ended_at=_epoch_to_dt(marker["requested_at"]),
+            )
+        if time.time() < end:
+            return PollResult(external_id, RemoteState.RUNNING, started_at=_epoch_to_dt(submitted))
+        if float(spec["simulate"]) > float(spec["walltime_seconds"]):
+            return PollResult(
+                external_id,
+                RemoteState.TIMEOUT,
+                reason=f"walltime of {spec['walltime_seconds']}s exceeded",
+                started_at=_epoch_to_dt(submitted),
+                ended_at=_epoch_to_dt(end),
+            )
+        return PollResult(
+            external_id,
+            RemoteState.COMPLETED,
+            exit_code=0,
+            started_at=_epoch_to_dt(submitted),
+            ended_at=_epoch_to_dt(end),
+        )
+
+    # -- process helpers ----------------------------------------------------------------
+
+    @staticmethod
+    def _runner_alive(info: Mapping[str, Any]) -> bool:
+        """Whether the runner in runner.json still runs (same boot, same process)."""
+        if info.get("boot_id") != runner.boot_id():
+            return False
+        return runner.process_alive(int(info["pid"]), info.get("start_ticks"))
+
+    @staticmethod
+    def _signal(pid: int, sig: int) -> None:
+        """Send ``sig`` to ``pid`` (a process group when negative); gone or foreign is fine,
+        since the runner also watches the cancel marker."""
+        try:
+            if pid < 0:
+                os.killpg(-pid, sig)
+            else:
+                os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    @staticmethod
+    def _write_cancel_marker(job_dir: Path) -> None:
+        """Create the cancel marker once; the first request's time is the one kept."""
+        path = job_dir / runner.CANCEL_FILE
+        if path.exists():
+            return
+        # Written aside, then hard-linked into place: linking fails if another cancel won.
+        staged = job_dir / f".{runner.CANCEL_FILE}.{os.getpid()}.{uuid.uuid4().hex}"
+        runner.atomic_write_json(staged, {"requested_at": time.time()})
+        try:
+            os.link(staged, path)
+        except FileExistsError:
+            pass
+        finally:
+            staged.unlink(missing_ok=True)

@@ -1,0 +1,323 @@
+"""Detached runner for one job of the ``local`` backend.
+
+Usage: ``python -m scheduler.backends.local_runner JOB_DIR``.
+
+Why a separate process: the worker that submits a job may die or restart at any moment,
+yet the job must keep running, be held to its walltime and leave a result behind. So the
+runner detaches from its caller (a double fork, on top of the new session the caller
+gives it), runs the job's command in a process group of its own, and records everything
+in files inside the job directory. Those files are all a later process needs to poll or
+cancel the job.
+
+Stdlib only: it must start fast and must not depend on Django or on the cluster config.
+``local.py`` imports the file names and the small helpers below so both sides agree on
+the layout of a job directory (documented in ``local.py``).
+
+Contract with ``local.py``:
+
+1. The first runner to create ``runner.claim`` (``O_EXCL``) runs the job; any other
+   runner for the same directory exits 0 at once, so a duplicate launch is harmless.
+2. ``runner.json`` (pid, start time, boot id) is written before the caller's ``wait()``
+   returns and before the cancel marker is first checked, so a cancel either finds the
+   runner to signal or is seen by the runner before it starts the command.
+3. ``result.json`` is written exactly once, atomically, when the job ends for any
+   reason the runner survives (exit, walltime, cancel, failure to start, runner error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+SPEC_FILE = "spec.json"
+SCRIPT_FILE = "job.sh"
+CLAIM_FILE = "runner.claim"
+RUNNER_FILE = "runner.json"
+STARTED_FILE = "started.json"
+CANCEL_FILE = "cancel"
+RESULT_FILE = "result.json"
+OUTPUT_FILE = "output.log"
+RUNNER_LOG_FILE = "runner.log"
+
+#: How often the runner checks the walltime and the cancel marker, in seconds.
+CHECK_INTERVAL = 0.1
+
+_PROC = Path("/proc")
+
+_signalled = False
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON so readers see the old file or the whole new one, never half.
+
+    Writes a temporary file in the same directory, fsyncs it, then ``os.replace``s it
+    into place. Raises ``OSError`` on failure and leaves no temporary file behind.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """Return the JSON object in ``path``, or None if the file does not exist.
+
+    Raises ``ValueError`` if the file holds something other than a JSON object and
+    ``OSError`` for any other failure to read it.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} does not hold a JSON object")
+    return data
+
+
+def boot_id() -> str:
+    """This machine's boot id ('' where the OS does not expose one).
+
+    Recorded next to each pid: a pid from an earlier boot names nothing we started.
+    """
+    try:
+        return (_PROC / "sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except OSError:
+        return ""
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks) of ``pid`` from /proc, or None if gone."""
+    try:
+        raw = (_PROC / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name (field 2) is in parentheses and may itself contain them.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return fields[0], int(fields[19])
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot; None where /proc is unavailable.
+
+    Together with the pid it identifies a process even after the pid is reused.
+    """
+    if not (_PROC / "self/stat").exists():
+        return None
+    stat = _proc_stat(pid)
+    return None if stat is None else stat[1]
+
+
+def process_alive(pid: int, start_ticks: int | None) -> bool:
+    """Whether the process ``pid`` that started at ``start_ticks`` is still running.
+
+    A zombie counts as dead (it has exited; only its parent has not reaped it), and so
+    does a live process whose start time differs (the pid was reused).
+    """
+    if (_PROC / "self/stat").exists():
+        stat = _proc_stat(pid)
+        if stat is None or stat[0] in ("Z", "X"):
+            return False
+        return start_ticks is None or stat[1] == start_ticks
+    try:  # No /proc (macOS): fall back to the pid alone.
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    """SIGTERM/SIGINT mean "cancel": only set a flag; the main loop does the work."""
+    global _signalled
+    _signalled = True
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _stop(child: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM the child's process group, then SIGKILL it if the leader outlives ``grace``."""
+    _killpg(child.pid, signal.SIGTERM)
+    try:
+        child.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        _killpg(child.pid, signal.SIGKILL)
+        child.wait()
+
+
+def _cancel_requested(job_dir: Path) -> bool:
+    return _signalled or (job_dir / CANCEL_FILE).exists()
+
+
+def _record(
+    job_dir: Path, state: str, *, exit_code: int | None = None, reason: str = "", started_at: float | None = None
+) -> None:
+    """Write result.json unless one already exists (the first outcome wins)."""
+    path = job_dir / RESULT_FILE
+    if path.exists():
+        return
+    atomic_write_json(
+        path,
+        {
+            "state": state,
+            "exit_code": exit_code,
+            "reason": reason,
+            "started_at": started_at,
+            "ended_at": time.time(),
+        },
+    )
+
+
+def _run(job_dir: Path) -> int:
+    """Run the job described by spec.json to its end and record the outcome.
+
+    Steps:
+    1. If cancel was requested before we start, record CANCELLED and run nothing.
+    2. Start the command in its own process group, output to output.log, and record
+       the child's identity and start time in started.json.
+    3. Wait, checking every CHECK_INTERVAL for cancel (signal or marker) and walltime;
+       either stops the whole group (SIGTERM, then SIGKILL after the grace period).
+    4. SIGKILL whatever is left in the group (background processes), then record
+       COMPLETED / FAILED(exit code) / TIMEOUT / CANCELLED.
+    """
+    spec = read_json(job_dir / SPEC_FILE)
+    if spec is None:
+        raise ValueError(f"{job_dir / SPEC_FILE} is missing")
+    if _cancel_requested(job_dir):
+        _record(job_dir, "CANCELLED", reason="cancelled before it started")
+        return 0
+
+    env = dict(os.environ)
+    env.update({str(k): str(v) for k, v in spec["env"].items()})
+    walltime = float(spec["walltime_seconds"])
+    grace = float(spec["kill_grace_seconds"])
+    with open(job_dir / OUTPUT_FILE, "ab") as log:
+        try:
+            child = subprocess.Popen(
+                [str(a) for a in spec["argv"]],
+                cwd=job_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+            )
+        except OSError as exc:
+            _record(job_dir, "FAILED", exit_code=127, reason=f"could not start the command: {exc}")
+            return 0
+    started_at = time.time()
+    deadline = time.monotonic() + walltime
+    try:
+        atomic_write_json(
+            job_dir / STARTED_FILE,
+            {
+                "pid": child.pid,
+                "start_ticks": process_start_ticks(child.pid),
+                "started_at": started_at,
+            },
+        )
+        outcome: str | None = None
+        while True:
+            try:
+                returncode = child.wait(timeout=CHECK_INTERVAL)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if outcome is not None:
+                continue
+            if _cancel_requested(job_dir):
+                outcome = "CANCELLED"
+                _stop(child, grace)
+            elif time.monotonic() >= deadline:
+                outcome = "TIMEOUT"
+                _stop(child, grace)
+    finally:
+        # Runs on errors too: never leave the job's processes behind unrecorded.
+        _killpg(child.pid, signal.SIGKILL)
+
+    if outcome == "CANCELLED":
+        _record(job_dir, outcome, reason="cancelled", started_at=started_at)
+    elif outcome == "TIMEOUT":
+        _record(job_dir, outcome, reason=f"walltime of {spec['walltime_seconds']}s exceeded", started_at=started_at)
+    elif returncode == 0:
+        _record(job_dir, "COMPLETED", exit_code=0, started_at=started_at)
+    elif returncode < 0:
+        name = signal.Signals(-returncode).name
+        _record(job_dir, "FAILED", exit_code=128 - returncode, reason=f"killed by {name}", started_at=started_at)
+    else:
+        _record(job_dir, "FAILED", exit_code=returncode, reason=f"exit code {returncode}", started_at=started_at)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Claim the job, detach, run it. Returns the exit status of *this* process.
+
+    The caller's process (the intermediate) exits as soon as the detached runner has
+    written runner.json, so the caller can ``wait()`` for it without blocking on the job
+    and no zombie is left in a long-lived worker.
+    """
+    if len(argv) != 1:
+        print("usage: python -m scheduler.backends.local_runner JOB_DIR", file=sys.stderr)
+        return 2
+    job_dir = Path(argv[0]).resolve()
+    # Installed before anything is visible to cancel(); inherited across fork.
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        fd = os.open(job_dir / CLAIM_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return 0  # another runner owns this job
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+
+    read_end, write_end = os.pipe()
+    if os.fork() > 0:
+        os.close(write_end)
+        os.read(read_end, 1)  # returns b"" once the runner wrote runner.json (or died)
+        return 0
+    os.close(read_end)
+    try:
+        try:
+            atomic_write_json(
+                job_dir / RUNNER_FILE,
+                {
+                    "pid": os.getpid(),
+                    "start_ticks": process_start_ticks(os.getpid()),
+                    "boot_id": boot_id(),
+                    "launched_at": time.time(),
+                },
+            )
+        finally:
+            os.close(write_end)
+        return _run(job_dir)
+    except Exception as exc:  # the runner's last line of defence: record, then exit
+        traceback.print_exc()
+        try:
+            _record(job_dir, "FAILED", reason=f"runner error: {exc!r}")
+        except OSError:
+            traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

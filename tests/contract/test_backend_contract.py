@@ -1,0 +1,710 @@
+"""The contract every Backend honours, run against each backend we can build here.
+
+The first part is backend-agnostic: it receives a :class:`Case` (a backend plus what it
+can do) from the ``case`` fixture, so adding a backend means adding a case, not tests.
+Tests that need real command execution (logs, exit codes, process groups) skip for
+backends that only simulate. The second part specifies the ``local`` backend's own
+config format and inventory.
+
+No Django: these tests build backends directly in ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.backends import load_backend, local_runner
+from scheduler.backends.base import Backend, BackendError, JobSpec, Placement, PollResult, RemoteState
+from scheduler.backends.local import LocalBackend
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEMO_INVENTORY = REPO_ROOT / "scheduler/backends/local_clusters/demo.yaml"
+#: How long a job lasts on the simulating backend.
+SIMULATED_SECONDS = 1.5
+WAIT_SECONDS = 10.0
+
+NODE_GROUPS: list[dict[str, Any]] = [
+    {
+        "name": "gpu-{:02d}",
+        "count": 2,
+        "cpus": 32,
+        "memory_mib": 262144,
+        "labels": {"rack": "r1"},
+        "gpus": {"count": 4, "model": "H100-80GB", "memory_mib": 81920, "compute_capability": "9.0"},
+    },
+    {
+        "name": "mig-01",
+        "cpus": 32,
+        "memory_mib": 262144,
+        "gpus": {
+            "count": 2,
+            "model": "A100-40GB",
+            "memory_mib": 40960,
+            "compute_capability": "8.0",
+            "mig": ["3g.20gb", "3g.20gb"],
+        },
+    },
+]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_scheduler_settings() -> None:
+    """Replaces the Django-side autouse fixture of tests/conftest.py: no Django here."""
+
+
+# --- Cases ---------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    """A backend under test and what it can do."""
+
+    backend: Backend
+    #: Jobs really run: logs, exit codes and the environment can be observed.
+    runs_commands: bool
+    #: A new backend instance over the same state, as a restarted worker would build.
+    reopen: Callable[[], Backend]
+    #: Kill whatever supervises a running job (None where that cannot be simulated).
+    kill_supervisor: Callable[[str], None] | None
+    #: A node and two of its GPU indices to place jobs on.
+    node: str = "gpu-01"
+    gpus: tuple[int, ...] = (0, 1)
+
+    def placement(self) -> tuple[Placement, ...]:
+        return (Placement(self.node, self.gpus),)
+
+    def require_execution(self) -> None:
+        if not self.runs_commands:
+            pytest.skip("this backend does not run commands")
+
+
+def local_config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    return {"nodes": NODE_GROUPS, "state_dir": str(tmp_path / "state"), "kill_grace_seconds": 1, **extra}
+
+
+def _local_case(tmp_path: Path, **extra: Any) -> Case:
+    config = local_config(tmp_path, **extra)
+
+    def build() -> Backend:
+        return load_backend("local", "testcluster", config, work_dir=tmp_path / "work")
+
+    def kill_runner(external_id: str) -> None:
+        info = json.loads((tmp_path / "state/jobs" / external_id / local_runner.RUNNER_FILE).read_text())
+        os.kill(info["pid"], signal.SIGKILL)
+
+    return Case(
+        backend=build(),
+        runs_commands="simulate" not in extra,
+        reopen=build,
+        kill_supervisor=None if "simulate" in extra else kill_runner,
+    )
+
+
+@pytest.fixture(params=["local", "local-simulate"])
+def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
+    extra: dict[str, Any] = {"local": {}, "local-simulate": {"simulate": SIMULATED_SECONDS}}[request.param]
+    built = _local_case(tmp_path, **extra)
+    yield built
+    # Leave no processes behind, whatever the test did.
+    jobs = tmp_path / "state/jobs"
+    for job_dir in jobs.iterdir() if jobs.is_dir() else ():
+        built.backend.cancel(job_dir.name)
+
+
+def job(case: Case, command: str = "true", **fields: Any) -> JobSpec:
+    """A JobSpec with a fresh key, placed on the case's node unless told otherwise."""
+    values: dict[str, Any] = {
+        "key": f"{uuid.uuid4()}.1",
+        "name": "test job",
+        "owner": "alice",
+        "account": "lab",
+        "command": command,
+        "script": "",
+        "walltime_seconds": 60,
+        "placements": case.placement(),
+    }
+    values.update(fields)
+    return JobSpec(**values)
+
+
+def wait_for(
+    backend: Backend, external_id: str, until: Callable[[PollResult], bool] | None = None, timeout: float = WAIT_SECONDS
+) -> PollResult:
+    """Poll until ``until`` holds (default: a terminal state); fail after ``timeout``."""
+    until = until or (lambda result: result.state.is_terminal)
+    deadline = time.monotonic() + timeout
+    while True:
+        result = backend.poll([external_id])[external_id]
+        if until(result):
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"{external_id} still {result} after {timeout}s")
+        time.sleep(0.05)
+
+
+def running(result: PollResult) -> bool:
+    return result.state is RemoteState.RUNNING
+
+
+def pid_running(pid: int) -> bool:
+    return local_runner.process_alive(pid, None)
+
+
+def wait_for_file(path: Path) -> str:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not (path.exists() and path.read_text().strip()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{path} never appeared")
+        time.sleep(0.05)
+    return path.read_text().strip()
+
+
+# --- The contract --------------------------------------------------------------------
+
+
+def test_backend_satisfies_the_protocol(case: Case) -> None:
+    assert isinstance(case.backend, Backend)
+    assert isinstance(type(case.backend).kind, str)
+
+
+def test_submitted_job_runs_to_completion(case: Case) -> None:
+    external_id = case.backend.submit(job(case, "true"))
+
+    result = wait_for(case.backend, external_id)
+
+    assert result.state is RemoteState.COMPLETED
+    assert result.exit_code == 0
+    assert result.started_at is not None and result.ended_at is not None
+    assert result.started_at <= result.ended_at
+    assert result.started_at.tzinfo is not None
+
+
+def test_submit_is_idempotent_per_key(case: Case, tmp_path: Path) -> None:
+    runs = tmp_path / "runs.txt"
+    spec = job(case, f"echo ran >> {runs}; sleep 0.3")
+    ids: list[str] = []
+
+    threads = [threading.Thread(target=lambda: ids.append(case.backend.submit(spec))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ids.append(case.backend.submit(spec))
+
+    assert len(set(ids)) == 1 and len(ids) == 9
+    assert wait_for(case.backend, ids[0]).state is RemoteState.COMPLETED
+    assert case.backend.submit(spec) == ids[0]  # even after it finished
+    if case.runs_commands:
+        time.sleep(0.3)  # a duplicate, had one started, would have written by now
+        assert runs.read_text().splitlines() == ["ran"]
+
+
+def test_poll_reports_unknown_ids(case: Case) -> None:
+    known = case.backend.submit(job(case, "sleep 5"))
+
+    results = case.backend.poll([known, "never-submitted.1", "../../etc/passwd", ""])
+
+    assert set(results) == {known, "never-submitted.1", "../../etc/passwd", ""}
+    assert results[known].state is not RemoteState.UNKNOWN
+    for unknown in ("never-submitted.1", "../../etc/passwd", ""):
+        assert results[unknown].state is RemoteState.UNKNOWN
+        assert results[unknown].external_id == unknown
+    assert case.backend.poll([]) == {}
+
+
+def test_cancel_running_job(case: Case) -> None:
+    external_id = case.backend.submit(job(case, "sleep 30"))
+    wait_for(case.backend, external_id, running)
+
+    case.backend.cancel(external_id)
+
+    result = wait_for(case.backend, external_id, timeout=5)
+    assert result.state is RemoteState.CANCELLED
+    assert result.ended_at is not None
+
+
+def test_cancel_is_idempotent(case: Case) -> None:
+    external_id = case.backend.submit(job(case, "sleep 30"))
+
+    case.backend.cancel(external_id)
+    case.backend.cancel(external_id)
+    assert wait_for(case.backend, external_id).state is RemoteState.CANCELLED
+    case.backend.cancel(external_id)
+    case.backend.cancel("never-submitted.1")
+
+    assert case.backend.poll([external_id])[external_id].state is RemoteState.CANCELLED
+
+
+def test_cancel_of_finished_job_changes_nothing(case: Case) -> None:
+    external_id = case.backend.submit(job(case, "true"))
+    finished = wait_for(case.backend, external_id)
+
+    case.backend.cancel(external_id)
+
+    assert case.backend.poll([external_id])[external_id] == finished
+
+
+def test_walltime_enforced_as_timeout(case: Case) -> None:
+    external_id = case.backend.submit(job(case, "sleep 30", walltime_seconds=1))
+
+    result = wait_for(case.backend, external_id)
+
+    assert result.state is RemoteState.TIMEOUT
+    assert result.started_at is not None and result.ended_at is not None
+    assert 0.9 <= (result.ended_at - result.started_at).total_seconds() < 5
+
+
+def test_job_survives_new_backend_instance(case: Case) -> None:
+    external_id = case.backend.submit(job(case, "sleep 30"))
+    wait_for(case.backend, external_id, running)
+
+    restarted = case.reopen()
+
+    assert restarted.poll([external_id])[external_id].state is RemoteState.RUNNING
+    restarted.cancel(external_id)
+    assert wait_for(case.backend, external_id).state is RemoteState.CANCELLED
+    assert restarted.submit(job(case, "sleep 30", key=external_id)) == external_id
+
+
+def test_placement_on_unknown_node_rejected(case: Case) -> None:
+    spec = job(case, placements=(Placement("no-such-node", (0,)),))
+
+    with pytest.raises(BackendError) as caught:
+        case.backend.submit(spec)
+
+    assert caught.value.permanent
+    assert "no-such-node" in caught.value.message
+    assert case.backend.poll([spec.key])[spec.key].state is RemoteState.UNKNOWN
+
+
+def test_placement_on_missing_gpu_rejected(case: Case) -> None:
+    spec = job(case, placements=(Placement(case.node, (0, 99)),))
+
+    with pytest.raises(BackendError) as caught:
+        case.backend.submit(spec)
+
+    assert caught.value.permanent
+    assert "99" in caught.value.message
+    assert case.backend.poll([spec.key])[spec.key].state is RemoteState.UNKNOWN
+
+
+def test_list_nodes_describes_a_consistent_inventory(case: Case) -> None:
+    nodes = case.backend.list_nodes()
+
+    assert nodes
+    assert len({n.name for n in nodes}) == len(nodes)
+    uuids = [g.uuid for n in nodes for g in n.gpus]
+    assert len(set(uuids)) == len(uuids) and all(uuids)
+    for node in nodes:
+        assert node.state in ("up", "drain", "down")
+        by_index = {g.index: g for g in node.gpus}
+        assert len(by_index) == len(node.gpus), f"{node.name} repeats a GPU index"
+        for gpu in node.gpus:
+            if gpu.parent_index is not None:
+                assert by_index[gpu.parent_index].parent_index is None
+                assert gpu.mig_profile
+    assert any(n.name == case.node for n in nodes)
+
+
+def test_read_log_of_unknown_job_is_empty(case: Case) -> None:
+    assert case.backend.read_log("never-submitted.1") == ""
+
+
+# --- The contract, for backends that really run commands -------------------------------
+
+
+def test_job_sees_its_assigned_gpus(case: Case) -> None:
+    case.require_execution()
+    spec = job(
+        case,
+        'echo "CVD=$CUDA_VISIBLE_DEVICES NODES=$QM_NODELIST GPUS=$QM_GPUS KEY=$QM_JOB_KEY FOO=$FOO"',
+        placements=(Placement("gpu-01", (1, 3)), Placement("gpu-02", (0, 2))),
+        env={"FOO": "bar"},
+    )
+
+    external_id = case.backend.submit(spec)
+    assert wait_for(case.backend, external_id).state is RemoteState.COMPLETED
+
+    log = case.backend.read_log(external_id)
+    assert f"CVD=1,3 NODES=gpu-01,gpu-02 GPUS=gpu-01:1,3;gpu-02:0,2 KEY={spec.key} FOO=bar" in log
+
+
+@pytest.mark.parametrize(
+    ("command", "state", "exit_code"),
+    [
+        ("exit 0", RemoteState.COMPLETED, 0),
+        ("exit 3", RemoteState.FAILED, 3),
+        ("echo oops >&2; exit 1", RemoteState.FAILED, 1),
+        ("kill -KILL $$", RemoteState.FAILED, 137),
+    ],
+    ids=["zero exit completes", "exit 3 fails with 3", "stderr and exit 1", "killed by SIGKILL is 137"],
+)
+def test_exit_code_recorded(case: Case, command: str, state: RemoteState, exit_code: int) -> None:
+    case.require_execution()
+    external_id = case.backend.submit(job(case, command))
+
+    result = wait_for(case.backend, external_id)
+
+    assert (result.state, result.exit_code) == (state, exit_code)
+
+
+def test_stdout_and_stderr_are_logged(case: Case) -> None:
+    case.require_execution()
+    external_id = case.backend.submit(job(case, "echo to-stdout; echo to-stderr >&2"))
+    wait_for(case.backend, external_id)
+
+    log = case.backend.read_log(external_id)
+
+    assert "to-stdout" in log and "to-stderr" in log
+
+
+def test_script_is_run_with_bash(case: Case) -> None:
+    case.require_execution()
+    script = '#!/bin/bash\nset -euo pipefail\nwords=(from script)\necho "${words[*]} $((40 + 2))"\n'
+    external_id = case.backend.submit(job(case, command="", script=script))
+
+    assert wait_for(case.backend, external_id).state is RemoteState.COMPLETED
+    assert "from script 42" in case.backend.read_log(external_id)
+
+
+def test_read_log_returns_the_tail(case: Case) -> None:
+    case.require_execution()
+    external_id = case.backend.submit(job(case, "for i in $(seq 1 500); do echo line-$i; done"))
+    wait_for(case.backend, external_id)
+
+    tail = case.backend.read_log(external_id, max_bytes=20)
+
+    assert tail.endswith("line-500\n") and len(tail.encode()) == 20
+    assert case.backend.read_log(external_id).count("\n") == 500
+
+
+def test_cancel_kills_the_whole_process_group(case: Case, tmp_path: Path) -> None:
+    case.require_execution()
+    pid_file = tmp_path / "background.pid"
+    external_id = case.backend.submit(job(case, f"sleep 30 & echo $! > {pid_file}; wait"))
+    background = int(wait_for_file(pid_file))
+
+    case.backend.cancel(external_id)
+
+    assert wait_for(case.backend, external_id).state is RemoteState.CANCELLED
+    assert not pid_running(background)
+
+
+def test_walltime_kills_processes_that_ignore_sigterm(case: Case) -> None:
+    case.require_execution()
+    external_id = case.backend.submit(job(case, "trap '' TERM; while true; do sleep 0.1; done", walltime_seconds=1))
+
+    result = wait_for(case.backend, external_id)
+
+    assert result.state is RemoteState.TIMEOUT
+
+
+def test_runner_death_reports_node_fail(case: Case, tmp_path: Path) -> None:
+    case.require_execution()
+    assert case.kill_supervisor is not None
+    pid_file = tmp_path / "job.pid"
+    external_id = case.backend.submit(job(case, f"echo $$ > {pid_file}; exec sleep 30"))
+    orphan = int(wait_for_file(pid_file))
+
+    case.kill_supervisor(external_id)
+
+    result = wait_for(case.backend, external_id, timeout=5)
+    assert result.state is RemoteState.NODE_FAIL
+    assert result.reason
+    case.backend.cancel(external_id)  # cleans up what the dead supervisor left running
+    deadline = time.monotonic() + 5
+    while pid_running(orphan) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_running(orphan)
+    assert case.backend.poll([external_id])[external_id].state is RemoteState.NODE_FAIL
+
+
+def test_job_survives_death_of_submitting_process(case: Case, tmp_path: Path) -> None:
+    case.require_execution()
+    spec = job(case, "sleep 1; echo finished")
+    program = (
+        "import json, os, sys\n"
+        "from pathlib import Path\n"
+        "from scheduler.backends.base import JobSpec, Placement\n"
+        "from scheduler.backends.local import LocalBackend\n"
+        f"config = json.loads({json.dumps(json.dumps(local_config(tmp_path)))})\n"
+        "backend = LocalBackend(name='testcluster', config=config, work_dir=Path('.'))\n"
+        f"backend.submit(JobSpec(key={spec.key!r}, name='j', owner='alice', account='lab',\n"
+        f"    command={spec.command!r}, script='', walltime_seconds=60,\n"
+        f"    placements=(Placement({case.node!r}, (0,)),)))\n"
+        "os._exit(0)  # die abruptly, as a killed worker would\n"
+    )
+    subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, check=True, timeout=30)
+
+    result = wait_for(case.backend, spec.key)
+
+    assert result.state is RemoteState.COMPLETED
+    assert "finished" in case.backend.read_log(spec.key)
+
+
+# --- The local backend: config and inventory ----------------------------------------------
+
+
+def _gpus(**overrides: Any) -> dict[str, Any]:
+    return {"count": 2, "model": "L4", "memory_mib": 24576, "compute_capability": "8.9", **overrides}
+
+
+def _group(**overrides: Any) -> dict[str, Any]:
+    return {"name": "n-{:02d}", "count": 2, "cpus": 8, "memory_mib": 65536, "gpus": _gpus(), **overrides}
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({}, "exactly one of 'nodes' or 'nodes_file'"),
+        ({"nodes": [_group()], "nodes_file": "x.yaml"}, "exactly one of"),
+        ({"nodes": {"name": "n"}}, "must be a list"),
+        ({"nodes": [_group(count=-1)]}, "nodes[0].count must not be negative"),
+        ({"nodes": [_group(cpus="many")]}, "nodes[0].cpus must be an integer"),
+        ({"nodes": [_group(cpus=True)]}, "nodes[0].cpus must be an integer"),
+        ({"nodes": [{"name": "n-01", "cpus": 8}]}, "nodes[0].memory_mib is missing"),
+        ({"nodes": [_group(gpus=_gpus(memory_mib=None))]}, "nodes[0].gpus.memory_mib must be an integer"),
+        ({"nodes": [_group(gpus=_gpus(count=-8))]}, "nodes[0].gpus.count must not be negative"),
+        ({"nodes": [_group(gpus={"count": 1})]}, "nodes[0].gpus.model is missing"),
+        ({"nodes": [_group(cpu=8)]}, "unknown key(s) cpu"),
+        ({"nodes": [_group(name="n")]}, "needs a placeholder"),
+        ({"nodes": [_group(name="n-{x}")]}, "cannot be formatted"),
+        ({"nodes": [_group(name="bad name {}")]}, "must match"),
+        ({"nodes": [_group(), _group(count=1)]}, "'n-01' is defined twice"),
+        ({"nodes": [_group(state="broken")]}, "state must be one of"),
+        ({"nodes": [_group(labels=["a"])]}, "labels must be a mapping"),
+        ({"nodes": [_group(gpus=_gpus(mig=["huge"]))]}, "not a MIG profile"),
+        ({"nodes": [_group(gpus=_gpus(mig=["4g.20gb", "4g.20gb"]))]}, "8 compute slices"),
+        ({"nodes": [_group(gpus=_gpus(mig=["3g.20gb", "3g.20gb"]))]}, "needs 40960 MiB"),
+        ({"nodes": [_group()], "simulate": -1}, "simulate must not be negative"),
+        ({"nodes": [_group()], "simulate": "soon"}, "simulate must be a number"),
+        ({"nodes": [_group()], "simualte": 5}, "unknown key(s) simualte"),
+        ({"nodes": [_group()], "state_dir": 42}, "state_dir must be a path"),
+        ({"nodes_file": "/nonexistent/inventory.yaml"}, "cannot read nodes_file"),
+    ],
+    ids=[
+        "no nodes",
+        "nodes and nodes_file",
+        "nodes not a list",
+        "negative count",
+        "cpus not an int",
+        "cpus a bool",
+        "missing memory",
+        "gpu memory null",
+        "negative gpu count",
+        "gpu model missing",
+        "typo in group key",
+        "count>1 without placeholder",
+        "bad placeholder",
+        "unsafe node name",
+        "duplicate node",
+        "unknown node state",
+        "labels not a mapping",
+        "bad MIG profile",
+        "MIG over 7 slices",
+        "MIG over GPU memory",
+        "negative simulate",
+        "simulate not a number",
+        "typo in config key",
+        "state_dir not a path",
+        "unreadable nodes_file",
+    ],
+)
+def test_bad_config_is_permanent_error(tmp_path: Path, config: dict[str, Any], message: str) -> None:
+    with pytest.raises(BackendError) as caught:
+        LocalBackend(name="c1", config=config, work_dir=tmp_path)
+
+    assert caught.value.permanent
+    assert message in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "content", ["nodes: [", "- just a list", '{"nodes": 3}'], ids=["broken yaml", "no mapping", "nodes not a list"]
+)
+def test_bad_nodes_file_is_permanent_error(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "inventory.yaml"
+    path.write_text(content)
+
+    with pytest.raises(BackendError) as caught:
+        LocalBackend(name="c1", config={"nodes_file": str(path)}, work_dir=tmp_path)
+
+    assert caught.value.permanent and "inventory.yaml" in caught.value.message
+
+
+def test_nodes_file_may_be_json_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "inventory.json").write_text(json.dumps({"nodes": [_group(count=3)]}))
+    monkeypatch.chdir(tmp_path)
+
+    backend = LocalBackend(name="c1", config={"nodes_file": "inventory.json"}, work_dir=tmp_path)
+
+    assert [n.name for n in backend.list_nodes()] == ["n-01", "n-02", "n-03"]
+
+
+def test_default_state_dir_is_under_work_dir(tmp_path: Path) -> None:
+    backend = LocalBackend(name="c1", config={"nodes": [_group()]}, work_dir=tmp_path)
+
+    assert backend.state_dir == tmp_path / "local-backend" / "c1"
+    assert not backend.state_dir.exists()  # nothing is written until a job is submitted
+
+
+def test_node_groups_expand_with_one_based_names_and_defaults(tmp_path: Path) -> None:
+    backend = LocalBackend(
+        name="c1",
+        work_dir=tmp_path,
+        config={
+            "nodes": [
+                _group(name="h100-{:02d}", count=2, labels={"rack": 7}, state="drain", reason="firmware"),
+                {"name": "cpu-only", "cpus": 4, "memory_mib": 8192},
+            ]
+        },
+    )
+
+    nodes = backend.list_nodes()
+
+    assert [n.name for n in nodes] == ["h100-01", "h100-02", "cpu-only"]
+    assert (nodes[0].state, nodes[0].reason, dict(nodes[0].labels)) == ("drain", "firmware", {"rack": "7"})
+    assert [g.index for g in nodes[0].gpus] == [0, 1]
+    assert (nodes[2].state, nodes[2].gpus) == ("up", ())
+
+
+def test_list_nodes_splits_mig_gpus_into_slices_after_the_physical_ones(tmp_path: Path) -> None:
+    backend = LocalBackend(name="c1", config=local_config(tmp_path), work_dir=tmp_path)
+
+    node = next(n for n in backend.list_nodes() if n.name == "mig-01")
+
+    assert [(g.index, g.parent_index, g.mig_profile, g.memory_mib) for g in node.gpus] == [
+        (0, None, "", 40960),
+        (1, None, "", 40960),
+        (2, 0, "3g.20gb", 20480),
+        (3, 0, "3g.20gb", 20480),
+        (4, 1, "3g.20gb", 20480),
+        (5, 1, "3g.20gb", 20480),
+    ]
+    assert all(g.uuid.startswith("GPU-") for g in node.gpus[:2])
+    assert all(g.uuid.startswith("MIG-") for g in node.gpus[2:])
+
+
+def test_gpu_uuids_are_deterministic_per_cluster(tmp_path: Path) -> None:
+    def uuids(cluster: str) -> list[str]:
+        backend = LocalBackend(name=cluster, config=local_config(tmp_path), work_dir=tmp_path)
+        return [g.uuid for n in backend.list_nodes() for g in n.gpus]
+
+    assert uuids("c1") == uuids("c1")
+    assert not set(uuids("c1")) & set(uuids("c2"))
+
+
+def test_list_nodes_returns_copies(tmp_path: Path) -> None:
+    backend = LocalBackend(name="c1", config=local_config(tmp_path), work_dir=tmp_path)
+
+    backend.list_nodes()[0].labels["rack"] = "tampered"  # type: ignore[index]
+
+    assert backend.list_nodes()[0].labels["rack"] == "r1"
+
+
+def test_demo_inventory(tmp_path: Path) -> None:
+    backend = LocalBackend(name="demo", config={"nodes_file": str(DEMO_INVENTORY)}, work_dir=tmp_path)
+
+    nodes = {n.name: n for n in backend.list_nodes()}
+
+    physical = [g for n in nodes.values() for g in n.gpus if g.parent_index is None]
+    assert len(nodes) == 10 and len(physical) == 72
+    assert {g.model for g in nodes["h100-04"].gpus} == {"H100-80GB"}
+    assert {(g.memory_mib, g.compute_capability) for g in nodes["l4-02"].gpus} == {(24576, "8.9")}
+    slices = [g for g in nodes["a100-04"].gpus if g.parent_index is not None]
+    assert len(slices) == 16 and {g.memory_mib for g in slices} == {20480}
+    assert [g.index for g in slices] == list(range(8, 24))
+    assert all(g.parent_index is None for g in nodes["a100-03"].gpus)
+
+
+@pytest.mark.parametrize(
+    ("placements", "message"),
+    [
+        ((Placement("mig-01", (0,)),), "split into MIG slices"),
+        ((Placement("gpu-01", (0, 0)),), "repeat"),
+        ((Placement("gpu-01", (0,)), Placement("gpu-01", (1,))), "placed twice"),
+        ((), "no placements"),
+    ],
+    ids=["whole MIG parent", "same GPU twice", "same node twice", "no placement"],
+)
+def test_malformed_placements_rejected(tmp_path: Path, placements: tuple[Placement, ...], message: str) -> None:
+    case = _local_case(tmp_path, simulate=1)
+
+    with pytest.raises(BackendError) as caught:
+        case.backend.submit(job(case, placements=placements))
+
+    assert caught.value.permanent and message in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"key": "../escape"}, "key must match"),
+        ({"walltime_seconds": 0}, "walltime_seconds"),
+        ({"command": "", "script": ""}, "neither a command nor a script"),
+    ],
+    ids=["unsafe key", "zero walltime", "nothing to run"],
+)
+def test_malformed_specs_rejected(tmp_path: Path, fields: dict[str, Any], message: str) -> None:
+    case = _local_case(tmp_path, simulate=1)
+
+    with pytest.raises(BackendError) as caught:
+        case.backend.submit(job(case, **fields))
+
+    assert caught.value.permanent and message in caught.value.message
+    assert not (tmp_path / "state/jobs").exists() or not any((tmp_path / "state/jobs").iterdir())
+
+
+def test_job_on_mig_slices_sees_the_slice_indices(tmp_path: Path) -> None:
+    case = _local_case(tmp_path)
+    external_id = case.backend.submit(
+        job(case, "echo CVD=$CUDA_VISIBLE_DEVICES; pwd", placements=(Placement("mig-01", (3, 4)),))
+    )
+
+    assert wait_for(case.backend, external_id).state is RemoteState.COMPLETED
+    log = case.backend.read_log(external_id)
+    assert "CVD=3,4" in log
+    assert f"/state/jobs/{external_id}\n" in log  # the job runs in its own directory
+
+
+def test_reboot_reports_node_fail(tmp_path: Path) -> None:
+    case = _local_case(tmp_path)
+    external_id = case.backend.submit(job(case, "sleep 30"))
+    wait_for(case.backend, external_id, running)
+    runner_file = tmp_path / "state/jobs" / external_id / local_runner.RUNNER_FILE
+    original = runner_file.read_text()
+    runner_file.write_text(json.dumps({**json.loads(original), "boot_id": "an-earlier-boot"}))
+    try:
+        result = case.backend.poll([external_id])[external_id]
+    finally:
+        runner_file.write_text(original)
+        case.backend.cancel(external_id)
+
+    assert result.state is RemoteState.NODE_FAIL
+    assert "rebooted" in result.reason
+
+
+def test_simulated_job_runs_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    case = _local_case(tmp_path, simulate=0.2)
+    external_id = case.backend.submit(job(case, f"touch {marker}"))
+
+    result = wait_for(case.backend, external_id)
+
+    assert (result.state, result.exit_code) == (RemoteState.COMPLETED, 0)
+    assert not marker.exists()
+    assert "simulated" in case.backend.read_log(external_id)

@@ -1,0 +1,88 @@
+"""Every bad job request is a 400 naming the field; nothing is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from portal.models import Qos, Quota
+from scheduler.models import Job, JobEvent
+
+pytestmark = pytest.mark.django_db
+
+GOOD = {"name": "train", "account": "lab", "command": "python train.py", "gpus_per_node": 1, "walltime_seconds": 600}
+
+
+def post(client, **changes):
+    body = {**GOOD, **changes}
+    for key in [k for k, v in changes.items() if v is None]:
+        del body[key]
+    return client.post("/api/v1/jobs/", body, format="json")
+
+
+@pytest.mark.parametrize(
+    "changes,field,fragment",
+    [
+        ({"gpus_per_node": -1}, "gpus_per_node", "greater than or equal to 0"),
+        ({"cpus_per_node": 0}, "cpus_per_node", ""),
+        ({"memory_mib_per_node": -5}, "memory_mib_per_node", ""),
+        ({"nodes": 0}, "nodes", ""),
+        ({"walltime_seconds": 0}, "walltime_seconds", ""),
+        ({"walltime_seconds": None}, "walltime_seconds", "required"),
+        ({"gpus_per_node": 9}, "gpus_per_node", "the most on one node is 8"),
+        ({"gpu_model": "TPUv5"}, "gpu_model", "known models: H100-80GB, L4"),
+        ({"gpu_model": "L4", "gpus_per_node": 8}, "gpus_per_node", "model L4"),
+        ({"min_gpu_memory_mib": 100_000}, "gpus_per_node", ">= 100000 MiB"),
+        ({"min_compute_capability": "ten"}, "min_compute_capability", "8.0"),
+        ({"nodes": 3, "gpus_per_node": 8}, "nodes", "At most 2 nodes"),
+        ({"cpus_per_node": 4096}, "cpus_per_node", "largest has 64"),
+        ({"account": "other"}, "account", "not a member"),
+        ({"account": "nope"}, "account", "does not exist"),
+        ({"command": "", "script": ""}, "command", "command or a script"),
+        ({"script": "#!/bin/bash\ntrue"}, "script", "not both"),
+        ({"env": {"1BAD": "x"}}, "env", "Invalid variable names"),
+        ({"env": {"OK": "a\x00b"}}, "env", ""),
+        ({"name": "x" * 200}, "name", ""),
+        ({"gpus_per_node": 2**40}, "gpus_per_node", ""),
+        ({"qos": "platinum"}, "qos", "does not exist"),
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_bad_request_names_the_field(world, client_for, changes, field, fragment):
+    response = post(client_for(world.alice), **changes)
+    assert response.status_code == 400, response.content
+    assert field in response.json(), response.json()
+    assert fragment in " ".join(map(str, response.json()[field]))
+    assert not Job.objects.exists() and not JobEvent.objects.exists()
+
+
+def test_walltime_over_the_qos_maximum(world, client_for):
+    Qos.objects.create(name="short", max_walltime_seconds=300)
+    response = post(client_for(world.alice), qos="short", walltime_seconds=301)
+    assert response.status_code == 400
+    assert "QOS 'short' (300s)" in response.json()["walltime_seconds"][0]
+
+
+def test_full_pending_quota(world, client_for):
+    Quota.objects.create(account=world.lab, max_pending_jobs=2)
+    client = client_for(world.alice)
+    assert [post(client).status_code for _ in range(3)] == [201, 201, 400]
+    assert "the quota allows 2" in post(client).json()["account"][0]
+    assert Job.objects.count() == 2
+
+
+def test_user_quota_walltime(world, client_for):
+    Quota.objects.create(user=world.alice, max_walltime_seconds=100)
+    response = post(client_for(world.alice), walltime_seconds=101)
+    assert response.status_code == 400 and "walltime_seconds" in response.json()
+
+
+def test_good_request_creates_a_pending_job_with_an_event(world, client_for):
+    response = post(client_for(world.alice), gpu_model="H100-80GB", min_compute_capability="9.0", env={"A": "1"})
+    assert response.status_code == 201
+    body = response.json()
+    assert (body["state"], body["owner"], body["account"], body["total_gpus"]) == ("PENDING", "alice", "lab", 1)
+    assert [e.kind for e in JobEvent.objects.filter(job_id=body["id"])] == ["submitted"]
+
+
+def test_account_may_be_omitted_with_a_single_membership(world, client_for):
+    assert post(client_for(world.alice), account=None).status_code == 201

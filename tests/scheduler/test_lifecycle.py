@@ -1,0 +1,140 @@
+"""A job's life through tick, dispatch and poll on the real local backend."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduler import services
+from scheduler.choices import JobState
+from scheduler.models import Job
+from tests.builders import submit
+from tests.scheduler.waiting import wait_for
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def tick(django_capture_on_commit_callbacks):
+    """Run one tick and its after-commit dispatches, as the scheduler loop does."""
+
+    def run():
+        with django_capture_on_commit_callbacks(execute=True):
+            return services.run_tick()
+
+    return run
+
+
+def finished(job: Job) -> Job | None:
+    services.poll_backends()
+    job.refresh_from_db()
+    return job if job.state not in (JobState.RUNNING, JobState.DISPATCHING) else None
+
+
+def test_job_runs_on_its_assigned_gpus_and_completes(world, tick):
+    job = submit(world.alice, world.lab, command="echo gpus=$CUDA_VISIBLE_DEVICES", gpus_per_node=2)
+    result = tick()
+    job.refresh_from_db()
+    assert result.started == [job.id]
+    assert job.state == JobState.RUNNING
+    assert job.allocations == [{"node": "h100-01", "gpu_indices": [0, 1], "cpus": 1, "memory_mib": 0}]
+    wait_for(lambda: finished(job), what="job end")
+    assert (job.state, job.exit_code) == (JobState.COMPLETED, 0)
+    assert "gpus=0,1" in services.read_job_log(job)
+    assert [e.kind for e in job.events.all()] == ["submitted", "scheduled", "dispatched", "state"]
+
+
+def test_nonzero_exit_is_failed_with_its_code(world, tick):
+    job = submit(world.alice, world.lab, command="exit 3")
+    tick()
+    wait_for(lambda: finished(job))
+    assert (job.state, job.exit_code) == (JobState.FAILED, 3)
+
+
+def test_walltime_is_enforced(world, tick):
+    job = submit(world.alice, world.lab, command="sleep 30", walltime_seconds=1)
+    tick()
+    wait_for(lambda: finished(job))
+    assert job.state == JobState.TIMEOUT
+
+
+def test_cancel_stops_the_running_process(world, tick, django_capture_on_commit_callbacks):
+    job = submit(world.alice, world.lab, command="sleep 30")
+    tick()
+    job.refresh_from_db()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_job(job, by="alice")
+    backend = services.backend_for(world.cluster)
+    remote = wait_for(lambda: backend.poll([job.external_id])[job.external_id].state.is_terminal and
+                      backend.poll([job.external_id])[job.external_id])
+    assert remote.state == "CANCELLED"
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED
+
+
+def test_running_jobs_gpus_are_not_reused(world, tick):
+    first = submit(world.alice, world.lab, command="sleep 5", gpus_per_node=8, nodes=2)
+    second = submit(world.alice, world.lab, command="true", gpus_per_node=8, gpu_model="H100-80GB")
+    tick()
+    second.refresh_from_db()
+    assert (second.state, second.pending_reason) == (JobState.PENDING, "Resources")
+    services.cancel_job(Job.objects.get(pk=first.pk), by="alice")
+
+
+def test_drained_node_gets_no_new_jobs(world, tick):
+    services.drain_node(world.cluster.nodes.get(name="h100-01"), reason="maintenance")
+    job = submit(world.alice, world.lab, gpu_model="H100-80GB")
+    tick()
+    job.refresh_from_db()
+    assert job.allocations[0]["node"] == "h100-02"
+
+
+def test_permanent_backend_error_fails_the_job(world, tick):
+    world.cluster.config = {"nodes": []}  # the backend no longer knows the nodes we placed on
+    world.cluster.save()
+    job = submit(world.alice, world.lab)
+    tick()
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert "backend refused" in job.events.last().message
+
+
+def test_job_stuck_in_dispatching_is_dispatched_again_once(world, tick, django_capture_on_commit_callbacks):
+    job = submit(world.alice, world.lab, command="sleep 2")
+    services.run_tick()  # claims the job but its dispatch never runs: a worker died
+    job.refresh_from_db()
+    assert job.state == JobState.DISPATCHING
+    Job.objects.filter(pk=job.pk).update(dispatched_at=timezone.now() - timedelta(hours=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        report = services.poll_backends()
+    assert report["test"]["redispatched"] == 1
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    services.dispatch_job(job.id)  # a late duplicate delivery changes nothing
+    assert Job.objects.get(pk=job.pk).external_id == job.external_id
+
+
+def test_requeue_of_a_running_job_cancels_it_and_starts_a_new_attempt(world, tick):
+    job = submit(world.alice, world.lab, command="sleep 30")
+    tick()
+    job.refresh_from_db()
+    old_id = job.external_id
+    services.requeue_job(job, by="alice")
+    tick()
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING and job.attempt == 1 and job.external_id != old_id
+    services.cancel_job(job, by="alice")
+
+
+def test_tick_records_pending_reasons_only_when_they_change(world, tick, django_assert_max_num_queries):
+    for _ in range(3):
+        submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB", command="sleep 5")
+    tick()
+    reasons = list(Job.objects.order_by("id").values_list("state", "pending_reason"))
+    assert reasons == [("RUNNING", ""), ("RUNNING", ""), ("PENDING", "Resources")]
+    with django_assert_max_num_queries(12):
+        services.run_tick()
+    for job in Job.objects.filter(state=JobState.RUNNING):
+        services.cancel_job(job, by="test")
