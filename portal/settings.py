@@ -149,6 +149,8 @@ QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
 REDIS_URL = env_str("REDIS_URL", "")
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = None
+#: Queue our tasks use; lets several deployments (or test runs) share one Redis.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "quartermaster")
 CELERY_TASK_ACKS_LATE = True  # a task killed mid-way is redelivered, not lost
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -1,0 +1,122 @@
+"""End to end with real processes: submit over the API, watch the job run and finish.
+
+The scheduler runs in a separate process, once as ``manage.py run_scheduler`` (the
+embedded mode) and once as a real Celery worker with beat against Redis, both on the
+test database, so what they see is only what was committed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from rest_framework.test import APIClient
+
+from scheduler.models import Job
+from tests.conftest import redis_url
+from tests.scheduler.waiting import wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def database_url() -> str:
+    """The URL of the database this test process uses (the test database)."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, DEBUG="1", DATABASE_URL=database_url(), QM_WORK_DIR=str(settings.QM_WORK_DIR),
+               SCHEDULER_TICK_SECONDS="0.3", SCHEDULER_POLL_SECONDS="0.3", PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
+    """Start a process in the repo root; stop it (and show its output on failure) after."""
+    procs: list[tuple[subprocess.Popen[bytes], Path]] = []
+
+    def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = tmp_path / f"proc-{len(procs)}.log"
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        procs.append((proc, log))
+        return proc
+
+    yield start
+    for proc, log in procs:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        sys.stderr.write(f"--- {log.name} ---\n{log.read_text(errors='replace')[-4000:]}\n")
+
+
+def submit_over_api(world) -> int:  # type: ignore[no-untyped-def]
+    client = APIClient()
+    client.force_authenticate(world.alice)
+    response = client.post(
+        "/api/v1/jobs/",
+        {"name": "e2e", "account": "lab", "command": "echo hello from $CUDA_VISIBLE_DEVICES; exit 7",
+         "gpus_per_node": 2, "gpu_model": "H100-80GB", "walltime_seconds": 60},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    return int(response.json()["id"])
+
+
+def watch_states(job_id: int) -> list[str]:
+    """Record each distinct state the job passes through until it ends."""
+    seen: list[str] = []
+
+    def ended() -> bool:
+        state = Job.objects.get(pk=job_id).state
+        if not seen or seen[-1] != state:
+            seen.append(state)
+        return state in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}
+
+    wait_for(ended, timeout=60, interval=0.05, what=f"job {job_id} to end")
+    return seen
+
+
+def assert_ran_to_completion(job_id: int, states: list[str]) -> None:
+    job = Job.objects.get(pk=job_id)
+    assert states[0] == "PENDING" and "RUNNING" in states and states[-1] == "FAILED", states
+    assert job.exit_code == 7
+    from scheduler import services
+
+    assert "hello from 0,1" in services.read_job_log(job)
+    kinds = list(job.events.values_list("kind", flat=True))
+    assert kinds[:3] == ["submitted", "scheduled", "dispatched"]
+
+
+def test_run_scheduler_loop_runs_a_submitted_job(world, spawn):
+    spawn([sys.executable, "manage.py", "run_scheduler", "--interval", "0.2"], child_env(SCHEDULER_DISPATCH="inline"))
+    job_id = submit_over_api(world)
+    assert_ran_to_completion(job_id, watch_states(job_id))
+
+
+@pytest.mark.redis
+def test_celery_worker_and_beat_run_a_submitted_job(world, spawn, tmp_path):
+    queue = f"qm-test-{uuid.uuid4().hex[:8]}"
+    env = child_env(CELERY_BROKER_URL=redis_url(), CELERY_QUEUE=queue, SCHEDULER_DISPATCH="celery")
+    spawn([sys.executable, "-m", "celery", "-A", "portal", "worker", "--beat", "--loglevel=INFO",
+           "--concurrency=2", "--pool=prefork", "--schedule", str(tmp_path / "beat-schedule"),
+           "--without-gossip", "--without-mingle"], env)
+    job_id = submit_over_api(world)
+    assert_ran_to_completion(job_id, watch_states(job_id))
