@@ -22,9 +22,7 @@ def member_account_ids(user: Any) -> list[int]:
 
 
 def coordinated_account_ids(user: Any) -> list[int]:
-    return list(
-        Membership.objects.filter(user_id=user.pk, role=Role.COORDINATOR).values_list("account_id", flat=True)
-    )
+    return list(Membership.objects.filter(user_id=user.pk, role=Role.COORDINATOR).values_list("account_id", flat=True))
 
 
 def visible_jobs(user: Any, queryset: QuerySet[Any]) -> QuerySet[Any]:

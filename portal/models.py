@@ -54,7 +54,11 @@ class Qos(models.Model):
     priority = models.IntegerField(default=0)
     preemptible = models.BooleanField(default=False, help_text="Jobs in this QOS may be preempted.")
     may_preempt = models.ManyToManyField(
-        "self", symmetrical=False, blank=True, related_name="preempted_by", help_text="QOS whose jobs this one may preempt."
+        "self",
+        symmetrical=False,
+        blank=True,
+        related_name="preempted_by",
+        help_text="QOS whose jobs this one may preempt.",
     )
     max_walltime_seconds = models.PositiveIntegerField(null=True, blank=True)
     usage_factor = models.FloatField(default=1.0, help_text="Multiplier on recorded usage (0 = free).")

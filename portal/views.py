@@ -21,6 +21,10 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "portal/home.html",
-        {"by_state": sorted(by_state.items()), "nodes": sorted(nodes.items()), "recent": recent,
-         "tick": TickState.objects.filter(pk=1).first()},
+        {
+            "by_state": sorted(by_state.items()),
+            "nodes": sorted(nodes.items()),
+            "recent": recent,
+            "tick": TickState.objects.filter(pk=1).first(),
+        },
     )

@@ -7,6 +7,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from scheduler import services
+from scheduler.backends import BackendError
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState
 
 
@@ -21,14 +22,14 @@ class ClusterAdmin(admin.ModelAdmin):
             try:
                 report = services.poll_cluster(cluster)
                 self.message_user(request, f"{cluster}: {report}")
-            except services.BackendError as exc:
+            except BackendError as exc:
                 self.message_user(request, f"{cluster}: {exc}", level=messages.ERROR)
 
 
 class GpuInline(admin.TabularInline):
     model = Gpu
     extra = 0
-    fields = ["index", "model", "memory_mib", "compute_capability", "mig_profile", "parent", "uuid"]
+    fields = ("index", "model", "memory_mib", "compute_capability", "mig_profile", "parent", "uuid")
     readonly_fields = fields
 
 
@@ -64,7 +65,7 @@ class JobEventInline(admin.TabularInline):
     model = JobEvent
     extra = 0
     can_delete = False
-    fields = ["at", "kind", "message", "data"]
+    fields = ("at", "kind", "message", "data")
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:

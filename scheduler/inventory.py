@@ -40,7 +40,8 @@ class Inventory:
             if job.min_gpu_memory_mib:
                 what.append(f">= {job.min_gpu_memory_mib} MiB")
             if job.min_compute_capability:
-                what.append("compute capability >= %d.%d" % job.min_compute_capability)
+                major, minor = job.min_compute_capability
+                what.append(f"compute capability >= {major}.{minor}")
             suffix = f" matching {', '.join(what)}" if what else ""
             errors["gpus_per_node"] = f"No node has {job.gpus_per_node} GPUs{suffix}; the most on one node is {best}."
         max_cpus = max(cpus for _, cpus, _, _ in self.node_gpus)

@@ -19,7 +19,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Q
@@ -116,7 +115,7 @@ def _check_quota(quota: Quota | None, queued: int, walltime_seconds: int, field:
     return errors
 
 
-def submit_job(*, owner: AbstractBaseUser, account: Account, qos: Qos | None, **fields: Any) -> Job:
+def submit_job(*, owner: Any, account: Account, qos: Qos | None, **fields: Any) -> Job:
     """Create a PENDING job after checking the quotas that depend on the queue.
 
     The user's and the account's rows are locked (``SELECT ... FOR UPDATE``) while the
@@ -153,9 +152,7 @@ def submit_job(*, owner: AbstractBaseUser, account: Account, qos: Qos | None, **
 def _require(job: Job, allowed: Iterable[str], verb: str) -> None:
     allowed = list(allowed)
     if job.state not in allowed:
-        raise JobStateConflict(
-            f"Job {job.id} is {job.state}; only {', '.join(sorted(allowed))} jobs can be {verb}."
-        )
+        raise JobStateConflict(f"Job {job.id} is {job.state}; only {', '.join(sorted(allowed))} jobs can be {verb}.")
 
 
 def cancel_job(job: Job, *, by: str) -> None:
@@ -168,8 +165,13 @@ def cancel_job(job: Job, *, by: str) -> None:
     now = timezone.now()
     with transaction.atomic():
         moved = transition(
-            job.id, cancellable, JobState.CANCELLED, event=EventKind.CANCELLED,
-            message=f"cancelled by {by}", ended_at=now, pending_reason="",
+            job.id,
+            cancellable,
+            JobState.CANCELLED,
+            event=EventKind.CANCELLED,
+            message=f"cancelled by {by}",
+            ended_at=now,
+            pending_reason="",
         )
         if not moved:
             raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
@@ -180,16 +182,28 @@ def cancel_job(job: Job, *, by: str) -> None:
 def hold_job(job: Job, *, by: str) -> None:
     """Keep a pending job from being scheduled until released (``scontrol hold``)."""
     _require(job, [JobState.PENDING], "held")
-    if not transition(job.id, [JobState.PENDING], JobState.HELD, event=EventKind.HELD, message=f"held by {by}",
-                      pending_reason="JobHeldUser"):
+    if not transition(
+        job.id,
+        [JobState.PENDING],
+        JobState.HELD,
+        event=EventKind.HELD,
+        message=f"held by {by}",
+        pending_reason="JobHeldUser",
+    ):
         raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
 
 
 def release_job(job: Job, *, by: str) -> None:
     """Return a held job to the queue (``scontrol release``)."""
     _require(job, [JobState.HELD], "released")
-    if not transition(job.id, [JobState.HELD], JobState.PENDING, event=EventKind.RELEASED,
-                      message=f"released by {by}", pending_reason=""):
+    if not transition(
+        job.id,
+        [JobState.HELD],
+        JobState.PENDING,
+        event=EventKind.RELEASED,
+        message=f"released by {by}",
+        pending_reason="",
+    ):
         raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
 
 
@@ -205,9 +219,21 @@ def requeue_job(job: Job, *, by: str) -> None:
     was_active = job.state in ACTIVE_STATES and bool(job.external_id)
     with transaction.atomic():
         moved = transition(
-            job.id, [job.state], JobState.PENDING, event=EventKind.REQUEUED, message=f"requeued by {by}",
-            attempt=job.attempt + 1, allocations=[], cluster=None, external_id="", exit_code=None,
-            dispatched_at=None, started_at=None, ended_at=None, pending_reason="", state_reason="",
+            job.id,
+            [job.state],
+            JobState.PENDING,
+            event=EventKind.REQUEUED,
+            message=f"requeued by {by}",
+            attempt=job.attempt + 1,
+            allocations=[],
+            cluster=None,
+            external_id="",
+            exit_code=None,
+            dispatched_at=None,
+            started_at=None,
+            ended_at=None,
+            pending_reason="",
+            state_reason="",
         )
         if not moved:
             raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
@@ -217,7 +243,7 @@ def requeue_job(job: Job, *, by: str) -> None:
 
 
 def _cancel_quietly(cluster_id: int | None, external_id: str) -> None:
-    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    cluster = Cluster.objects.filter(pk=cluster_id).first() if cluster_id is not None else None
     if cluster is None:
         return
     try:
@@ -299,19 +325,29 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
             if claimed:
                 started.append(start.job_id)
                 placement = ", ".join(f"{a.node}[{','.join(map(str, a.gpu_indices))}]" for a in start.allocations)
-                events.append(JobEvent(job_id=start.job_id, at=now, kind=EventKind.STARTED,
-                                       message=f"scheduled on {placement}",
-                                       data={"allocations": allocations_to_json(start.allocations)}))
+                events.append(
+                    JobEvent(
+                        job_id=start.job_id,
+                        at=now,
+                        kind=EventKind.STARTED,
+                        message=f"scheduled on {placement}",
+                        data={"allocations": allocations_to_json(start.allocations)},
+                    )
+                )
         JobEvent.objects.bulk_create(events)
         by_reason: dict[str, list[int]] = defaultdict(list)
         for job_id, reason in decisions.pending_reasons.items():
             if loaded.pending_reasons.get(job_id) != reason:
                 by_reason[str(reason)].append(job_id)
-        for reason, ids in by_reason.items():
-            Job.objects.filter(pk__in=ids, state=JobState.PENDING).update(pending_reason=reason)
+        for reason_text, ids in by_reason.items():
+            Job.objects.filter(pk__in=ids, state=JobState.PENDING).update(pending_reason=reason_text)
         duration = (time.perf_counter() - began) * 1000
-        _record_tick(finished_at=timezone.now(), duration_ms=duration, started_jobs=len(started),
-                     pending_jobs=len(loaded.snapshot.pending))
+        _record_tick(
+            finished_at=timezone.now(),
+            duration_ms=duration,
+            started_jobs=len(started),
+            pending_jobs=len(loaded.snapshot.pending),
+        )
         for job_id in started:
             _after_commit("scheduler.dispatch_job", dispatch_job, job_id)
     return TickResult(ran=True, started=started, pending=len(loaded.snapshot.pending), duration_ms=duration)
@@ -358,14 +394,24 @@ def dispatch_job(job_id: int) -> None:
         external_id = backend.submit(job_spec(job))
     except BackendError as exc:
         if exc.permanent:
-            transition(job.id, [JobState.DISPATCHING], JobState.FAILED, message=f"backend refused: {exc.message}",
-                       state_reason=exc.message[:500], ended_at=timezone.now())
+            transition(
+                job.id,
+                [JobState.DISPATCHING],
+                JobState.FAILED,
+                message=f"backend refused: {exc.message}",
+                state_reason=exc.message[:500],
+                ended_at=timezone.now(),
+            )
             return
         record_event(job.id, EventKind.DISPATCH_RETRY, f"dispatch failed, will retry: {exc.message}")
         raise
     moved = transition(
-        job.id, [JobState.DISPATCHING], JobState.RUNNING, event=EventKind.DISPATCHED,
-        message=f"running on {job.cluster.name} as {external_id}", external_id=external_id,
+        job.id,
+        [JobState.DISPATCHING],
+        JobState.RUNNING,
+        event=EventKind.DISPATCHED,
+        message=f"running on {job.cluster.name} as {external_id}",
+        external_id=external_id,
         started_at=timezone.now(),
     )
     if not moved:
@@ -391,9 +437,13 @@ def _apply_poll_result(job_id: int, result: PollResult) -> bool:
         return False
     reason = result.reason or ("the backend no longer knows this job" if result.state is RemoteState.UNKNOWN else "")
     return transition(
-        job_id, [JobState.RUNNING], _REMOTE_TO_JOB[result.state],
+        job_id,
+        [JobState.RUNNING],
+        _REMOTE_TO_JOB[result.state],
         message=f"{result.state} (exit code {result.exit_code})" if result.exit_code is not None else str(result.state),
-        exit_code=result.exit_code, ended_at=result.ended_at or timezone.now(), state_reason=reason[:500],
+        exit_code=result.exit_code,
+        ended_at=result.ended_at or timezone.now(),
+        state_reason=reason[:500],
     )
 
 
@@ -408,10 +458,18 @@ def sync_nodes(cluster: Cluster, backend: Backend, now: datetime) -> int:
     existing = {n.name: n for n in Node.objects.filter(cluster=cluster)}
     with transaction.atomic():
         new_nodes = [
-            Node(cluster=cluster, name=info.name, cpus=info.cpus, memory_mib=info.memory_mib,
-                 labels=dict(info.labels), state=NodeState.DOWN if info.state == "down" else NodeState.UP,
-                 reason=info.reason, last_heartbeat=now)
-            for info in infos if info.name not in existing
+            Node(
+                cluster=cluster,
+                name=info.name,
+                cpus=info.cpus,
+                memory_mib=info.memory_mib,
+                labels=dict(info.labels),
+                state=NodeState.DOWN if info.state == "down" else NodeState.UP,
+                reason=info.reason,
+                last_heartbeat=now,
+            )
+            for info in infos
+            if info.name not in existing
         ]
         Node.objects.bulk_create(new_nodes)
         if new_nodes:
@@ -420,28 +478,49 @@ def sync_nodes(cluster: Cluster, backend: Backend, now: datetime) -> int:
         Node.objects.filter(cluster=cluster, name__in=[i.name for i in infos]).update(last_heartbeat=now)
         down = [i.name for i in infos if i.state == "down"]
         Node.objects.filter(cluster=cluster, name__in=down).exclude(state=NodeState.DOWN).update(
-            state=NodeState.DOWN, reason="reported down by backend")
+            state=NodeState.DOWN, reason="reported down by backend"
+        )
         up = [i.name for i in infos if i.state == "up"]
-        Node.objects.filter(cluster=cluster, name__in=up, state=NodeState.DOWN,
-                            reason="reported down by backend").update(state=NodeState.UP, reason="")
+        Node.objects.filter(
+            cluster=cluster, name__in=up, state=NodeState.DOWN, reason="reported down by backend"
+        ).update(state=NodeState.UP, reason="")
     return len(infos)
 
 
 def _create_gpus(pairs: list[tuple[Node, Any]]) -> None:
     """Create GPUs for new nodes: physical GPUs first, then MIG slices pointing at them."""
     physical = [
-        Gpu(node=node, index=g.index, uuid=g.uuid, model=g.model, memory_mib=g.memory_mib,
-            compute_capability=g.compute_capability)
-        for node, info in pairs for g in info.gpus if g.parent_index is None
+        Gpu(
+            node=node,
+            index=g.index,
+            uuid=g.uuid,
+            model=g.model,
+            memory_mib=g.memory_mib,
+            compute_capability=g.compute_capability,
+        )
+        for node, info in pairs
+        for g in info.gpus
+        if g.parent_index is None
     ]
     Gpu.objects.bulk_create(physical)
     parents = {(g.node_id, g.index): g.id for g in Gpu.objects.filter(node__in=[n for n, _ in pairs])}
-    Gpu.objects.bulk_create([
-        Gpu(node=node, index=g.index, uuid=g.uuid, model=g.model, memory_mib=g.memory_mib,
-            compute_capability=g.compute_capability, mig_profile=g.mig_profile,
-            parent_id=parents[(node.id, g.parent_index)])
-        for node, info in pairs for g in info.gpus if g.parent_index is not None
-    ])
+    Gpu.objects.bulk_create(
+        [
+            Gpu(
+                node=node,
+                index=g.index,
+                uuid=g.uuid,
+                model=g.model,
+                memory_mib=g.memory_mib,
+                compute_capability=g.compute_capability,
+                mig_profile=g.mig_profile,
+                parent_id=parents[(node.id, g.parent_index)],
+            )
+            for node, info in pairs
+            for g in info.gpus
+            if g.parent_index is not None
+        ]
+    )
 
 
 def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int]:
@@ -457,7 +536,8 @@ def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int
     backend = backend_for(cluster)
     nodes_seen = sync_nodes(cluster, backend, now)
     running = dict(
-        Job.objects.filter(cluster=cluster, state=JobState.RUNNING).exclude(external_id="")
+        Job.objects.filter(cluster=cluster, state=JobState.RUNNING)
+        .exclude(external_id="")
         .values_list("external_id", "id")
     )
     ended = 0
@@ -469,8 +549,9 @@ def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int
                 ended += 1
     stale = now - timedelta(seconds=settings.SCHEDULER_REDISPATCH_SECONDS)
     stuck = list(
-        Job.objects.filter(cluster=cluster, state=JobState.DISPATCHING, dispatched_at__lt=stale)
-        .values_list("id", flat=True)
+        Job.objects.filter(cluster=cluster, state=JobState.DISPATCHING, dispatched_at__lt=stale).values_list(
+            "id", flat=True
+        )
     )
     for job_id in stuck:
         Job.objects.filter(pk=job_id, state=JobState.DISPATCHING).update(dispatched_at=now)

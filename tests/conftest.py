@@ -84,8 +84,14 @@ def world(db: None) -> World:
     join(dora, lab)
     join(charlie, other)
     return World(
-        alice=alice, bob=bob, dora=dora, charlie=charlie, admin=make_user("admin", staff=True),
-        lab=lab, other=other, cluster=make_local_cluster(),
+        alice=alice,
+        bob=bob,
+        dora=dora,
+        charlie=charlie,
+        admin=make_user("admin", staff=True),
+        lab=lab,
+        other=other,
+        cluster=make_local_cluster(),
     )
 
 

@@ -11,7 +11,7 @@ MAX_INT = 2**31 - 1
 
 
 class AccountSerializer(serializers.ModelSerializer):
-    parent = serializers.SlugRelatedField(
+    parent = serializers.SlugRelatedField(  # type: ignore[assignment]  # a field named like Field.parent
         slug_field="name", queryset=Account.objects.all(), allow_null=True, required=False
     )
     shares = serializers.IntegerField(min_value=0, max_value=MAX_INT, default=1)
@@ -41,17 +41,23 @@ class MembershipSerializer(serializers.ModelSerializer):
 
 
 class QosSerializer(serializers.ModelSerializer):
-    may_preempt = serializers.SlugRelatedField(
-        slug_field="name", queryset=Qos.objects.all(), many=True, required=False
-    )
+    may_preempt = serializers.SlugRelatedField(slug_field="name", queryset=Qos.objects.all(), many=True, required=False)
     priority = serializers.IntegerField(min_value=-1_000_000, max_value=1_000_000, default=0)
     max_walltime_seconds = serializers.IntegerField(min_value=1, max_value=MAX_INT, allow_null=True, required=False)
     usage_factor = serializers.FloatField(min_value=0, max_value=1000, default=1.0)
 
     class Meta:
         model = Qos
-        fields = ["id", "name", "description", "priority", "preemptible", "may_preempt", "max_walltime_seconds",
-                  "usage_factor"]
+        fields = [
+            "id",
+            "name",
+            "description",
+            "priority",
+            "preemptible",
+            "may_preempt",
+            "max_walltime_seconds",
+            "usage_factor",
+        ]
 
 
 def _limit() -> serializers.IntegerField:
@@ -77,15 +83,23 @@ class QuotaSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Quota
-        fields = ["id", "account", "user", "max_gpus", "max_gpus_per_model", "max_running_jobs",
-                  "max_pending_jobs", "max_walltime_seconds"]
+        fields = [
+            "id",
+            "account",
+            "user",
+            "max_gpus",
+            "max_gpus_per_model",
+            "max_running_jobs",
+            "max_pending_jobs",
+            "max_walltime_seconds",
+        ]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         account = attrs.get("account", getattr(self.instance, "account", None))
         user = attrs.get("user", getattr(self.instance, "user", None))
         if (account is None) == (user is None):
             raise serializers.ValidationError({"account": "Give exactly one of account or user."})
-        others = Quota.objects.exclude(pk=getattr(self.instance, "pk", None))
+        others = Quota.objects.all() if self.instance is None else Quota.objects.exclude(pk=self.instance.pk)
         if account is not None and others.filter(account=account).exists():
             raise serializers.ValidationError({"account": f"Account {account.name} already has a quota."})
         if user is not None and others.filter(user=user).exists():

@@ -1,7 +1,6 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from scheduler.api.urls import router as scheduler_router
 from portal.api.views import (
     AccountViewSet,
     ApiTokenViewSet,
@@ -10,6 +9,7 @@ from portal.api.views import (
     QosViewSet,
     QuotaViewSet,
 )
+from scheduler.api.urls import router as scheduler_router
 
 router = DefaultRouter()
 router.register("accounts", AccountViewSet, basename="account")

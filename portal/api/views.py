@@ -3,7 +3,7 @@ staff), personal API tokens and ``me``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
@@ -81,7 +81,7 @@ class ApiTokenViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewset
     ordering = ["-created_at"]
 
     def get_queryset(self) -> QuerySet[ApiToken]:
-        return ApiToken.objects.filter(user_id=self.request.user.pk)
+        return ApiToken.objects.filter(user_id=cast(int, self.request.user.pk))
 
     @extend_schema(request=ApiTokenSerializer, responses={201: NewApiTokenSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -102,10 +102,14 @@ class MeView(generics.GenericAPIView):
 
     def get(self, request: Request) -> Response:
         user = request.user
-        memberships = Membership.objects.filter(user_id=user.pk).select_related("account")
+        memberships = Membership.objects.filter(user_id=cast(int, user.pk)).select_related("account")
         return Response(
             MeSerializer(
-                {"username": user.get_username(), "email": getattr(user, "email", ""), "is_staff": user.is_staff,
-                 "memberships": memberships}
+                {
+                    "username": user.get_username(),
+                    "email": getattr(user, "email", ""),
+                    "is_staff": user.is_staff,
+                    "memberships": memberships,
+                }
             ).data
         )

@@ -43,11 +43,37 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "uuid", "name", "owner", "account", "qos", "state", "pending_reason", "state_reason",
-            "command", "script", "image", "env", "nodes", "gpus_per_node", "total_gpus", "gpu_model",
-            "min_gpu_memory_mib", "min_compute_capability", "cpus_per_node", "memory_mib_per_node",
-            "walltime_seconds", "cluster", "allocations", "attempt", "external_id", "exit_code",
-            "submitted_at", "dispatched_at", "started_at", "ended_at",
+            "id",
+            "uuid",
+            "name",
+            "owner",
+            "account",
+            "qos",
+            "state",
+            "pending_reason",
+            "state_reason",
+            "command",
+            "script",
+            "image",
+            "env",
+            "nodes",
+            "gpus_per_node",
+            "total_gpus",
+            "gpu_model",
+            "min_gpu_memory_mib",
+            "min_compute_capability",
+            "cpus_per_node",
+            "memory_mib_per_node",
+            "walltime_seconds",
+            "cluster",
+            "allocations",
+            "attempt",
+            "external_id",
+            "exit_code",
+            "submitted_at",
+            "dispatched_at",
+            "started_at",
+            "ended_at",
         ]
         read_only_fields = fields
 
@@ -57,7 +83,9 @@ class JobSubmitSerializer(serializers.Serializer):
 
     name = serializers.CharField(max_length=128)
     account = serializers.SlugRelatedField(
-        slug_field="name", queryset=Account.objects.all(), required=False,
+        slug_field="name",
+        queryset=Account.objects.all(),
+        required=False,
         help_text="Account to charge; may be omitted when you belong to exactly one.",
     )
     qos = serializers.SlugRelatedField(slug_field="name", queryset=Qos.objects.all(), required=False, allow_null=True)
@@ -119,9 +147,13 @@ class JobSubmitSerializer(serializers.Serializer):
             )
         cc = attrs.get("min_compute_capability")
         request = PendingJob(
-            id=0, submitted_at=None,  # type: ignore[arg-type]
-            nodes=attrs["nodes"], gpus_per_node=attrs["gpus_per_node"], cpus_per_node=attrs["cpus_per_node"],
-            memory_mib_per_node=attrs["memory_mib_per_node"], gpu_model=attrs.get("gpu_model", ""),
+            id=0,
+            submitted_at=None,  # type: ignore[arg-type]
+            nodes=attrs["nodes"],
+            gpus_per_node=attrs["gpus_per_node"],
+            cpus_per_node=attrs["cpus_per_node"],
+            memory_mib_per_node=attrs["memory_mib_per_node"],
+            gpu_model=attrs.get("gpu_model", ""),
             min_gpu_memory_mib=attrs["min_gpu_memory_mib"],
             min_compute_capability=parse_compute_capability(cc) if cc else None,
         )
@@ -158,8 +190,17 @@ class GpuSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Gpu
-        fields = ["id", "node", "index", "uuid", "model", "memory_mib", "compute_capability", "mig_profile",
-                  "parent_index"]
+        fields = [
+            "id",
+            "node",
+            "index",
+            "uuid",
+            "model",
+            "memory_mib",
+            "compute_capability",
+            "mig_profile",
+            "parent_index",
+        ]
 
 
 class NodeGpuSerializer(GpuSerializer):
@@ -173,8 +214,7 @@ class NodeSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Node
-        fields = ["id", "name", "cluster", "state", "reason", "cpus", "memory_mib", "labels", "last_heartbeat",
-                  "gpus"]
+        fields = ["id", "name", "cluster", "state", "reason", "cpus", "memory_mib", "labels", "last_heartbeat", "gpus"]
 
 
 class DrainSerializer(serializers.Serializer):

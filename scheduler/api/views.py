@@ -30,6 +30,7 @@ from scheduler.api.serializers import (
     JobSubmitSerializer,
     NodeSerializer,
 )
+from scheduler.backends import BackendError
 from scheduler.models import Cluster, Gpu, Job, Node
 
 
@@ -154,5 +155,5 @@ class ClusterViewSet(viewsets.ModelViewSet):
         cluster = self.get_object()
         try:
             return Response(services.poll_cluster(cluster))
-        except services.BackendError as exc:
+        except BackendError as exc:
             raise ValidationError({"config": exc.message}) from None

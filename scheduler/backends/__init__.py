@@ -13,6 +13,8 @@ from typing import Any
 
 from scheduler.backends.base import Backend, BackendError
 
+__all__ = ["REGISTRY", "Backend", "BackendError", "available_kinds", "load_backend"]
+
 #: kind -> "module:Class". Only kinds with a real implementation are listed.
 REGISTRY: dict[str, str] = {
     "local": "scheduler.backends.local:LocalBackend",

@@ -14,8 +14,14 @@ models = st.sampled_from(sorted(MODELS))
 @st.composite
 def worlds(draw: st.DrawFn):  # type: ignore[no-untyped-def]
     nodes = [
-        node(f"n{i}", gpus=draw(st.integers(0, 8)), model=draw(models), cluster=draw(st.sampled_from(["a", "b"])),
-             cpus=draw(st.integers(1, 64)), schedulable=draw(st.booleans()))
+        node(
+            f"n{i}",
+            gpus=draw(st.integers(0, 8)),
+            model=draw(models),
+            cluster=draw(st.sampled_from(["a", "b"])),
+            cpus=draw(st.integers(1, 64)),
+            schedulable=draw(st.booleans()),
+        )
         for i in range(draw(st.integers(1, 8)))
     ]
     busy = []
@@ -25,8 +31,12 @@ def worlds(draw: st.DrawFn):  # type: ignore[no-untyped-def]
             busy.append(running(job_id, (n.name, tuple(taken))))
     jobs = [
         pending(
-            i, age_rank=draw(st.integers(0, 50)), nodes=draw(st.integers(1, 3)), gpus_per_node=draw(st.integers(0, 8)),
-            gpu_model=draw(st.one_of(st.just(""), models)), cpus_per_node=draw(st.integers(1, 16)),
+            i,
+            age_rank=draw(st.integers(0, 50)),
+            nodes=draw(st.integers(1, 3)),
+            gpus_per_node=draw(st.integers(0, 8)),
+            gpu_model=draw(st.one_of(st.just(""), models)),
+            cpus_per_node=draw(st.integers(1, 16)),
             min_gpu_memory_mib=draw(st.sampled_from([0, 20_000, 50_000])),
         )
         for i in range(draw(st.integers(0, 25)))

@@ -38,8 +38,15 @@ def database_url() -> str:
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ, DEBUG="1", DATABASE_URL=database_url(), QM_WORK_DIR=str(settings.QM_WORK_DIR),
-               SCHEDULER_TICK_SECONDS="0.3", SCHEDULER_POLL_SECONDS="0.3", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        DEBUG="1",
+        DATABASE_URL=database_url(),
+        QM_WORK_DIR=str(settings.QM_WORK_DIR),
+        SCHEDULER_TICK_SECONDS="0.3",
+        SCHEDULER_POLL_SECONDS="0.3",
+        PYTHONUNBUFFERED="1",
+    )
     env.update(extra)
     return env
 
@@ -51,8 +58,9 @@ def spawn(tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
 
     def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         log = tmp_path / f"proc-{len(procs)}.log"
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+        )
         procs.append((proc, log))
         return proc
 
@@ -72,8 +80,14 @@ def submit_over_api(world) -> int:  # type: ignore[no-untyped-def]
     client.force_authenticate(world.alice)
     response = client.post(
         "/api/v1/jobs/",
-        {"name": "e2e", "account": "lab", "command": "echo hello from $CUDA_VISIBLE_DEVICES; exit 7",
-         "gpus_per_node": 2, "gpu_model": "H100-80GB", "walltime_seconds": 60},
+        {
+            "name": "e2e",
+            "account": "lab",
+            "command": "echo hello from $CUDA_VISIBLE_DEVICES; exit 7",
+            "gpus_per_node": 2,
+            "gpu_model": "H100-80GB",
+            "walltime_seconds": 60,
+        },
         format="json",
     )
     assert response.status_code == 201, response.content
@@ -115,8 +129,24 @@ def test_run_scheduler_loop_runs_a_submitted_job(world, spawn):
 def test_celery_worker_and_beat_run_a_submitted_job(world, spawn, tmp_path):
     queue = f"qm-test-{uuid.uuid4().hex[:8]}"
     env = child_env(CELERY_BROKER_URL=redis_url(), CELERY_QUEUE=queue, SCHEDULER_DISPATCH="celery")
-    spawn([sys.executable, "-m", "celery", "-A", "portal", "worker", "--beat", "--loglevel=INFO",
-           "--concurrency=2", "--pool=prefork", "--schedule", str(tmp_path / "beat-schedule"),
-           "--without-gossip", "--without-mingle"], env)
+    spawn(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "--beat",
+            "--loglevel=INFO",
+            "--concurrency=2",
+            "--pool=prefork",
+            "--schedule",
+            str(tmp_path / "beat-schedule"),
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        env,
+    )
     job_id = submit_over_api(world)
     assert_ran_to_completion(job_id, watch_states(job_id))

@@ -96,5 +96,9 @@ def test_cluster_with_bad_config_is_400(world, client_for):
 
 def test_me_lists_memberships(world, client_for):
     body = client_for(world.bob).get("/api/v1/me/").json()
-    assert body == {"username": "bob", "email": "bob@example.org", "is_staff": False,
-                    "memberships": [{"account": "lab", "role": "coordinator"}]}
+    assert body == {
+        "username": "bob",
+        "email": "bob@example.org",
+        "is_staff": False,
+        "memberships": [{"account": "lab", "role": "coordinator"}],
+    }

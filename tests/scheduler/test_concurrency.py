@@ -6,6 +6,7 @@ committed data (``transaction=True``).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -52,8 +53,12 @@ def test_two_ticks_at_once_never_dispatch_a_job_twice(world):
 
     dispatched = Counter(JobEvent.objects.filter(kind=EventKind.DISPATCHED).values_list("job_id", flat=True))
     assert dispatched and max(dispatched.values()) == 1
-    held = [(a["node"], i) for j in Job.objects.filter(state=JobState.RUNNING) for a in j.allocations
-            for i in a["gpu_indices"]]
+    held = [
+        (a["node"], i)
+        for j in Job.objects.filter(state=JobState.RUNNING)
+        for a in j.allocations
+        for i in a["gpu_indices"]
+    ]
     assert len(held) == len(set(held)), "a GPU was given to two jobs"
 
 
@@ -82,10 +87,8 @@ def test_cancel_racing_dispatch_leaves_no_running_orphan(world):
         if i == 0:
             services.dispatch_job(job.id)
         else:
-            try:
+            with contextlib.suppress(services.JobStateConflict):
                 services.cancel_job(Job.objects.get(pk=job.pk), by="alice")
-            except services.JobStateConflict:
-                pass
 
     in_threads(2, act)
     job.refresh_from_db()

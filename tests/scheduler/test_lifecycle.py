@@ -67,9 +67,10 @@ def test_cancel_stops_the_running_process(world, tick, django_capture_on_commit_
     with django_capture_on_commit_callbacks(execute=True):
         services.cancel_job(job, by="alice")
     backend = services.backend_for(world.cluster)
-    remote = wait_for(lambda: backend.poll([job.external_id])[job.external_id].state.is_terminal and
-                      backend.poll([job.external_id])[job.external_id])
-    assert remote.state == "CANCELLED"
+    remote_state = wait_for(
+        lambda: (state := backend.poll([job.external_id])[job.external_id].state).is_terminal and state
+    )
+    assert remote_state == "CANCELLED"
     job.refresh_from_db()
     assert job.state == JobState.CANCELLED
 

@@ -69,8 +69,14 @@ class Command(BaseCommand):
             user_model = get_user_model()
             for owner, account, name, command, nodes, gpus, model in JOBS:
                 services.submit_job(
-                    owner=user_model.objects.get(username=owner), account=accounts[account], qos=normal,
-                    name=name, command=command, nodes=nodes, gpus_per_node=gpus, gpu_model=model,
+                    owner=user_model.objects.get(username=owner),
+                    account=accounts[account],
+                    qos=normal,
+                    name=name,
+                    command=command,
+                    nodes=nodes,
+                    gpus_per_node=gpus,
+                    gpu_model=model,
                     walltime_seconds=3600,
                 )
         self.stdout.write(f"Demo cluster {cluster.name!r}: {cluster.nodes.count()} nodes.")
@@ -106,13 +112,15 @@ class Command(BaseCommand):
         return passwords
 
     def _qos(self) -> Qos:
-        low, _ = Qos.objects.get_or_create(name="low", defaults={"priority": 0, "preemptible": True,
-                                                                 "usage_factor": 0.5})
-        normal, _ = Qos.objects.get_or_create(name="normal", defaults={"priority": 10,
-                                                                       "max_walltime_seconds": 2 * 86400})
-        high, created = Qos.objects.get_or_create(name="high", defaults={"priority": 100,
-                                                                         "max_walltime_seconds": 86400,
-                                                                         "usage_factor": 2.0})
+        low, _ = Qos.objects.get_or_create(
+            name="low", defaults={"priority": 0, "preemptible": True, "usage_factor": 0.5}
+        )
+        normal, _ = Qos.objects.get_or_create(
+            name="normal", defaults={"priority": 10, "max_walltime_seconds": 2 * 86400}
+        )
+        high, created = Qos.objects.get_or_create(
+            name="high", defaults={"priority": 100, "max_walltime_seconds": 86400, "usage_factor": 2.0}
+        )
         if created:
             high.may_preempt.add(low)
         return normal

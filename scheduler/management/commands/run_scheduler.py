@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
 from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
 
 from scheduler import services
 
