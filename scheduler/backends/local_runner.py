@@ -50,6 +50,10 @@ RUNNER_LOG_FILE = "runner.log"
 
 #: How often the runner checks the walltime and the cancel marker, in seconds.
 CHECK_INTERVAL = 0.1
+#: The only variables a job inherits from the worker that started it: enough for a
+#: shell and common tools, and never the portal's own secrets (SECRET_KEY,
+#: DATABASE_URL, broker credentials), which a job owner must not be able to read.
+INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM")
 
 _PROC = Path("/proc")
 
@@ -165,6 +169,11 @@ def _stop(child: subprocess.Popen[bytes], grace: float) -> None:
         child.wait()
 
 
+def inherited_environment() -> dict[str, str]:
+    """The part of this process's environment a job may see (see ``INHERITED_ENV``)."""
+    return {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
+
+
 def _cancel_requested(job_dir: Path) -> bool:
     return _signalled or (job_dir / CANCEL_FILE).exists()
 
@@ -207,7 +216,7 @@ def _run(job_dir: Path) -> int:
         _record(job_dir, "CANCELLED", reason="cancelled before it started")
         return 0
 
-    env = dict(os.environ)
+    env = inherited_environment()
     env.update({str(k): str(v) for k, v in spec["env"].items()})
     walltime = float(spec["walltime_seconds"])
     grace = float(spec["kill_grace_seconds"])

@@ -2,8 +2,8 @@
 
 The first part is backend-agnostic: it receives a :class:`Case` (a backend plus what it
 can do) from the ``case`` fixture, so adding a backend means adding a case, not tests.
-Tests that need real command execution (logs, exit codes, process groups) skip for
-backends that only simulate. The second part specifies the ``local`` backend's own
+Tests that need real command execution (logs, exit codes, process groups) take the
+``executing`` fixture, which only yields backends that really run commands. The second part specifies the ``local`` backend's own
 config format and inventory.
 
 No Django: these tests build backends directly in ``tmp_path``.
@@ -86,10 +86,6 @@ class Case:
     def placement(self) -> tuple[Placement, ...]:
         return (Placement(self.node, self.gpus),)
 
-    def require_execution(self) -> None:
-        if not self.runs_commands:
-            pytest.skip("this backend does not run commands")
-
 
 def local_config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
     return {"nodes": NODE_GROUPS, "state_dir": str(tmp_path / "state"), "kill_grace_seconds": 1, **extra}
@@ -113,15 +109,30 @@ def _local_case(tmp_path: Path, **extra: Any) -> Case:
     )
 
 
-@pytest.fixture(params=["local", "local-simulate"])
-def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
-    extra: dict[str, Any] = {"local": {}, "local-simulate": {"simulate": SIMULATED_SECONDS}}[request.param]
-    built = _local_case(tmp_path, **extra)
+#: Every backend we can build here, and how to build it.
+BACKENDS: dict[str, dict[str, Any]] = {"local": {}, "local-simulate": {"simulate": SIMULATED_SECONDS}}
+#: Those that really run commands (logs, exit codes, process groups are observable).
+EXECUTING = [name for name, extra in BACKENDS.items() if "simulate" not in extra]
+
+
+def _built(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
+    built = _local_case(tmp_path, **BACKENDS[request.param])
     yield built
     # Leave no processes behind, whatever the test did.
     jobs = tmp_path / "state/jobs"
     for job_dir in jobs.iterdir() if jobs.is_dir() else ():
         built.backend.cancel(job_dir.name)
+
+
+@pytest.fixture(params=list(BACKENDS))
+def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
+    yield from _built(request, tmp_path)
+
+
+@pytest.fixture(params=EXECUTING)
+def executing(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
+    """Only backends that really run commands: tests of logs, exit codes, signals."""
+    yield from _built(request, tmp_path)
 
 
 def job(case: Case, command: str = "true", **fields: Any) -> JobSpec:
@@ -326,8 +337,8 @@ def test_read_log_of_unknown_job_is_empty(case: Case) -> None:
 # --- The contract, for backends that really run commands -------------------------------
 
 
-def test_job_sees_its_assigned_gpus(case: Case) -> None:
-    case.require_execution()
+def test_job_sees_its_assigned_gpus(executing: Case) -> None:
+    case = executing
     spec = job(
         case,
         'echo "CVD=$CUDA_VISIBLE_DEVICES NODES=$QM_NODELIST GPUS=$QM_GPUS KEY=$QM_JOB_KEY FOO=$FOO"',
@@ -352,8 +363,8 @@ def test_job_sees_its_assigned_gpus(case: Case) -> None:
     ],
     ids=["zero exit completes", "exit 3 fails with 3", "stderr and exit 1", "killed by SIGKILL is 137"],
 )
-def test_exit_code_recorded(case: Case, command: str, state: RemoteState, exit_code: int) -> None:
-    case.require_execution()
+def test_exit_code_recorded(executing: Case, command: str, state: RemoteState, exit_code: int) -> None:
+    case = executing
     external_id = case.backend.submit(job(case, command))
 
     result = wait_for(case.backend, external_id)
@@ -361,8 +372,8 @@ def test_exit_code_recorded(case: Case, command: str, state: RemoteState, exit_c
     assert (result.state, result.exit_code) == (state, exit_code)
 
 
-def test_stdout_and_stderr_are_logged(case: Case) -> None:
-    case.require_execution()
+def test_stdout_and_stderr_are_logged(executing: Case) -> None:
+    case = executing
     external_id = case.backend.submit(job(case, "echo to-stdout; echo to-stderr >&2"))
     wait_for(case.backend, external_id)
 
@@ -371,8 +382,8 @@ def test_stdout_and_stderr_are_logged(case: Case) -> None:
     assert "to-stdout" in log and "to-stderr" in log
 
 
-def test_script_is_run_with_bash(case: Case) -> None:
-    case.require_execution()
+def test_script_is_run_with_bash(executing: Case) -> None:
+    case = executing
     script = '#!/bin/bash\nset -euo pipefail\nwords=(from script)\necho "${words[*]} $((40 + 2))"\n'
     external_id = case.backend.submit(job(case, command="", script=script))
 
@@ -380,8 +391,8 @@ def test_script_is_run_with_bash(case: Case) -> None:
     assert "from script 42" in case.backend.read_log(external_id)
 
 
-def test_read_log_returns_the_tail(case: Case) -> None:
-    case.require_execution()
+def test_read_log_returns_the_tail(executing: Case) -> None:
+    case = executing
     external_id = case.backend.submit(job(case, "for i in $(seq 1 500); do echo line-$i; done"))
     wait_for(case.backend, external_id)
 
@@ -391,8 +402,8 @@ def test_read_log_returns_the_tail(case: Case) -> None:
     assert case.backend.read_log(external_id).count("\n") == 500
 
 
-def test_cancel_kills_the_whole_process_group(case: Case, tmp_path: Path) -> None:
-    case.require_execution()
+def test_cancel_kills_the_whole_process_group(executing: Case, tmp_path: Path) -> None:
+    case = executing
     pid_file = tmp_path / "background.pid"
     external_id = case.backend.submit(job(case, f"sleep 30 & echo $! > {pid_file}; wait"))
     background = int(wait_for_file(pid_file))
@@ -403,8 +414,8 @@ def test_cancel_kills_the_whole_process_group(case: Case, tmp_path: Path) -> Non
     assert not pid_running(background)
 
 
-def test_walltime_kills_processes_that_ignore_sigterm(case: Case) -> None:
-    case.require_execution()
+def test_walltime_kills_processes_that_ignore_sigterm(executing: Case) -> None:
+    case = executing
     external_id = case.backend.submit(job(case, "trap '' TERM; while true; do sleep 0.1; done", walltime_seconds=1))
 
     result = wait_for(case.backend, external_id)
@@ -412,8 +423,8 @@ def test_walltime_kills_processes_that_ignore_sigterm(case: Case) -> None:
     assert result.state is RemoteState.TIMEOUT
 
 
-def test_runner_death_reports_node_fail(case: Case, tmp_path: Path) -> None:
-    case.require_execution()
+def test_runner_death_reports_node_fail(executing: Case, tmp_path: Path) -> None:
+    case = executing
     assert case.kill_supervisor is not None
     pid_file = tmp_path / "job.pid"
     external_id = case.backend.submit(job(case, f"echo $$ > {pid_file}; exec sleep 30"))
@@ -432,8 +443,8 @@ def test_runner_death_reports_node_fail(case: Case, tmp_path: Path) -> None:
     assert case.backend.poll([external_id])[external_id].state is RemoteState.NODE_FAIL
 
 
-def test_job_survives_death_of_submitting_process(case: Case, tmp_path: Path) -> None:
-    case.require_execution()
+def test_job_survives_death_of_submitting_process(executing: Case, tmp_path: Path) -> None:
+    case = executing
     spec = job(case, "sleep 1; echo finished")
     program = (
         "import json, os, sys\n"
@@ -708,3 +719,16 @@ def test_simulated_job_runs_nothing(tmp_path: Path) -> None:
     assert (result.state, result.exit_code) == (RemoteState.COMPLETED, 0)
     assert not marker.exists()
     assert "simulated" in case.backend.read_log(external_id)
+
+
+def test_job_does_not_inherit_the_portals_secrets(executing: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SECRET_KEY", "portal-secret")
+    monkeypatch.setenv("DATABASE_URL", "postgres://portal:pw@db/qm")
+    case = executing
+    external_id = case.backend.submit(
+        job(case, 'echo "secret=${SECRET_KEY:-none} db=${DATABASE_URL:-none} path=$PATH"')
+    )
+    wait_for(case.backend, external_id)
+    log = case.backend.read_log(external_id)
+    assert "secret=none db=none" in log
+    assert "path=/" in log
