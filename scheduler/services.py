@@ -450,11 +450,22 @@ def _apply_poll_result(job_id: int, result: PollResult) -> bool:
 def sync_nodes(cluster: Cluster, backend: Backend, now: datetime) -> int:
     """Bring the cluster's nodes and GPUs in line with the backend's inventory.
 
+    Raises ``BackendError(permanent=True)`` if the backend reports a node name that
+    another cluster already has (node names are unique across clusters).
+
     New nodes and GPUs are created in bulk; seen nodes get a heartbeat; a node the
     backend reports down is marked down, and comes back up when the backend reports it
     up again (an admin's drain is left alone). Returns the number of nodes seen.
     """
     infos = backend.list_nodes()
+    taken = dict(
+        Node.objects.filter(name__in=[i.name for i in infos])
+        .exclude(cluster=cluster)
+        .values_list("name", "cluster__name")
+    )
+    if taken:
+        name, owner = next(iter(taken.items()))
+        raise BackendError(f"node {name} already belongs to cluster {owner}; node names must be unique", permanent=True)
     existing = {n.name: n for n in Node.objects.filter(cluster=cluster)}
     with transaction.atomic():
         new_nodes = [

@@ -18,6 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.access import visible_jobs
+from portal.schema import ErrorSerializer
 from scheduler import services
 from scheduler.api.filters import GpuFilter, JobFilter, NodeFilter
 from scheduler.api.serializers import (
@@ -63,22 +64,22 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         job.refresh_from_db()
         return Response(JobSerializer(job).data)
 
-    @extend_schema(request=None, responses={200: JobSerializer})
+    @extend_schema(request=None, responses={200: JobSerializer, 409: ErrorSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         return self._verb(request, "cancel")
 
-    @extend_schema(request=None, responses={200: JobSerializer})
+    @extend_schema(request=None, responses={200: JobSerializer, 409: ErrorSerializer})
     @action(detail=True, methods=["post"])
     def hold(self, request: Request, pk: str | None = None) -> Response:
         return self._verb(request, "hold")
 
-    @extend_schema(request=None, responses={200: JobSerializer})
+    @extend_schema(request=None, responses={200: JobSerializer, 409: ErrorSerializer})
     @action(detail=True, methods=["post"])
     def release(self, request: Request, pk: str | None = None) -> Response:
         return self._verb(request, "release")
 
-    @extend_schema(request=None, responses={200: JobSerializer})
+    @extend_schema(request=None, responses={200: JobSerializer, 409: ErrorSerializer})
     @action(detail=True, methods=["post"])
     def requeue(self, request: Request, pk: str | None = None) -> Response:
         return self._verb(request, "requeue")

@@ -3,8 +3,8 @@
 The first part is backend-agnostic: it receives a :class:`Case` (a backend plus what it
 can do) from the ``case`` fixture, so adding a backend means adding a case, not tests.
 Tests that need real command execution (logs, exit codes, process groups) take the
-``executing`` fixture, which only yields backends that really run commands. The second part specifies the ``local`` backend's own
-config format and inventory.
+``executing`` fixture, which only yields backends that really run commands. The second
+part specifies the ``local`` backend's own config format and inventory.
 
 No Django: these tests build backends directly in ``tmp_path``.
 """

@@ -1,0 +1,66 @@
+"""Management commands: the demo seed and one pass of the scheduler loop."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from portal.models import Account, Membership
+from scheduler import services
+from scheduler.models import Cluster, Gpu, Job, Node
+from tests.builders import local_node_group, make_local_cluster
+
+pytestmark = pytest.mark.django_db
+
+
+def test_seed_demo_builds_the_demo_world_and_is_idempotent():
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out)
+    assert "alice" in out.getvalue() and "Demo logins" in out.getvalue()
+    assert Node.objects.filter(cluster__name="demo").count() == 10
+    assert Gpu.objects.filter(node__name="h100-01").count() == 8
+    assert Gpu.objects.filter(node__name="a100-04", parent__isnull=False, mig_profile="3g.20gb").count() == 16
+    assert Account.objects.get(name="nlp").parent.name == "ai-research"
+    assert Membership.objects.get(user__username="bob", account__name="nlp").role == "coordinator"
+    assert Job.objects.count() == 4
+
+    again = io.StringIO()
+    call_command("seed_demo", stdout=again)
+    assert "already exist" in again.getvalue()
+    assert (Node.objects.count(), Job.objects.count(), Cluster.objects.count()) == (10, 4, 1)
+
+
+def test_seeded_demo_jobs_can_all_start(django_capture_on_commit_callbacks):
+    call_command("seed_demo", stdout=io.StringIO())
+    Cluster.objects.filter(name="demo").update(config={**Cluster.objects.get().config, "simulate": 60})
+    with django_capture_on_commit_callbacks(execute=True):
+        result = services.run_tick()
+    assert len(result.started) == 4
+    assert set(Job.objects.values_list("state", flat=True)) == {"RUNNING"}
+
+
+def test_run_scheduler_once_syncs_and_schedules(world, django_capture_on_commit_callbacks):
+    from tests.builders import submit
+
+    job = submit(world.alice, world.lab, command="true")
+    out = io.StringIO()
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("run_scheduler", "--once", stdout=out)
+    job.refresh_from_db()
+    assert job.state == "RUNNING"
+    assert "started 1 of 1 pending" in out.getvalue()
+
+
+def test_run_scheduler_rejects_a_bad_interval(db):
+    err = io.StringIO()
+    with pytest.raises(SystemExit):
+        call_command("run_scheduler", "--interval", "0", stderr=err)
+    assert "--interval must be a positive" in err.getvalue()
+
+
+def test_node_names_must_be_unique_across_clusters(db):
+    make_local_cluster("first", [local_node_group("n-01")])
+    with pytest.raises(services.BackendError, match="already belongs to cluster first"):
+        make_local_cluster("second", [local_node_group("n-01")])
