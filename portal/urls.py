@@ -4,6 +4,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal.views import home
 
+handler404 = "portal.api.errors.not_found"
+
 urlpatterns = [
     path("", home, name="home"),
     path("admin/", admin.site.urls),

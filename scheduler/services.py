@@ -149,10 +149,19 @@ def submit_job(*, owner: Any, account: Account, qos: Qos | None, **fields: Any) 
 # --- User actions ---------------------------------------------------------------------
 
 
-def _require(job: Job, allowed: Iterable[str], verb: str) -> None:
+def _user_transition(
+    job: Job, allowed: Iterable[str], to_state: str, *, verb: str, event: str, by: str, **fields: Any
+) -> None:
+    """Move a job on a user's request, or raise ``JobStateConflict`` saying why not.
+
+    Checks the state the caller saw first (for a clear message), then moves with a
+    conditional update, so a job that changed meanwhile is refused rather than clobbered.
+    """
     allowed = list(allowed)
     if job.state not in allowed:
         raise JobStateConflict(f"Job {job.id} is {job.state}; only {', '.join(sorted(allowed))} jobs can be {verb}.")
+    if not transition(job.id, [job.state], to_state, event=event, message=f"{verb} by {by}", **fields):
+        raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
 
 
 def cancel_job(job: Job, *, by: str) -> None:
@@ -160,51 +169,33 @@ def cancel_job(job: Job, *, by: str) -> None:
 
     Raises ``JobStateConflict`` if the job already ended (or ends concurrently).
     """
-    cancellable = QUEUED_STATES | ACTIVE_STATES
-    _require(job, cancellable, "cancelled")
-    now = timezone.now()
     with transaction.atomic():
-        moved = transition(
-            job.id,
-            cancellable,
+        _user_transition(
+            job,
+            QUEUED_STATES | ACTIVE_STATES,
             JobState.CANCELLED,
+            verb="cancelled",
             event=EventKind.CANCELLED,
-            message=f"cancelled by {by}",
-            ended_at=now,
+            by=by,
+            ended_at=timezone.now(),
             pending_reason="",
         )
-        if not moved:
-            raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
         if job.state in ACTIVE_STATES and job.external_id:
             _after_commit("scheduler.cancel_remote", cancel_remote, job.id)
 
 
 def hold_job(job: Job, *, by: str) -> None:
     """Keep a pending job from being scheduled until released (``scontrol hold``)."""
-    _require(job, [JobState.PENDING], "held")
-    if not transition(
-        job.id,
-        [JobState.PENDING],
-        JobState.HELD,
-        event=EventKind.HELD,
-        message=f"held by {by}",
-        pending_reason="JobHeldUser",
-    ):
-        raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
+    _user_transition(
+        job, [JobState.PENDING], JobState.HELD, verb="held", event=EventKind.HELD, by=by, pending_reason="JobHeldUser"
+    )
 
 
 def release_job(job: Job, *, by: str) -> None:
     """Return a held job to the queue (``scontrol release``)."""
-    _require(job, [JobState.HELD], "released")
-    if not transition(
-        job.id,
-        [JobState.HELD],
-        JobState.PENDING,
-        event=EventKind.RELEASED,
-        message=f"released by {by}",
-        pending_reason="",
-    ):
-        raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
+    _user_transition(
+        job, [JobState.HELD], JobState.PENDING, verb="released", event=EventKind.RELEASED, by=by, pending_reason=""
+    )
 
 
 def requeue_job(job: Job, *, by: str) -> None:
@@ -214,16 +205,14 @@ def requeue_job(job: Job, *, by: str) -> None:
     allocation, exit code and backend id are cleared. An active attempt is cancelled at
     the backend first; the new attempt has a new backend key so it is a fresh submission.
     """
-    requeueable = ACTIVE_STATES | TERMINAL_STATES
-    _require(job, requeueable, "requeued")
-    was_active = job.state in ACTIVE_STATES and bool(job.external_id)
     with transaction.atomic():
-        moved = transition(
-            job.id,
-            [job.state],
+        _user_transition(
+            job,
+            ACTIVE_STATES | TERMINAL_STATES,
             JobState.PENDING,
+            verb="requeued",
             event=EventKind.REQUEUED,
-            message=f"requeued by {by}",
+            by=by,
             attempt=job.attempt + 1,
             allocations=[],
             cluster=None,
@@ -235,9 +224,7 @@ def requeue_job(job: Job, *, by: str) -> None:
             pending_reason="",
             state_reason="",
         )
-        if not moved:
-            raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
-        if was_active:
+        if job.state in ACTIVE_STATES and job.external_id:
             cluster_id, external_id = job.cluster_id, job.external_id
             transaction.on_commit(lambda: _cancel_quietly(cluster_id, external_id))
 
