@@ -92,7 +92,9 @@ def _after_commit(task_name: str, func: Callable[[int], object], job_id: int) ->
             except BackendError as exc:  # transient: the poll loop retries later
                 log.warning("%s for job %s failed: %s", task_name, job_id, exc)
 
-    transaction.on_commit(run)
+    # robust: one failed hand-off (broker down) must not stop the others; the job stays
+    # DISPATCHING and the poll loop dispatches it again later.
+    transaction.on_commit(run, robust=True)
 
 
 def backend_for(cluster: Cluster) -> Backend:

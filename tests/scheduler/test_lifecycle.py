@@ -139,3 +139,27 @@ def test_tick_records_pending_reasons_only_when_they_change(world, tick, django_
         services.run_tick()
     for job in Job.objects.filter(state=JobState.RUNNING):
         services.cancel_job(job, by="test")
+
+
+def test_broker_outage_at_dispatch_loses_no_job(world, settings, monkeypatch, django_capture_on_commit_callbacks):
+    from kombu.exceptions import OperationalError
+
+    from portal.celery import app
+
+    def broker_down(*args, **kwargs):
+        raise OperationalError("Error 111 connecting to redis:6379. Connection refused.")
+
+    settings.SCHEDULER_DISPATCH = "celery"
+    monkeypatch.setattr(app, "send_task", broker_down)
+    jobs = [submit(world.alice, world.lab, command="true") for _ in range(2)]
+    with django_capture_on_commit_callbacks(execute=True):
+        assert len(services.run_tick().started) == 2  # the tick commits whatever the broker does
+    assert set(Job.objects.values_list("state", flat=True)) == {JobState.DISPATCHING}
+
+    settings.SCHEDULER_DISPATCH = "inline"  # the broker is back (or the embedded loop runs)
+    Job.objects.update(dispatched_at=timezone.now() - timedelta(hours=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        services.poll_backends()
+    for job in jobs:
+        wait_for(lambda job=job: finished(job), what="job end")
+        assert job.state == JobState.COMPLETED
