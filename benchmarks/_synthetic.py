@@ -72,18 +72,32 @@ def build_site(nodes: int, *, seed: int = 1, drained_fraction: float = 0.01) -> 
         for i in range(1, count + 1):
             name = f"{node_type.prefix}-{i:04d}"
             drained = rng.random() < drained_fraction
-            rows.append(Node(
-                cluster=cluster, name=name, cpus=node_type.cpus, memory_mib=node_type.memory_mib,
-                state="drain" if drained else "up", reason="maintenance" if drained else "",
-                labels={"rack": f"r{i // 32:02d}"}, last_heartbeat=now,
-            ))
+            rows.append(
+                Node(
+                    cluster=cluster,
+                    name=name,
+                    cpus=node_type.cpus,
+                    memory_mib=node_type.memory_mib,
+                    state="drain" if drained else "up",
+                    reason="maintenance" if drained else "",
+                    labels={"rack": f"r{i // 32:02d}"},
+                    last_heartbeat=now,
+                )
+            )
             types[name] = node_type
     Node.objects.bulk_create(rows, batch_size=BATCH)
     ids = dict(Node.objects.filter(cluster=cluster).values_list("name", "id"))
     gpus = [
-        Gpu(node_id=ids[name], index=index, uuid=f"GPU-{ids[name]:06d}-{index}", model=t.model,
-            memory_mib=t.gpu_memory_mib, compute_capability=t.compute_capability)
-        for name, t in types.items() for index in range(GPUS_PER_NODE)
+        Gpu(
+            node_id=ids[name],
+            index=index,
+            uuid=f"GPU-{ids[name]:06d}-{index}",
+            model=t.model,
+            memory_mib=t.gpu_memory_mib,
+            compute_capability=t.compute_capability,
+        )
+        for name, t in types.items()
+        for index in range(GPUS_PER_NODE)
     ]
     Gpu.objects.bulk_create(gpus, batch_size=BATCH)
 
@@ -134,8 +148,7 @@ def bulk_pending_jobs(site: Site, count: int, *, seed: int = 2) -> None:
     first: datetime = timezone.now() - timedelta(seconds=count)
     Job.objects.bulk_create(
         (
-            Job(owner=site.user, account=site.account, submitted_at=first + timedelta(seconds=i),
-                **job_request(rng, i))
+            Job(owner=site.user, account=site.account, submitted_at=first + timedelta(seconds=i), **job_request(rng, i))
             for i in range(count)
         ),
         batch_size=BATCH,

@@ -40,7 +40,7 @@ if __package__ in (None, ""):
 
 import httpx
 
-from benchmarks._common import REPO_ROOT, Database, analyze, emit, log, percentile, throwaway_database
+from benchmarks._common import REPO_ROOT, Database, emit, log, percentile, throwaway_database, vacuum_analyze
 from benchmarks._synthetic import build_site, job_request
 
 JOBS_URL = "/api/v1/jobs/"
@@ -51,10 +51,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--n", type=int, default=1000, help="timed submissions (default 1000)")
     parser.add_argument("--concurrency", type=int, default=8, help="client threads (default 8)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn sync workers (default 2)")
-    parser.add_argument("--nodes", type=int, default=1000,
-                        help="8-GPU nodes in the inventory (default 1000, at least 20)")
-    parser.add_argument("--conn-max-age", type=int, default=0,
-                        help="DATABASE_CONN_MAX_AGE for gunicorn (default 0, the app's default)")
+    parser.add_argument(
+        "--nodes", type=int, default=1000, help="8-GPU nodes in the inventory (default 1000, at least 20)"
+    )
+    parser.add_argument(
+        "--conn-max-age", type=int, default=0, help="DATABASE_CONN_MAX_AGE for gunicorn (default 0, the app's default)"
+    )
     args = parser.parse_args(argv)
     if min(args.n, args.concurrency, args.workers) < 1:
         parser.error("--n, --concurrency and --workers must be >= 1")
@@ -89,8 +91,13 @@ def start_gunicorn(db: Database, workers: int, port: int, conn_max_age: int) -> 
     }
     # Its own process group, so stopping it also reaches workers the master left behind.
     return subprocess.Popen(
-        gunicorn_command(workers, port), cwd=REPO_ROOT, env=env,
-        stdin=subprocess.DEVNULL, stdout=sys.stderr, stderr=sys.stderr, start_new_session=True,
+        gunicorn_command(workers, port),
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=sys.stderr,
+        stderr=sys.stderr,
+        start_new_session=True,
     )
 
 
@@ -156,8 +163,12 @@ class Submitter:
         Raises ``SystemExit`` naming the failures if any answer is not 201.
         """
         t0 = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        pool = ThreadPoolExecutor(max_workers=concurrency)
+        try:
             results = list(pool.map(self.submit, payloads))
+        finally:
+            # On an error or a signal, drop the queued submissions instead of sending them.
+            pool.shutdown(wait=True, cancel_futures=True)
         wall = (time.perf_counter() - t0) * 1000
         failures = [(status, body) for _, status, body in results if status != 201]
         if failures:
@@ -179,7 +190,7 @@ def seed(nodes: int, quota_pending: int) -> tuple[Any, str]:
     site = build_site(nodes)
     Quota.objects.create(account=site.account, max_pending_jobs=quota_pending)
     _, token = create_api_token(site.user, "bench")
-    analyze()
+    vacuum_analyze()
     return site, token
 
 
@@ -209,8 +220,16 @@ def main(argv: list[str] | None = None) -> int:
         stored = Job.objects.filter(owner=site.user, state="PENDING").count()
         if stored != warmup + args.n:
             raise SystemExit(f"expected {warmup + args.n} pending jobs in the database, found {stored}")
-        context = {"n": args.n, "concurrency": args.concurrency, "workers": args.workers, "vendor": db.vendor,
-                   "nodes": site.nodes, "gpus": site.gpus, "conn_max_age": args.conn_max_age, "warmup": warmup}
+        context = {
+            "n": args.n,
+            "concurrency": args.concurrency,
+            "workers": args.workers,
+            "vendor": db.vendor,
+            "nodes": site.nodes,
+            "gpus": site.gpus,
+            "conn_max_age": args.conn_max_age,
+            "warmup": warmup,
+        }
         emit("submit_jobs_per_s", args.n / (wall_ms / 1000), "jobs/s", **context)
         emit("submit_p50_ms", percentile(latencies, 50), "ms", **context)
         emit("submit_p99_ms", percentile(latencies, 99), "ms", **context)

@@ -14,7 +14,8 @@ Figures (one JSON line each, the median of ``--repeat`` runs after one warm-up r
   **wall time around the call**: lock, load, decide, apply, the COMMIT and the
   on-commit callbacks. ``TickResult.duration_ms`` (the same minus the commit) is given
   as context ``in_transaction_ms``; ``queries`` is the warm-up tick's query count.
-  Between runs the jobs are put back to PENDING in bulk and the events deleted (untimed).
+  Between runs the jobs are put back to PENDING in bulk, the events deleted and, on
+  PostgreSQL, the dead rows vacuumed (untimed), so every run starts from the same state.
 
 Why dispatch is stubbed, and how: ``run_tick`` registers one ``transaction.on_commit``
 callback per started job, which hands the job to its backend. There is no backend here
@@ -38,7 +39,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import analyze, emit, log, median_ms, throwaway_database
+from benchmarks._common import emit, log, median_ms, throwaway_database, vacuum_analyze
 from benchmarks._synthetic import build_site, bulk_pending_jobs
 
 
@@ -72,6 +73,7 @@ def reset_jobs() -> None:
     Job.objects.update(state=JobState.PENDING, cluster=None, allocations=[], dispatched_at=None, pending_reason="")
     JobEvent.objects.all().delete()
     TickState.objects.all().delete()
+    vacuum_analyze()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,10 +94,15 @@ def main(argv: list[str] | None = None) -> int:
         log(f"building {args.nodes} nodes and {args.pending} pending jobs")
         site = build_site(args.nodes)
         bulk_pending_jobs(site, args.pending)
-        analyze()
+        vacuum_analyze()
         log(f"built in {time.perf_counter() - began:.1f}s (including migrate)")
-        context = {"pending": args.pending, "nodes": site.nodes, "gpus": site.gpus, "vendor": db.vendor,
-                   "repeat": args.repeat}
+        context = {
+            "pending": args.pending,
+            "nodes": site.nodes,
+            "gpus": site.gpus,
+            "vendor": db.vendor,
+            "repeat": args.repeat,
+        }
 
         # 1. The bulk read.
         samples = []
@@ -113,13 +120,21 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             decisions = schedule(loaded.snapshot, policy, now)
             samples.append((time.perf_counter() - t0) * 1000)
-        emit("tick_schedule_ms", median_ms(samples[1:]), "ms", started=len(decisions.starts),
-             max_starts=policy.max_starts, **context)
+        emit(
+            "tick_schedule_ms",
+            median_ms(samples[1:]),
+            "ms",
+            started=len(decisions.starts),
+            max_starts=policy.max_starts,
+            **context,
+        )
 
         # 3. The whole tick, from a fresh state each time (see the module docstring).
         walls, inside, queries = [], [], 0
-        with override_settings(SCHEDULER_DISPATCH="inline"), \
-                mock.patch.object(services, "dispatch_job", lambda job_id: None):
+        with (
+            override_settings(SCHEDULER_DISPATCH="inline"),
+            mock.patch.object(services, "dispatch_job", lambda job_id: None),
+        ):
             for run in range(args.repeat + 1):
                 reset_jobs()
                 counter = QueryCounter()
@@ -135,8 +150,16 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     walls.append(wall)
                     inside.append(result.duration_ms)
-        emit("tick_full_ms", median_ms(walls), "ms", clock="wall, incl. commit; dispatch stubbed",
-             in_transaction_ms=median_ms(inside), started=len(result.started), queries=queries, **context)
+        emit(
+            "tick_full_ms",
+            median_ms(walls),
+            "ms",
+            clock="wall, incl. commit; dispatch stubbed",
+            in_transaction_ms=median_ms(inside),
+            started=len(result.started),
+            queries=queries,
+            **context,
+        )
     log(f"tick benchmark finished in {time.perf_counter() - began:.1f}s")
     return 0
 

@@ -28,7 +28,7 @@ from portal.models import Account, Qos, Quota
 from scheduler.backends import load_backend
 from scheduler.backends.base import Backend, BackendError, JobSpec, Placement, PollResult, RemoteState
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, EventKind, JobState, NodeState
-from scheduler.core import Policy, schedule
+from scheduler.core import Policy, Start, schedule
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState
 from scheduler.snapshot import allocations_to_json, load_snapshot
 
@@ -117,29 +117,36 @@ def _check_quota(quota: Quota | None, queued: int, walltime_seconds: int, field:
     return errors
 
 
+def _queued(quota: Quota, jobs: Any) -> int:
+    """Queued jobs, counted only when the quota limits them."""
+    return int(jobs.filter(state__in=QUEUED_STATES).count()) if quota.max_pending_jobs is not None else 0
+
+
 def submit_job(*, owner: Any, account: Account, qos: Qos | None, **fields: Any) -> Job:
     """Create a PENDING job after checking the quotas that depend on the queue.
 
-    The user's and the account's rows are locked (``SELECT ... FOR UPDATE``) while the
-    pending jobs are counted, so concurrent submissions cannot overshoot a
-    pending-jobs quota. Raises ``ValidationError`` (field -> message) and writes
+    When a pending-jobs quota applies, the user's and the account's rows are locked
+    (``SELECT ... FOR UPDATE``) while the queue is counted, so concurrent submissions
+    cannot overshoot it. Raises ``ValidationError`` (field -> message) and writes
     nothing when a quota refuses the job.
     """
     now = timezone.now()
+    walltime = int(fields["walltime_seconds"])
     with transaction.atomic():
-        get_user_model().objects.select_for_update().filter(pk=owner.pk).exists()
-        Account.objects.select_for_update().filter(pk=account.pk).exists()
         quotas = {
             ("account" if q.account_id else "user"): q
             for q in Quota.objects.filter(Q(account=account) | Q(user_id=owner.pk))
         }
-        walltime = int(fields["walltime_seconds"])
+        if any(q.max_pending_jobs is not None for q in quotas.values()):
+            # Serialise only the submissions that count the queue.
+            get_user_model().objects.select_for_update().filter(pk=owner.pk).exists()
+            Account.objects.select_for_update().filter(pk=account.pk).exists()
         errors: dict[str, str] = {}
         if "account" in quotas:
-            queued = Job.objects.filter(account=account, state__in=QUEUED_STATES).count()
+            queued = _queued(quotas["account"], Job.objects.filter(account=account))
             errors.update(_check_quota(quotas["account"], queued, walltime, "account", f"Account {account.name}"))
         if "user" in quotas:
-            queued = Job.objects.filter(owner_id=owner.pk, state__in=QUEUED_STATES).count()
+            queued = _queued(quotas["user"], Job.objects.filter(owner_id=owner.pk))
             errors.update(_check_quota(quotas["user"], queued, walltime, "account", f"User {owner}"))
         if errors:
             raise ValidationError(errors)
@@ -288,42 +295,19 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
     1. Take the tick lock; if another tick holds it, return ``ran=False``.
     2. Load the snapshot in bulk.
     3. Call the pure core.
-    4. Claim each started job with a conditional PENDING -> DISPATCHING update that also
-       stores its allocation; update pending reasons that changed, grouped per reason.
+    4. Claim the started jobs that are still PENDING (see ``_claim``) and store their
+       allocations; update pending reasons that changed, one UPDATE per reason.
     5. After commit, dispatch each claimed job (Celery task or inline).
     """
     began = time.perf_counter()
     now = now or timezone.now()
     policy = policy or Policy(max_starts=settings.SCHEDULER_MAX_STARTS_PER_TICK)
-    started: list[int] = []
     with transaction.atomic():
         if not _try_tick_lock():
             return TickResult(ran=False, started=[], pending=0, duration_ms=0.0)
         loaded = load_snapshot()
         decisions = schedule(loaded.snapshot, policy, now)
-        clusters = dict(Cluster.objects.values_list("name", "id")) if decisions.starts else {}
-        events: list[JobEvent] = []
-        for start in decisions.starts:
-            claimed = Job.objects.filter(pk=start.job_id, state=JobState.PENDING).update(
-                state=JobState.DISPATCHING,
-                cluster_id=clusters[start.cluster],
-                allocations=allocations_to_json(start.allocations),
-                dispatched_at=now,
-                pending_reason="",
-            )
-            if claimed:
-                started.append(start.job_id)
-                placement = ", ".join(f"{a.node}[{','.join(map(str, a.gpu_indices))}]" for a in start.allocations)
-                events.append(
-                    JobEvent(
-                        job_id=start.job_id,
-                        at=now,
-                        kind=EventKind.STARTED,
-                        message=f"scheduled on {placement}",
-                        data={"allocations": allocations_to_json(start.allocations)},
-                    )
-                )
-        JobEvent.objects.bulk_create(events)
+        started = _claim(decisions.starts, now)
         by_reason: dict[str, list[int]] = defaultdict(list)
         for job_id, reason in decisions.pending_reasons.items():
             if loaded.pending_reasons.get(job_id) != reason:
@@ -340,6 +324,52 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
         for job_id in started:
             _after_commit("scheduler.dispatch_job", dispatch_job, job_id)
     return TickResult(ran=True, started=started, pending=len(loaded.snapshot.pending), duration_ms=duration)
+
+
+def _claim(starts: list[Start], now: datetime) -> list[int]:
+    """Move started jobs PENDING -> DISPATCHING with their allocations, in bulk.
+
+    The still-pending rows are locked first (``SELECT ... FOR UPDATE``), so a job
+    cancelled or held since the snapshot is skipped and one that is cancelled now waits
+    for this commit; then one bulk UPDATE writes every claim.
+    """
+    if not starts:
+        return []
+    ids = [s.job_id for s in starts]
+    pending = set(
+        Job.objects.select_for_update().filter(pk__in=ids, state=JobState.PENDING).values_list("id", flat=True)
+    )
+    starts = [start for start in starts if start.job_id in pending]
+    clusters = dict(Cluster.objects.values_list("name", "id"))
+    claims = [
+        Job(
+            id=start.job_id,
+            state=JobState.DISPATCHING,
+            cluster_id=clusters[start.cluster],
+            allocations=allocations_to_json(start.allocations),
+            dispatched_at=now,
+            pending_reason="",
+            updated_at=now,
+        )
+        for start in starts
+    ]
+    Job.objects.bulk_update(
+        claims, ["state", "cluster", "allocations", "dispatched_at", "pending_reason", "updated_at"], batch_size=500
+    )
+    JobEvent.objects.bulk_create(
+        [
+            JobEvent(
+                job_id=start.job_id,
+                at=now,
+                kind=EventKind.STARTED,
+                message="scheduled on "
+                + ", ".join(f"{a.node}[{','.join(map(str, a.gpu_indices))}]" for a in start.allocations),
+                data={"allocations": allocations_to_json(start.allocations)},
+            )
+            for start in starts
+        ]
+    )
+    return [start.job_id for start in starts]
 
 
 # --- Dispatch --------------------------------------------------------------------------

@@ -10,21 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from scheduler.core.placement import Ledger, fits_when_idle
-from scheduler.core.types import Decisions, PendingJob, PendingReason, Policy, Snapshot
-
-
-def _shape(job: PendingJob) -> tuple[object, ...]:
-    """The part of a request that decides where it can fit."""
-    return (
-        job.nodes,
-        job.gpus_per_node,
-        job.cpus_per_node,
-        job.memory_mib_per_node,
-        job.gpu_model,
-        job.min_gpu_memory_mib,
-        job.min_compute_capability,
-    )
+from scheduler.core.placement import IdleCluster, Ledger, request_shape
+from scheduler.core.types import Decisions, PendingReason, Policy, Snapshot
 
 
 def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
@@ -39,22 +26,20 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     4. A placed job is committed to the ledger before the next job is tried.
 
     Capacity only shrinks during a cycle, so a request shape that failed once is not
-    tried again: this keeps a cycle over 10,000 pending jobs cheap.
+    tried again, and feasibility on the idle cluster is computed once per shape.
 
     ``now`` is unused by FIFO but part of every policy's signature (ages, estimates).
     """
     del now
     decisions = Decisions()
     ledger = Ledger.from_snapshot(snapshot)
-    feasible: dict[tuple[object, ...], bool] = {}
+    idle = IdleCluster(snapshot.nodes)
     failed_shapes: set[tuple[object, ...]] = set()
     blocked = False
 
     for job in sorted(snapshot.pending, key=lambda j: (j.submitted_at, j.id)):
-        shape = _shape(job)
-        if shape not in feasible:
-            feasible[shape] = fits_when_idle(job, snapshot.nodes)
-        if not feasible[shape]:
+        shape = request_shape(job)
+        if not idle.fits(job):
             decisions.pending_reasons[job.id] = PendingReason.NODES_UNAVAILABLE
             continue
         if blocked:

@@ -21,6 +21,8 @@ class NodeCapacity:
     free_gpus: dict[int, bool] = field(default_factory=dict)  # index -> free (ordered)
     free_cpus: int = 0
     free_memory_mib: int = 0
+    #: Number of free GPUs, kept so that full nodes are skipped without a scan.
+    free_count: int = 0
 
     def usable_gpus(self, job: PendingJob) -> list[int]:
         """Free GPU indices on this node that satisfy the job's per-GPU constraints."""
@@ -34,6 +36,8 @@ class NodeCapacity:
             return None
         if job.gpus_per_node == 0:
             return Allocation(self.node.name, (), job.cpus_per_node, job.memory_mib_per_node)
+        if self.free_count < job.gpus_per_node:
+            return None
         usable = self.usable_gpus(job)
         if len(usable) < job.gpus_per_node:
             return None
@@ -43,7 +47,9 @@ class NodeCapacity:
 
     def take(self, allocation: Allocation) -> None:
         for index in allocation.gpu_indices:
-            self.free_gpus[index] = False
+            if self.free_gpus.get(index):
+                self.free_gpus[index] = False
+                self.free_count -= 1
         self.free_cpus -= allocation.cpus
         self.free_memory_mib -= allocation.memory_mib
 
@@ -60,9 +66,11 @@ class Ledger:
                 free_gpus={gpu.index: True for gpu in node.gpus},
                 free_cpus=node.cpus,
                 free_memory_mib=node.memory_mib,
+                free_count=len(node.gpus),
             )
             self.by_name[node.name] = capacity
-            self.by_cluster.setdefault(node.cluster, []).append(capacity)
+            if node.schedulable:  # others only matter for what running jobs hold
+                self.by_cluster.setdefault(node.cluster, []).append(capacity)
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Ledger:
@@ -97,10 +105,34 @@ class Ledger:
             self.by_name[allocation.node].take(allocation)
 
 
-def fits_when_idle(job: PendingJob, nodes: Iterable[NodeView]) -> bool:
-    """Whether the job could start if every schedulable node were idle.
+class IdleCluster:
+    """Answers "could this job start if every schedulable node were idle?".
 
     Tells "waiting for busy resources" apart from "no node that is up can ever hold
-    this", which matters both for the reason a user sees and for queue blocking.
+    this", which matters both for the reason a user sees and for queue blocking. Built
+    once per cycle and never modified; answers are cached per request shape.
     """
-    return Ledger(nodes).first_fit(job) is not None
+
+    def __init__(self, nodes: Iterable[NodeView]) -> None:
+        self._ledger = Ledger(nodes)
+        self._answers: dict[tuple[object, ...], bool] = {}
+
+    def fits(self, job: PendingJob) -> bool:
+        shape = request_shape(job)
+        answer = self._answers.get(shape)
+        if answer is None:
+            answer = self._answers[shape] = self._ledger.first_fit(job) is not None
+        return answer
+
+
+def request_shape(job: PendingJob) -> tuple[object, ...]:
+    """The part of a request that decides where it can fit."""
+    return (
+        job.nodes,
+        job.gpus_per_node,
+        job.cpus_per_node,
+        job.memory_mib_per_node,
+        job.gpu_model,
+        job.min_gpu_memory_mib,
+        job.min_compute_capability,
+    )
