@@ -26,7 +26,16 @@ from django.utils import timezone
 
 from portal.models import Account, Qos, Quota
 from scheduler.backends import load_backend
-from scheduler.backends.base import Backend, BackendError, JobSpec, Placement, PollResult, RemoteState
+from scheduler.backends.base import (
+    Backend,
+    BackendError,
+    GpuInfo,
+    JobSpec,
+    NodeInfo,
+    Placement,
+    PollResult,
+    RemoteState,
+)
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, EventKind, JobState, NodeState
 from scheduler.core import Policy, Start, schedule
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState
@@ -517,35 +526,26 @@ def sync_nodes(cluster: Cluster, backend: Backend, now: datetime) -> int:
     return len(infos)
 
 
-def _create_gpus(pairs: list[tuple[Node, Any]]) -> None:
+def _create_gpus(pairs: list[tuple[Node, NodeInfo]]) -> None:
     """Create GPUs for new nodes: physical GPUs first, then MIG slices pointing at them."""
-    physical = [
-        Gpu(
+
+    def row(node: Node, info: GpuInfo, parent_id: int | None = None) -> Gpu:
+        return Gpu(
             node=node,
-            index=g.index,
-            uuid=g.uuid,
-            model=g.model,
-            memory_mib=g.memory_mib,
-            compute_capability=g.compute_capability,
+            index=info.index,
+            uuid=info.uuid,
+            model=info.model,
+            memory_mib=info.memory_mib,
+            compute_capability=info.compute_capability,
+            mig_profile=info.mig_profile,
+            parent_id=parent_id,
         )
-        for node, info in pairs
-        for g in info.gpus
-        if g.parent_index is None
-    ]
-    Gpu.objects.bulk_create(physical)
+
+    Gpu.objects.bulk_create([row(node, g) for node, info in pairs for g in info.gpus if g.parent_index is None])
     parents = {(g.node_id, g.index): g.id for g in Gpu.objects.filter(node__in=[n for n, _ in pairs])}
     Gpu.objects.bulk_create(
         [
-            Gpu(
-                node=node,
-                index=g.index,
-                uuid=g.uuid,
-                model=g.model,
-                memory_mib=g.memory_mib,
-                compute_capability=g.compute_capability,
-                mig_profile=g.mig_profile,
-                parent_id=parents[(node.id, g.parent_index)],
-            )
+            row(node, g, parents[(node.id, g.parent_index)])
             for node, info in pairs
             for g in info.gpus
             if g.parent_index is not None
