@@ -106,8 +106,25 @@ def load_snapshot() -> LoadedSnapshot:
     """Read nodes, active and pending jobs in bulk and convert them to core types."""
     nodes = load_nodes()
     running = tuple(
-        RunningJob(id=row["id"], allocations=allocations_from_json(row["allocations"] or []))
-        for row in Job.objects.filter(state__in=ACTIVE_STATES).values("id", "allocations")
+        RunningJob(
+            id=row["id"],
+            allocations=allocations_from_json(row["allocations"] or []),
+            started_at=row["started_at"] or row["dispatched_at"],
+            walltime_seconds=row["walltime_seconds"],
+            account=row["account__name"],
+            user=row["owner__username"],
+            qos=row["qos__name"] or "",
+        )
+        for row in Job.objects.filter(state__in=ACTIVE_STATES).values(
+            "id",
+            "allocations",
+            "started_at",
+            "dispatched_at",
+            "walltime_seconds",
+            "account__name",
+            "owner__username",
+            "qos__name",
+        )
     )
     pending: list[PendingJob] = []
     reasons: dict[int, str] = {}
@@ -123,6 +140,9 @@ def load_snapshot() -> LoadedSnapshot:
         "min_compute_capability",
         "walltime_seconds",
         "pending_reason",
+        "account__name",
+        "owner__username",
+        "qos__name",
     ):
         cc = row["min_compute_capability"]
         pending.append(
@@ -137,6 +157,9 @@ def load_snapshot() -> LoadedSnapshot:
                 min_gpu_memory_mib=row["min_gpu_memory_mib"],
                 min_compute_capability=_cc(cc) if cc else None,
                 walltime_seconds=row["walltime_seconds"],
+                account=row["account__name"],
+                user=row["owner__username"],
+                qos=row["qos__name"] or "",
             )
         )
         reasons[row["id"]] = row["pending_reason"]

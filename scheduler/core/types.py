@@ -60,10 +60,23 @@ class Allocation:
 
 @dataclass(frozen=True, slots=True)
 class RunningJob:
-    """A job that holds resources (dispatching or running)."""
+    """A job that holds resources (dispatching or running).
+
+    ``started_at`` + ``walltime_seconds`` bound when its resources free up, which is
+    what backfill reservations and start-time estimates are built from.
+    """
 
     id: int
     allocations: tuple[Allocation, ...]
+    started_at: datetime | None = None
+    walltime_seconds: int = 0
+    account: str = ""
+    user: str = ""
+    qos: str = ""
+
+    @property
+    def gpus(self) -> int:
+        return sum(len(a.gpu_indices) for a in self.allocations)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +93,14 @@ class PendingJob:
     min_gpu_memory_mib: int = 0
     min_compute_capability: ComputeCapability | None = None
     walltime_seconds: int = 3600
+    account: str = ""
+    user: str = ""
+    qos: str = ""
+    nice: int = 0
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
 
     def accepts(self, gpu: GpuView) -> bool:
         """Whether one GPU satisfies this job's per-GPU constraints."""
