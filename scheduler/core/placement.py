@@ -7,7 +7,7 @@ starts, so one GPU can never be handed to two jobs within a cycle or across cycl
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scheduler.core.types import Allocation, NodeView, PendingJob, Snapshot, Start
@@ -24,21 +24,35 @@ class NodeCapacity:
     #: Number of free GPUs, kept so that full nodes are skipped without a scan.
     free_count: int = 0
 
-    def usable_gpus(self, job: PendingJob) -> list[int]:
+    def usable_gpus(self, job: PendingJob, held: frozenset[int] = frozenset()) -> list[int]:
         """Free GPU indices on this node that satisfy the job's per-GPU constraints."""
-        return [gpu.index for gpu in self.node.gpus if self.free_gpus.get(gpu.index) and job.accepts(gpu)]
+        return [
+            gpu.index
+            for gpu in self.node.gpus
+            if self.free_gpus.get(gpu.index) and gpu.index not in held and job.accepts(gpu)
+        ]
 
-    def fit(self, job: PendingJob) -> Allocation | None:
-        """The lowest-index allocation for one node's share of ``job``, or ``None``."""
+    def fit(self, job: PendingJob, held: Allocation | None = None) -> Allocation | None:
+        """The lowest-index allocation for one node's share of ``job``, or ``None``.
+
+        ``held`` is what a reservation keeps back on this node: those GPUs are not
+        offered, and its CPUs and memory count as used (conservatively: never lets a
+        job in that could delay the reservation).
+        """
         if not self.node.schedulable:
             return None
-        if self.free_cpus < job.cpus_per_node or self.free_memory_mib < job.memory_mib_per_node:
+        held_gpus = frozenset(held.gpu_indices) if held else frozenset()
+        held_cpus, held_memory = (held.cpus, held.memory_mib) if held else (0, 0)
+        if (
+            self.free_cpus - held_cpus < job.cpus_per_node
+            or self.free_memory_mib - held_memory < job.memory_mib_per_node
+        ):
             return None
         if job.gpus_per_node == 0:
             return Allocation(self.node.name, (), job.cpus_per_node, job.memory_mib_per_node)
         if self.free_count < job.gpus_per_node:
             return None
-        usable = self.usable_gpus(job)
+        usable = self.usable_gpus(job, held_gpus)
         if len(usable) < job.gpus_per_node:
             return None
         return Allocation(
@@ -52,6 +66,17 @@ class NodeCapacity:
                 self.free_count -= 1
         self.free_cpus -= allocation.cpus
         self.free_memory_mib -= allocation.memory_mib
+
+    def give_back(self, allocation: Allocation) -> None:
+        for index in allocation.gpu_indices:
+            if index in self.free_gpus and not self.free_gpus[index]:
+                self.free_gpus[index] = True
+                self.free_count += 1
+        self.free_cpus += allocation.cpus
+        self.free_memory_mib += allocation.memory_mib
+
+    def copy(self) -> NodeCapacity:
+        return NodeCapacity(self.node, dict(self.free_gpus), self.free_cpus, self.free_memory_mib, self.free_count)
 
 
 class Ledger:
@@ -77,22 +102,29 @@ class Ledger:
         """Capacity left after subtracting what running jobs hold."""
         ledger = cls(snapshot.nodes)
         for job in snapshot.running:
-            for allocation in job.allocations:
-                capacity = ledger.by_name.get(allocation.node)
-                if capacity is not None:
-                    capacity.take(allocation)
+            ledger.take(job.allocations)
         return ledger
 
-    def first_fit(self, job: PendingJob) -> Start | None:
+    def copy(self) -> Ledger:
+        """An independent ledger to try futures on (reservations, estimates)."""
+        clone = Ledger(())
+        clone.by_name = {name: capacity.copy() for name, capacity in self.by_name.items()}
+        clone.by_cluster = {
+            cluster: [clone.by_name[c.node.name] for c in capacities] for cluster, capacities in self.by_cluster.items()
+        }
+        return clone
+
+    def first_fit(self, job: PendingJob, held: Mapping[str, Allocation] | None = None) -> Start | None:
         """Place all ``job.nodes`` shares at once inside one cluster, or nothing (gang).
 
         Nodes are tried in name order and GPUs in index order, so the result is
-        deterministic for a given snapshot.
+        deterministic for a given snapshot. ``held`` maps node names to what
+        reservations keep back there (see :meth:`NodeCapacity.fit`).
         """
         for cluster, capacities in self.by_cluster.items():
             allocations: list[Allocation] = []
             for capacity in capacities:
-                allocation = capacity.fit(job)
+                allocation = capacity.fit(job, held.get(capacity.node.name) if held else None)
                 if allocation is not None:
                     allocations.append(allocation)
                     if len(allocations) == job.nodes:
@@ -101,8 +133,20 @@ class Ledger:
 
     def commit(self, start: Start) -> None:
         """Mark a start's GPUs, CPUs and memory as taken."""
-        for allocation in start.allocations:
-            self.by_name[allocation.node].take(allocation)
+        self.take(start.allocations)
+
+    def take(self, allocations: Iterable[Allocation]) -> None:
+        for allocation in allocations:
+            capacity = self.by_name.get(allocation.node)
+            if capacity is not None:
+                capacity.take(allocation)
+
+    def release(self, allocations: Iterable[Allocation]) -> None:
+        """Give back what a job held (it ended)."""
+        for allocation in allocations:
+            capacity = self.by_name.get(allocation.node)
+            if capacity is not None:
+                capacity.give_back(allocation)
 
 
 class IdleCluster:

@@ -128,11 +128,17 @@ class Policy:
 
     ``strict_order``: like Slurm's main scheduler without backfill, once the first job
     waiting for busy resources is met, later jobs may not jump ahead of it (they get
-    reason ``Priority``). ``max_starts`` bounds the work of one cycle.
+    reason ``Priority``). ``backfill`` lets them jump ahead when that cannot delay the
+    blocked jobs' reservations. ``max_starts`` bounds the work of one cycle.
     """
 
     strict_order: bool = True
     max_starts: int = 1000
+    #: EASY backfill: blocked jobs get reservations, later jobs may start if they do not
+    #: delay them. Overrides ``strict_order``.
+    backfill: bool = False
+    #: How many blocked jobs get a reservation (1 = EASY; more = toward conservative).
+    reservations: int = 1
 
 
 class PendingReason(enum.StrEnum):
@@ -153,9 +159,22 @@ class Start:
     allocations: tuple[Allocation, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Where and when a blocked job is guaranteed to start, at the latest (backfill)."""
+
+    job_id: int
+    start_at: datetime
+    end_at: datetime
+    allocations: tuple[Allocation, ...]
+
+
 @dataclass(slots=True)
 class Decisions:
-    """The output of one cycle: jobs to start and why the others wait."""
+    """The output of one cycle: jobs to start, reservations, and why the others wait."""
 
     starts: list[Start] = field(default_factory=list)
     pending_reasons: dict[int, PendingReason] = field(default_factory=dict)
+    reservations: list[Reservation] = field(default_factory=list)
+    #: Jobs started ahead of a blocked job by backfill.
+    backfilled: set[int] = field(default_factory=set)
