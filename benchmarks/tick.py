@@ -85,13 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     with throwaway_database() as db:
         from unittest import mock
 
-        from django.conf import settings
         from django.db import connection
         from django.test.utils import override_settings
         from django.utils import timezone
 
         from scheduler import services
-        from scheduler.core import Policy, schedule
+        from scheduler.core import schedule
         from scheduler.snapshot import load_snapshot
 
         log(f"building {args.nodes} nodes and {args.pending} pending jobs")
@@ -116,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         emit("tick_snapshot_load_ms", median_ms(samples[1:]), "ms", **context)
 
         # 2. The pure decision, on the snapshot loaded once.
-        policy = Policy(max_starts=settings.SCHEDULER_MAX_STARTS_PER_TICK)
+        policy = services.current_policy()
         now = timezone.now()
         samples = []
         for _ in range(args.repeat + 1):
@@ -129,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             "ms",
             started=len(decisions.starts),
             max_starts=policy.max_starts,
+            backfill=policy.backfill,
             **context,
         )
 

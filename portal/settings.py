@@ -142,6 +142,11 @@ SCHEDULER_POLL_SECONDS = env_float("SCHEDULER_POLL_SECONDS", 5.0, minimum=0.1)
 SCHEDULER_REDISPATCH_SECONDS = env_int("SCHEDULER_REDISPATCH_SECONDS", 60, minimum=1)
 #: Upper bound on starts per tick (keeps one tick's transaction short).
 SCHEDULER_MAX_STARTS_PER_TICK = env_int("SCHEDULER_MAX_STARTS_PER_TICK", 500, minimum=1)
+#: EASY backfill: later jobs may start ahead of blocked ones when that delays none of
+#: the blocked jobs' reservations (Slurm's sched/backfill). Off = strict FIFO.
+SCHEDULER_BACKFILL = env_bool("SCHEDULER_BACKFILL", True)
+#: How many blocked jobs get a reservation (1 = EASY backfill).
+SCHEDULER_RESERVATIONS = env_int("SCHEDULER_RESERVATIONS", 1, minimum=1)
 #: Where the local backend keeps job directories and logs.
 QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
 

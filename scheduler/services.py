@@ -297,6 +297,15 @@ def _record_tick(**fields: Any) -> None:
         TickState.objects.create(pk=1, **fields)
 
 
+def current_policy() -> Policy:
+    """The scheduling policy the settings ask for."""
+    return Policy(
+        max_starts=settings.SCHEDULER_MAX_STARTS_PER_TICK,
+        backfill=settings.SCHEDULER_BACKFILL,
+        reservations=settings.SCHEDULER_RESERVATIONS,
+    )
+
+
 def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickResult:
     """One scheduling cycle: lock, snapshot, decide, apply, then dispatch after commit.
 
@@ -310,7 +319,7 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
     """
     began = time.perf_counter()
     now = now or timezone.now()
-    policy = policy or Policy(max_starts=settings.SCHEDULER_MAX_STARTS_PER_TICK)
+    policy = policy or current_policy()
     with transaction.atomic():
         if not _try_tick_lock():
             return TickResult(ran=False, started=[], pending=0, duration_ms=0.0)
