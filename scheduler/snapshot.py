@@ -1,6 +1,7 @@
 """Load the scheduler's view of the world from the database in a fixed number of queries.
 
-Four queries whatever the cluster size (nodes, GPUs, active jobs, pending jobs), each
+Six queries whatever the cluster size (nodes, GPUs, active jobs, pending jobs, quotas,
+the account tree), each
 fetching plain values rather than model instances, so a tick over 1,000 nodes and
 10,000 pending jobs spends its time deciding, not loading.
 """
@@ -10,10 +11,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from portal.models import Account, Quota
 from scheduler.choices import ACTIVE_STATES, JobState, NodeState
 from scheduler.core.types import (
     Allocation,
     GpuView,
+    Limits,
     NodeView,
     PendingJob,
     RunningJob,
@@ -163,4 +166,33 @@ def load_snapshot() -> LoadedSnapshot:
             )
         )
         reasons[row["id"]] = row["pending_reason"]
-    return LoadedSnapshot(Snapshot(nodes=nodes, running=running, pending=tuple(pending)), reasons)
+    account_limits, user_limits = load_limits()
+    parents = dict(Account.objects.values_list("name", "parent__name"))
+    snapshot = Snapshot(
+        nodes=nodes,
+        running=running,
+        pending=tuple(pending),
+        account_limits=account_limits,
+        user_limits=user_limits,
+        account_parents=parents,
+    )
+    return LoadedSnapshot(snapshot, reasons)
+
+
+def load_limits() -> tuple[dict[str, Limits], dict[str, Limits]]:
+    """Concurrent-use limits from quotas, keyed by account name and by username."""
+    accounts: dict[str, Limits] = {}
+    users: dict[str, Limits] = {}
+    for row in Quota.objects.values(
+        "account__name", "user__username", "max_gpus", "max_gpus_per_model", "max_running_jobs"
+    ):
+        limits = Limits(
+            max_gpus=row["max_gpus"],
+            max_gpus_per_model={str(k): int(v) for k, v in (row["max_gpus_per_model"] or {}).items()},
+            max_running_jobs=row["max_running_jobs"],
+        )
+        if row["account__name"]:
+            accounts[row["account__name"]] = limits
+        elif row["user__username"]:
+            users[row["user__username"]] = limits
+    return accounts, users

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from scheduler.core.backfill import Release, delayed_by, held_back, plan_reservation
+from scheduler.core.limits import LimitBook
 from scheduler.core.placement import IdleCluster, Ledger, request_shape
 from scheduler.core.types import Decisions, PendingReason, Policy, Reservation, RunningJob, Snapshot
 
@@ -31,8 +32,9 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     Steps:
     1. Build the free-capacity ledger (node capacity minus running allocations).
     2. Walk pending jobs oldest first (ties by id).
-    3. A job no schedulable node could ever hold gets ``ReqNodeNotAvail`` and does not
-       block others.
+    3. A job no schedulable node could ever hold gets ``ReqNodeNotAvail``, and a job
+       that would break a quota limit gets that limit as its reason; neither blocks
+       others.
     4. A job that fits now, without touching what reservations hold back from it,
        starts and is committed to the ledger before the next job is tried.
     5. A job that fits the cluster but not the free capacity gets ``Resources``. Without
@@ -53,6 +55,13 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     reservations: list[Reservation] = []
     failed_jobs: list[int] = []  # blocked jobs, in order; the first K get reservations
     releases = [Release(latest_end(r, now), r.allocations) for r in snapshot.running] if policy.backfill else []
+    limits = (
+        LimitBook(
+            snapshot.nodes, snapshot.running, snapshot.account_limits, snapshot.user_limits, snapshot.account_parents
+        )
+        if snapshot.account_limits or snapshot.user_limits
+        else None
+    )
 
     for job in sorted(snapshot.pending, key=lambda j: (j.submitted_at, j.id)):
         if not idle.fits(job):
@@ -64,9 +73,19 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if len(decisions.starts) >= policy.max_starts:
             decisions.pending_reasons[job.id] = PendingReason.CYCLE_LIMIT
             continue
+        over = limits.blocker(job) if limits else None
+        if over is not None:
+            decisions.pending_reasons[job.id] = over
+            continue
         in_the_way = delayed_by(job, reservations, now)
         key = (request_shape(job), tuple(r.job_id for r in in_the_way))
         start = None if key in failed else ledger.first_fit(job, held_back(in_the_way))
+        if start is not None and limits is not None:
+            over = limits.blocker_after_placement(job, start)
+            if over is not None:
+                decisions.pending_reasons[job.id] = over
+                continue
+            limits.commit(job, start)
         if start is not None:
             ledger.commit(start)
             decisions.starts.append(start)

@@ -25,6 +25,15 @@ def parse_compute_capability(text: str) -> ComputeCapability:
 
 
 @dataclass(frozen=True, slots=True)
+class Limits:
+    """Caps on concurrent use. ``None`` (or a missing model) means unlimited."""
+
+    max_gpus: int | None = None
+    max_gpus_per_model: Mapping[str, int] = field(default_factory=dict)
+    max_running_jobs: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GpuView:
     """One allocatable GPU (a whole GPU or one MIG slice) on a node."""
 
@@ -115,11 +124,18 @@ class PendingJob:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """The world at one instant: nodes, who holds what, and who waits."""
+    """The world at one instant: nodes, who holds what, who waits, and the limits.
+
+    Limits are keyed by account name and user name; ``account_parents`` gives the tree
+    so an account's limit covers its subtree (see ``scheduler.core.limits``).
+    """
 
     nodes: tuple[NodeView, ...]
     running: tuple[RunningJob, ...]
     pending: tuple[PendingJob, ...]
+    account_limits: Mapping[str, Limits] = field(default_factory=dict)
+    user_limits: Mapping[str, Limits] = field(default_factory=dict)
+    account_parents: Mapping[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +164,10 @@ class PendingReason(enum.StrEnum):
     PRIORITY = "Priority"  # a job ahead of it is waiting for resources
     NODES_UNAVAILABLE = "ReqNodeNotAvail"  # no schedulable node could ever fit it now
     CYCLE_LIMIT = "SchedCycleLimit"  # the cycle hit max_starts before reaching it
+    ACCOUNT_GPU_LIMIT = "AccountGpuLimit"  # its account (or an ancestor) is at its GPU quota
+    ACCOUNT_JOB_LIMIT = "AccountJobLimit"  # ... at its running-jobs quota
+    USER_GPU_LIMIT = "UserGpuLimit"  # the owner is at their GPU quota
+    USER_JOB_LIMIT = "UserJobLimit"  # ... at their running-jobs quota
 
 
 @dataclass(frozen=True, slots=True)

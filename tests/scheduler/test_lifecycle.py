@@ -163,3 +163,18 @@ def test_broker_outage_at_dispatch_loses_no_job(world, settings, monkeypatch, dj
     for job in jobs:
         wait_for(lambda job=job: finished(job), what="job end")
         assert job.state == JobState.COMPLETED
+
+
+def test_account_gpu_quota_keeps_a_job_waiting_with_the_limit_as_reason(world, tick):
+    from portal.models import Quota
+
+    Quota.objects.create(account=world.lab, max_gpus=8)
+    first = submit(world.alice, world.lab, command="sleep 5", gpus_per_node=8)
+    second = submit(world.bob, world.lab, command="true", gpus_per_node=1)
+    outsider = submit(world.charlie, world.other, command="true", gpus_per_node=1)
+    tick()
+    for job in (first, second, outsider):
+        job.refresh_from_db()
+    assert (first.state, second.state, outsider.state) == (JobState.RUNNING, JobState.PENDING, JobState.RUNNING)
+    assert second.pending_reason == "AccountGpuLimit"
+    services.cancel_job(first, by="test")
