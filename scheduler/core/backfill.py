@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.placement import Ledger
-from scheduler.core.types import Allocation, PendingJob, Reservation
+from scheduler.core.types import Allocation, PendingJob, PlacementStrategy, Reservation
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,7 @@ def plan_reservation(
     ledger: Ledger,
     releases: Iterable[Release],
     earlier: Iterable[Reservation] = (),
+    strategy: PlacementStrategy | None = None,
 ) -> Reservation | None:
     """The earliest start for ``job`` as running jobs end, or ``None`` if never.
 
@@ -69,7 +70,7 @@ def plan_reservation(
             continue
         ends = at + timedelta(seconds=job.walltime_seconds)
         upcoming = [r for r in earlier if at < r.start_at < ends]
-        start = trial.first_fit(job, held_back(upcoming) if upcoming else None)
+        start = trial.place(job, held_back(upcoming) if upcoming else None, strategy)
         if start is not None:
             return Reservation(job.id, at, ends, start.allocations)
     return None

@@ -79,7 +79,7 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             continue
         in_the_way = delayed_by(job, reservations, now)
         key = (request_shape(job), tuple(r.job_id for r in in_the_way))
-        start = None if key in failed else ledger.first_fit(job, held_back(in_the_way))
+        start = None if key in failed else ledger.place(job, held_back(in_the_way), policy.placement)
         if start is not None and limits is not None:
             over = limits.blocker_after_placement(job, start)
             if over is not None:
@@ -105,7 +105,7 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             decisions.pending_reasons[job.id] = PendingReason.PRIORITY
             continue
         decisions.pending_reasons[job.id] = PendingReason.RESOURCES
-        reservation = plan_reservation(job, ledger, releases, reservations)
+        reservation = plan_reservation(job, ledger, releases, reservations, policy.placement)
         if reservation is not None:
             reservations.append(reservation)
             decisions.reservations.append(reservation)

@@ -1,4 +1,4 @@
-"""Where a job fits: a ledger of free capacity and first-fit gang placement.
+"""Where a job fits: a ledger of free capacity and gang placement (pack, spread, first).
 
 The ledger is built once per cycle from the snapshot and updated as the cycle commits
 starts, so one GPU can never be handed to two jobs within a cycle or across cycles
@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scheduler.core.types import Allocation, NodeView, PendingJob, Snapshot, Start
+from scheduler.core.types import PlacementStrategy as Strategy
 
 
 @dataclass(slots=True)
@@ -115,21 +116,49 @@ class Ledger:
         return clone
 
     def first_fit(self, job: PendingJob, held: Mapping[str, Allocation] | None = None) -> Start | None:
+        """Place ``job`` on the first nodes (by name) that fit; see :meth:`place`."""
+        return self.place(job, held, Strategy.FIRST)
+
+    def place(
+        self, job: PendingJob, held: Mapping[str, Allocation] | None = None, strategy: Strategy | None = None
+    ) -> Start | None:
         """Place all ``job.nodes`` shares at once inside one cluster, or nothing (gang).
 
-        Nodes are tried in name order and GPUs in index order, so the result is
-        deterministic for a given snapshot. ``held`` maps node names to what
-        reservations keep back there (see :meth:`NodeCapacity.fit`).
+        ``strategy`` orders the candidate nodes: ``PACK`` (the default) tries the nodes
+        with the fewest free GPUs first, so jobs fill partly used nodes and whole nodes
+        stay free for large jobs; ``SPREAD`` the most free first; ``FIRST`` by name.
+        With several clusters, ``PACK`` picks the one that leaves the fewest free GPUs
+        on the chosen nodes. GPUs go in index order. ``held`` maps node names to what
+        reservations keep back there (see :meth:`NodeCapacity.fit`). Deterministic for
+        a given ledger.
         """
+        strategy = strategy or Strategy.PACK
+        best: tuple[int, Start] | None = None
         for cluster, capacities in self.by_cluster.items():
+            candidates = [c for c in capacities if c.free_count >= job.gpus_per_node]
+            if len(candidates) < job.nodes:
+                continue
+            if strategy is Strategy.PACK:
+                candidates.sort(key=lambda c: c.free_count)
+            elif strategy is Strategy.SPREAD:
+                candidates.sort(key=lambda c: -c.free_count)
             allocations: list[Allocation] = []
-            for capacity in capacities:
+            leftover = 0
+            for capacity in candidates:
                 allocation = capacity.fit(job, held.get(capacity.node.name) if held else None)
                 if allocation is not None:
                     allocations.append(allocation)
+                    leftover += capacity.free_count - len(allocation.gpu_indices)
                     if len(allocations) == job.nodes:
-                        return Start(job.id, cluster, tuple(allocations))
-        return None
+                        break
+            if len(allocations) < job.nodes:
+                continue
+            start = Start(job.id, cluster, tuple(allocations))
+            if strategy is not Strategy.PACK:
+                return start
+            if best is None or leftover < best[0]:
+                best = (leftover, start)
+        return best[1] if best else None
 
     def commit(self, start: Start) -> None:
         """Mark a start's GPUs, CPUs and memory as taken."""

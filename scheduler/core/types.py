@@ -138,6 +138,14 @@ class Snapshot:
     account_parents: Mapping[str, str | None] = field(default_factory=dict)
 
 
+class PlacementStrategy(enum.Enum):
+    """How to choose among nodes that can all hold a job."""
+
+    PACK = "pack"  # fewest free GPUs first: fights fragmentation (default)
+    SPREAD = "spread"  # most free GPUs first: spreads load and heat
+    FIRST = "first"  # node name order
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     """Knobs of the scheduling cycle.
@@ -155,6 +163,8 @@ class Policy:
     backfill: bool = False
     #: How many blocked jobs get a reservation (1 = EASY; more = toward conservative).
     reservations: int = 1
+    #: Which of the nodes that fit a job it is placed on.
+    placement: PlacementStrategy = PlacementStrategy.PACK
 
 
 class PendingReason(enum.StrEnum):

@@ -1,0 +1,162 @@
+"""Slurm's priority/multifactor plugin, for GPU jobs, as pure functions.
+
+A pending job's priority is a weighted sum of factors, each in ``[0, 1]``, less its
+nice value (https://slurm.schedmd.com/priority_multifactor.html)::
+
+    priority = w_age * age + w_fairshare * fairshare + w_jobsize * jobsize + w_qos * qos - nice
+
+* ``age``: time since submission over ``max_age`` (``PriorityMaxAge``), capped at 1.
+* ``fairshare``: the Fair Tree factor of the job's ``(account, user)``
+  (:func:`scheduler.core.fairshare.fair_tree_factors`).
+* ``jobsize``: requested GPUs over the cluster's GPUs, ``x``; ``1 - x`` when small jobs are
+  favoured (``PriorityFavorSmall``), else ``x``.
+* ``qos``: the QOS priority over the highest QOS priority.
+
+Partition and TRES factors are not modelled. Unlike Slurm, totals stay floats (Slurm
+truncates to a 32-bit integer and floors at 1), so small fair-share differences still
+order jobs; ``sprio`` shows the same weighted factors as :class:`PriorityBreakdown`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from scheduler.core.types import NodeView, PendingJob
+
+#: Slurm's default ``PriorityMaxAge``.
+DEFAULT_MAX_AGE = timedelta(days=7)
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityWeights:
+    """Weights of each factor (Slurm's ``PriorityWeight*``) and the age cap.
+
+    The defaults let fair-share dominate and age, size and QOS break its ties. Raises
+    ``ValueError`` on a negative or non-finite weight or a ``max_age`` that is not positive.
+    """
+
+    age: float = 1000.0
+    fairshare: float = 10000.0
+    jobsize: float = 1000.0
+    qos: float = 1000.0
+    max_age: timedelta = DEFAULT_MAX_AGE
+    favor_small: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("age", "fairshare", "jobsize", "qos"):
+            value = getattr(self, name)
+            if not value >= 0.0 or math.isinf(value):  # `not >=` also catches NaN
+                raise ValueError(f"weight {name} must be a finite number >= 0, got {value!r}")
+        if self.max_age <= timedelta(0):
+            raise ValueError(f"max_age must be positive, got {self.max_age}")
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityBreakdown:
+    """A job's priority and its weighted factors, as the columns of ``sprio``.
+
+    ``total == age + fairshare + jobsize + qos - nice``.
+    """
+
+    job_id: int
+    total: float
+    age: float
+    fairshare: float
+    jobsize: float
+    qos: float
+    nice: int
+
+
+def age_factor(submitted_at: datetime, now: datetime, max_age: timedelta = DEFAULT_MAX_AGE) -> float:
+    """``min(age, max_age) / max_age``; a job submitted after ``now`` has age 0."""
+    age = max((now - submitted_at).total_seconds(), 0.0)
+    return min(age, max_age.total_seconds()) / max_age.total_seconds()
+
+
+def job_size_factor(gpus: int, cluster_gpus: int, favor_small: bool = True) -> float:
+    """``x = min(gpus, cluster_gpus) / cluster_gpus``; ``1 - x`` if ``favor_small``, else ``x``.
+
+    With no GPUs in the cluster every job has ``x = 0``, so all jobs get the same factor.
+    """
+    x = min(max(gpus, 0), cluster_gpus) / cluster_gpus if cluster_gpus > 0 else 0.0
+    return 1.0 - x if favor_small else x
+
+
+def qos_factor(qos: str, qos_priorities: Mapping[str, int]) -> float:
+    """``qos_priorities[qos] / max(qos_priorities)``; 0.0 for an unknown QOS or no positive maximum.
+
+    Negative priorities count as 0.
+    """
+    highest = max(qos_priorities.values(), default=0)
+    if highest <= 0:
+        return 0.0
+    return max(qos_priorities.get(qos, 0), 0) / highest
+
+
+def cluster_gpu_count(nodes: Iterable[NodeView]) -> int:
+    """All GPUs of the nodes, whatever their state: the denominator of the size factor."""
+    return sum(len(node.gpus) for node in nodes)
+
+
+def job_priority(
+    job: PendingJob,
+    *,
+    now: datetime,
+    weights: PriorityWeights,
+    fairshare: Mapping[tuple[str, str], float],
+    qos_priorities: Mapping[str, int],
+    cluster_gpus: int,
+) -> PriorityBreakdown:
+    """The multifactor priority of one pending job.
+
+    ``fairshare`` maps ``(account, user)`` to its factor; a job whose association is
+    missing gets 0.0. Raises ``ValueError`` if the job's fair-share factor is outside
+    ``[0, 1]``.
+    """
+    fs = fairshare.get((job.account, job.user), 0.0)
+    if not 0.0 <= fs <= 1.0:
+        raise ValueError(f"fair-share factor of {(job.account, job.user)!r} must be in [0, 1], got {fs!r}")
+    age = weights.age * age_factor(job.submitted_at, now, weights.max_age)
+    fairshare_part = weights.fairshare * fs
+    jobsize = weights.jobsize * job_size_factor(job.gpus, cluster_gpus, weights.favor_small)
+    qos = weights.qos * qos_factor(job.qos, qos_priorities)
+    total = age + fairshare_part + jobsize + qos - job.nice
+    return PriorityBreakdown(job.id, total, age, fairshare_part, jobsize, qos, job.nice)
+
+
+def priority_breakdowns(
+    jobs: Iterable[PendingJob],
+    *,
+    now: datetime,
+    weights: PriorityWeights,
+    fairshare: Mapping[tuple[str, str], float],
+    qos_priorities: Mapping[str, int],
+    cluster_gpus: int,
+) -> list[PriorityBreakdown]:
+    """:func:`job_priority` of every job, in the order given (``sprio`` for the queue)."""
+    return [
+        job_priority(
+            job,
+            now=now,
+            weights=weights,
+            fairshare=fairshare,
+            qos_priorities=qos_priorities,
+            cluster_gpus=cluster_gpus,
+        )
+        for job in jobs
+    ]
+
+
+def order_by_priority(jobs: Sequence[PendingJob], breakdowns: Iterable[PriorityBreakdown]) -> list[PendingJob]:
+    """``jobs`` highest priority first; equal priorities: older submission first, then lower id.
+
+    Raises ``ValueError`` if a job has no breakdown.
+    """
+    totals = {b.job_id: b.total for b in breakdowns}
+    missing = [job.id for job in jobs if job.id not in totals]
+    if missing:
+        raise ValueError(f"no priority for jobs {missing}")
+    return sorted(jobs, key=lambda job: (-totals[job.id], job.submitted_at, job.id))
