@@ -56,6 +56,13 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
     return _env_number(name, default, float, "a number", minimum)
 
 
+def env_choice(name: str, default: str, choices: list[str]) -> str:
+    value = os.environ.get(name, "").strip() or default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from portal.env import env_bool, env_float, env_int, env_list, env_secret, env_str
+from portal.env import env_bool, env_choice, env_float, env_int, env_list, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("QM_VAR_DIR", str(BASE_DIR / "var")))
@@ -147,6 +147,9 @@ SCHEDULER_MAX_STARTS_PER_TICK = env_int("SCHEDULER_MAX_STARTS_PER_TICK", 500, mi
 SCHEDULER_BACKFILL = env_bool("SCHEDULER_BACKFILL", True)
 #: How many blocked jobs get a reservation (1 = EASY backfill).
 SCHEDULER_RESERVATIONS = env_int("SCHEDULER_RESERVATIONS", 1, minimum=1)
+#: Which of the nodes that fit a job it goes to: pack (fewest free GPUs first, fights
+#: fragmentation), spread (most free first) or first (name order).
+SCHEDULER_PLACEMENT = env_choice("SCHEDULER_PLACEMENT", "pack", ["pack", "spread", "first"])
 #: Where the local backend keeps job directories and logs.
 QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
 
@@ -161,11 +164,7 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 #: "celery" when a broker is configured, else dispatch runs inline in the scheduler loop.
-SCHEDULER_DISPATCH = env_str("SCHEDULER_DISPATCH", "celery" if CELERY_BROKER_URL else "inline")
-if SCHEDULER_DISPATCH not in {"celery", "inline"}:
-    from django.core.exceptions import ImproperlyConfigured
-
-    raise ImproperlyConfigured(f"SCHEDULER_DISPATCH must be 'celery' or 'inline', got {SCHEDULER_DISPATCH!r}")
+SCHEDULER_DISPATCH = env_choice("SCHEDULER_DISPATCH", "celery" if CELERY_BROKER_URL else "inline", ["celery", "inline"])
 CELERY_BEAT_SCHEDULE = {
     "scheduler-tick": {
         "task": "scheduler.tick",

@@ -38,6 +38,7 @@ from scheduler.backends.base import (
 )
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, EventKind, JobState, NodeState
 from scheduler.core import Policy, Start, schedule
+from scheduler.core.types import PlacementStrategy
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState
 from scheduler.snapshot import allocations_to_json, load_snapshot
 
@@ -303,6 +304,7 @@ def current_policy() -> Policy:
         max_starts=settings.SCHEDULER_MAX_STARTS_PER_TICK,
         backfill=settings.SCHEDULER_BACKFILL,
         reservations=settings.SCHEDULER_RESERVATIONS,
+        placement=PlacementStrategy(settings.SCHEDULER_PLACEMENT),
     )
 
 

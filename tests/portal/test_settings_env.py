@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_float, env_int, env_list, env_secret
+from portal.env import env_bool, env_choice, env_float, env_int, env_list, env_secret
 
 
 @pytest.mark.parametrize("raw,expected", [("1", True), ("yes", True), ("ON", True), ("0", False), ("off", False)])
@@ -50,3 +50,11 @@ def test_secret_is_required_outside_debug(monkeypatch):
     with pytest.raises(ImproperlyConfigured, match="SECRET_KEY must be set"):
         env_secret("SECRET_KEY", debug=False, debug_default="x")
     assert env_secret("SECRET_KEY", debug=True, debug_default="dev") == "dev"
+
+
+def test_choice_names_the_allowed_values(monkeypatch):
+    monkeypatch.setenv("MODE", "fast")
+    with pytest.raises(ImproperlyConfigured, match="MODE must be one of a, b"):
+        env_choice("MODE", "a", ["a", "b"])
+    monkeypatch.setenv("MODE", "b")
+    assert env_choice("MODE", "a", ["a", "b"]) == "b"

@@ -34,7 +34,9 @@ def finished(job: Job) -> Job | None:
 
 
 def test_job_runs_on_its_assigned_gpus_and_completes(world, tick):
-    job = submit(world.alice, world.lab, command="echo gpus=$CUDA_VISIBLE_DEVICES", gpus_per_node=2)
+    job = submit(
+        world.alice, world.lab, command="echo gpus=$CUDA_VISIBLE_DEVICES", gpus_per_node=2, gpu_model="H100-80GB"
+    )
     result = tick()
     job.refresh_from_db()
     assert result.started == [job.id]
