@@ -11,9 +11,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from scheduler.core.backfill import Release, delayed_by, held_back, plan_reservation
+from scheduler.core.fairshare import fair_tree_factors
 from scheduler.core.limits import LimitBook
 from scheduler.core.placement import IdleCluster, Ledger, request_shape
-from scheduler.core.types import Decisions, PendingReason, Policy, Reservation, RunningJob, Snapshot
+from scheduler.core.priority import cluster_gpu_count, order_by_priority, priority_breakdowns
+from scheduler.core.types import Decisions, PendingJob, PendingReason, Policy, Reservation, RunningJob, Snapshot
 
 
 def latest_end(job: RunningJob, now: datetime) -> datetime:
@@ -26,12 +28,34 @@ def latest_end(job: RunningJob, now: datetime) -> datetime:
     return max(now, job.started_at + timedelta(seconds=job.walltime_seconds))
 
 
+def queue_order(snapshot: Snapshot, policy: Policy, now: datetime, decisions: Decisions) -> list[PendingJob]:
+    """Pending jobs in the order the cycle considers them.
+
+    With ``policy.priority``: highest multifactor priority first (fair-share from the
+    Fair Tree over the snapshot's usage), recording each job's breakdown in
+    ``decisions.priorities``. Otherwise oldest first. Ties: older, then lower id.
+    """
+    if policy.priority is None:
+        return sorted(snapshot.pending, key=lambda j: (j.submitted_at, j.id))
+    factors = fair_tree_factors(snapshot.fairshare_tree, snapshot.usage) if snapshot.fairshare_tree else {}
+    breakdowns = priority_breakdowns(
+        snapshot.pending,
+        now=now,
+        weights=policy.priority,
+        fairshare=factors,
+        qos_priorities=snapshot.qos_priorities,
+        cluster_gpus=cluster_gpu_count(snapshot.nodes),
+    )
+    decisions.priorities = {b.job_id: b for b in breakdowns}
+    return order_by_priority(snapshot.pending, breakdowns)
+
+
 def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     """Decide which pending jobs start now and where; give every other job a reason.
 
     Steps:
     1. Build the free-capacity ledger (node capacity minus running allocations).
-    2. Walk pending jobs oldest first (ties by id).
+    2. Walk pending jobs in queue order (see :func:`queue_order`).
     3. A job no schedulable node could ever hold gets ``ReqNodeNotAvail``, and a job
        that would break a quota limit gets that limit as its reason; neither blocks
        others.
@@ -63,7 +87,7 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         else None
     )
 
-    for job in sorted(snapshot.pending, key=lambda j: (j.submitted_at, j.id)):
+    for job in queue_order(snapshot, policy, now, decisions):
         if not idle.fits(job):
             decisions.pending_reasons[job.id] = PendingReason.NODES_UNAVAILABLE
             continue

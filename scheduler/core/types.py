@@ -12,6 +12,11 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the policy modules import these types; annotations only here
+    from scheduler.core.fairshare import FairShareTree
+    from scheduler.core.priority import PriorityBreakdown, PriorityWeights
 
 ComputeCapability = tuple[int, int]
 
@@ -136,6 +141,11 @@ class Snapshot:
     account_limits: Mapping[str, Limits] = field(default_factory=dict)
     user_limits: Mapping[str, Limits] = field(default_factory=dict)
     account_parents: Mapping[str, str | None] = field(default_factory=dict)
+    #: Fair-share inputs: the account tree with users, and decayed usage per
+    #: ``(account, user)`` as of the snapshot.
+    fairshare_tree: FairShareTree | None = None
+    usage: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    qos_priorities: Mapping[str, int] = field(default_factory=dict)
 
 
 class PlacementStrategy(enum.Enum):
@@ -165,6 +175,9 @@ class Policy:
     reservations: int = 1
     #: Which of the nodes that fit a job it is placed on.
     placement: PlacementStrategy = PlacementStrategy.PACK
+    #: Multifactor priority (age, fair-share, size, QOS, nice) orders the queue; ``None``
+    #: orders by submit time (FIFO).
+    priority: PriorityWeights | None = None
 
 
 class PendingReason(enum.StrEnum):
@@ -208,3 +221,5 @@ class Decisions:
     reservations: list[Reservation] = field(default_factory=list)
     #: Jobs started ahead of a blocked job by backfill.
     backfilled: set[int] = field(default_factory=set)
+    #: Each pending job's priority and its factors (``sprio``), when a policy has one.
+    priorities: dict[int, PriorityBreakdown] = field(default_factory=dict)
