@@ -150,6 +150,18 @@ SCHEDULER_RESERVATIONS = env_int("SCHEDULER_RESERVATIONS", 1, minimum=1)
 #: Which of the nodes that fit a job it goes to: pack (fewest free GPUs first, fights
 #: fragmentation), spread (most free first) or first (name order).
 SCHEDULER_PLACEMENT = env_choice("SCHEDULER_PLACEMENT", "pack", ["pack", "spread", "first"])
+#: Queue order: "multifactor" (Slurm's priority/multifactor with Fair Tree fair-share)
+#: or "fifo" (submit order).
+SCHEDULER_PRIORITY = env_choice("SCHEDULER_PRIORITY", "multifactor", ["multifactor", "fifo"])
+#: Multifactor weights (as Slurm's PriorityWeight*), the age cap and the size preference.
+PRIORITY_WEIGHT_AGE = env_float("PRIORITY_WEIGHT_AGE", 1000, minimum=0)
+PRIORITY_WEIGHT_FAIRSHARE = env_float("PRIORITY_WEIGHT_FAIRSHARE", 10000, minimum=0)
+PRIORITY_WEIGHT_JOBSIZE = env_float("PRIORITY_WEIGHT_JOBSIZE", 1000, minimum=0)
+PRIORITY_WEIGHT_QOS = env_float("PRIORITY_WEIGHT_QOS", 1000, minimum=0)
+PRIORITY_MAX_AGE_DAYS = env_float("PRIORITY_MAX_AGE_DAYS", 7, minimum=0.001)
+PRIORITY_FAVOR_SMALL = env_bool("PRIORITY_FAVOR_SMALL", True)
+#: Fair-share usage half-life in days (Slurm's PriorityDecayHalfLife).
+SCHEDULER_USAGE_HALF_LIFE_DAYS = env_float("SCHEDULER_USAGE_HALF_LIFE_DAYS", 7, minimum=0.001)
 #: Where the local backend keeps job directories and logs.
 QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
 

@@ -150,10 +150,31 @@ class JobEvent(models.Model):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.kind}: {self.message}"
 
 
+class Usage(models.Model):
+    """Decayed, billing-weighted GPU-seconds of one user in one account, as of ``as_of``.
+
+    Written only by the tick, in the same transaction that advances
+    ``TickState.usage_as_of``, so every span of every job is charged exactly once.
+    """
+
+    account = models.ForeignKey("portal.Account", on_delete=models.CASCADE, related_name="usage")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="usage")
+    gpu_seconds = models.FloatField(default=0.0)
+    as_of = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["account", "user"], name="usage_unique_account_user")]
+        verbose_name_plural = "usage"
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.account}: {self.gpu_seconds:.0f} GPU-s"
+
+
 class TickState(models.Model):
     """One row recording the last scheduling tick (also the SQLite tick lock)."""
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    usage_as_of = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.FloatField(default=0)

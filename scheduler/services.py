@@ -13,7 +13,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,9 +38,11 @@ from scheduler.backends.base import (
 )
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, EventKind, JobState, NodeState
 from scheduler.core import Policy, Start, schedule
+from scheduler.core.priority import PriorityWeights
 from scheduler.core.types import PlacementStrategy
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState
-from scheduler.snapshot import allocations_to_json, load_snapshot
+from scheduler.snapshot import allocations_to_json, load_fairshare_tree, load_qos_priorities, load_snapshot
+from scheduler.usage import update_usage, usage_policy
 
 log = logging.getLogger(__name__)
 
@@ -305,6 +307,16 @@ def current_policy() -> Policy:
         backfill=settings.SCHEDULER_BACKFILL,
         reservations=settings.SCHEDULER_RESERVATIONS,
         placement=PlacementStrategy(settings.SCHEDULER_PLACEMENT),
+        priority=PriorityWeights(
+            age=settings.PRIORITY_WEIGHT_AGE,
+            fairshare=settings.PRIORITY_WEIGHT_FAIRSHARE,
+            jobsize=settings.PRIORITY_WEIGHT_JOBSIZE,
+            qos=settings.PRIORITY_WEIGHT_QOS,
+            max_age=timedelta(days=settings.PRIORITY_MAX_AGE_DAYS),
+            favor_small=settings.PRIORITY_FAVOR_SMALL,
+        )
+        if settings.SCHEDULER_PRIORITY == "multifactor"
+        else None,
     )
 
 
@@ -326,7 +338,13 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
         if not _try_tick_lock():
             return TickResult(ran=False, started=[], pending=0, duration_ms=0.0)
         loaded = load_snapshot()
-        decisions = schedule(loaded.snapshot, policy, now)
+        snapshot = loaded.snapshot
+        if policy.priority is not None:
+            usage = update_usage(now, snapshot.nodes, usage_policy(settings.SCHEDULER_USAGE_HALF_LIFE_DAYS))
+            snapshot = replace(
+                snapshot, usage=usage, fairshare_tree=load_fairshare_tree(), qos_priorities=load_qos_priorities()
+            )
+        decisions = schedule(snapshot, policy, now)
         started = _claim(decisions.starts, now)
         by_reason: dict[str, list[int]] = defaultdict(list)
         for job_id, reason in decisions.pending_reasons.items():

@@ -8,11 +8,13 @@ fetching plain values rather than model instances, so a tick over 1,000 nodes an
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
-from portal.models import Account, Quota
+from portal.models import Account, Membership, Qos, Quota
 from scheduler.choices import ACTIVE_STATES, JobState, NodeState
+from scheduler.core.fairshare import AccountNode, FairShareTree, UserAssociation
 from scheduler.core.types import (
     Allocation,
     GpuView,
@@ -24,6 +26,8 @@ from scheduler.core.types import (
     parse_compute_capability,
 )
 from scheduler.models import Gpu, Job, Node
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +181,26 @@ def load_snapshot() -> LoadedSnapshot:
         account_parents=parents,
     )
     return LoadedSnapshot(snapshot, reasons)
+
+
+def load_fairshare_tree() -> FairShareTree | None:
+    """The account tree with every member as a user leaf (shares 1), or ``None`` if the
+    stored tree is not valid (a cycle made in the admin, say): the tick then orders by
+    the other factors rather than failing."""
+    accounts = [
+        AccountNode(name, parent, shares)
+        for name, parent, shares in Account.objects.values_list("name", "parent__name", "shares")
+    ]
+    users = [UserAssociation(a, u) for a, u in Membership.objects.values_list("account__name", "user__username")]
+    try:
+        return FairShareTree.build(accounts, users)
+    except ValueError as exc:
+        log.error("fair-share tree is invalid, ignoring fair-share this tick: %s", exc)
+        return None
+
+
+def load_qos_priorities() -> dict[str, int]:
+    return dict(Qos.objects.values_list("name", "priority"))
 
 
 def load_limits() -> tuple[dict[str, Limits], dict[str, Limits]]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from scheduler import services
@@ -79,6 +81,7 @@ def test_cancel_stops_the_running_process(world, tick, django_capture_on_commit_
 
 def test_running_jobs_gpus_are_not_reused(world, tick):
     first = submit(world.alice, world.lab, command="sleep 5", gpus_per_node=8, nodes=2)
+    tick()
     second = submit(world.alice, world.lab, command="true", gpus_per_node=8, gpu_model="H100-80GB")
     tick()
     second.refresh_from_db()
@@ -131,14 +134,34 @@ def test_requeue_of_a_running_job_cancels_it_and_starts_a_new_attempt(world, tic
     services.cancel_job(job, by="alice")
 
 
-def test_tick_records_pending_reasons_only_when_they_change(world, tick, django_assert_max_num_queries):
+def test_tick_records_pending_reasons_only_when_they_change(world, tick):
     for _ in range(3):
         submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB", command="sleep 5")
     tick()
-    reasons = list(Job.objects.order_by("id").values_list("state", "pending_reason"))
-    assert reasons == [("RUNNING", ""), ("RUNNING", ""), ("PENDING", "Resources")]
-    with django_assert_max_num_queries(12):
+    reasons = sorted(Job.objects.values_list("state", "pending_reason"))
+    assert reasons == [("PENDING", "Resources"), ("RUNNING", ""), ("RUNNING", "")]
+    with CaptureQueriesContext(connection) as queries:
         services.run_tick()
+    assert not [q for q in queries.captured_queries if "pending_reason" in q["sql"] and "UPDATE" in q["sql"]]
+    for job in Job.objects.filter(state=JobState.RUNNING):
+        services.cancel_job(job, by="test")
+
+
+def test_tick_queries_do_not_grow_with_the_queue(world, tick):
+    def queries_of_a_tick() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            services.run_tick()
+        return len(queries)
+
+    submit(world.alice, world.lab, gpus_per_node=8, nodes=2, gpu_model="H100-80GB", command="sleep 5")
+    tick()
+    submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB")
+    services.run_tick()  # writes its reason once
+    few = queries_of_a_tick()
+    for _ in range(30):
+        submit(world.bob, world.lab, gpus_per_node=8, gpu_model="H100-80GB")
+    services.run_tick()  # writes the new jobs' reasons once
+    assert queries_of_a_tick() == few
     for job in Job.objects.filter(state=JobState.RUNNING):
         services.cancel_job(job, by="test")
 
@@ -172,6 +195,7 @@ def test_account_gpu_quota_keeps_a_job_waiting_with_the_limit_as_reason(world, t
 
     Quota.objects.create(account=world.lab, max_gpus=8)
     first = submit(world.alice, world.lab, command="sleep 5", gpus_per_node=8)
+    tick()
     second = submit(world.bob, world.lab, command="true", gpus_per_node=1)
     outsider = submit(world.charlie, world.other, command="true", gpus_per_node=1)
     tick()
