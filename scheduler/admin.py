@@ -8,7 +8,7 @@ from django.http import HttpRequest
 
 from scheduler import services
 from scheduler.backends import BackendError
-from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState
+from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState, Usage
 
 
 @admin.register(Cluster)
@@ -130,3 +130,18 @@ class JobEventAdmin(admin.ModelAdmin):
 @admin.register(TickState)
 class TickStateAdmin(admin.ModelAdmin):
     list_display = ["started_at", "finished_at", "duration_ms", "started_jobs", "pending_jobs"]
+
+
+@admin.register(Usage)
+class UsageAdmin(admin.ModelAdmin):
+    """Fair-share usage is written by the tick only; admins read it here."""
+
+    list_display = ["account", "user", "gpu_seconds", "as_of"]
+    list_filter = ["account"]
+    list_select_related = ["account", "user"]
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
