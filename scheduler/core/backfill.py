@@ -26,6 +26,7 @@ class Release:
 
     at: datetime
     allocations: tuple[Allocation, ...]
+    job_id: int | None = None
 
 
 def plan_reservation(

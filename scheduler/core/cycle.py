@@ -8,14 +8,27 @@ ordering and fair-share plug in by changing the order of the walk.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from scheduler.core.backfill import Release, delayed_by, held_back, plan_reservation
 from scheduler.core.fairshare import fair_tree_factors
 from scheduler.core.limits import LimitBook
 from scheduler.core.placement import IdleCluster, Ledger, request_shape
+from scheduler.core.preemption import candidates, plan_preemption
 from scheduler.core.priority import cluster_gpu_count, order_by_priority, priority_breakdowns
-from scheduler.core.types import Decisions, PendingJob, PendingReason, Policy, Reservation, RunningJob, Snapshot
+from scheduler.core.types import (
+    Allocation,
+    Decisions,
+    Eviction,
+    PendingJob,
+    PendingReason,
+    Policy,
+    Reservation,
+    RunningJob,
+    Snapshot,
+    Start,
+)
 
 
 def latest_end(job: RunningJob, now: datetime) -> datetime:
@@ -61,7 +74,9 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
        others.
     4. A job that fits now, without touching what reservations hold back from it,
        starts and is committed to the ledger before the next job is tried.
-    5. A job that fits the cluster but not the free capacity gets ``Resources``. Without
+    5. With preemption, a job that does not fit may evict running jobs its QOS may
+       preempt (see ``scheduler.core.preemption``) and start on what they free.
+    6. A job that fits the cluster but not the free capacity gets ``Resources``. Without
        backfill and under ``strict_order`` every later job then waits (``Priority``).
        With backfill it gets a reservation (up to ``policy.reservations`` of them) and
        later jobs may still start if they cannot delay it; those that cannot start get
@@ -78,7 +93,8 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     blocked = False
     reservations: list[Reservation] = []
     failed_jobs: list[int] = []  # blocked jobs, in order; the first K get reservations
-    releases = [Release(latest_end(r, now), r.allocations) for r in snapshot.running] if policy.backfill else []
+    releases = [Release(latest_end(r, now), r.allocations, r.id) for r in snapshot.running] if policy.backfill else []
+    evictable = {r.id: r for r in snapshot.running} if policy.preemption else {}
     limits = (
         LimitBook(
             snapshot.nodes, snapshot.running, snapshot.account_limits, snapshot.user_limits, snapshot.account_parents
@@ -104,6 +120,11 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         in_the_way = delayed_by(job, reservations, now)
         key = (request_shape(job), tuple(r.job_id for r in in_the_way))
         start = None if key in failed else ledger.place(job, held_back(in_the_way), policy.placement)
+        if start is None and policy.preemption:
+            start = _preempt_for(job, snapshot, policy, now, ledger, evictable, held_back(in_the_way), decisions)
+            if start is not None:
+                gone = {e.victim_id for e in decisions.evictions}
+                releases = [r for r in releases if r.job_id not in gone]
         if start is not None and limits is not None:
             over = limits.blocker_after_placement(job, start)
             if over is not None:
@@ -116,7 +137,7 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             if reservations:
                 decisions.backfilled.add(job.id)
             if policy.backfill:
-                releases.append(Release(now + timedelta(seconds=job.walltime_seconds), start.allocations))
+                releases.append(Release(now + timedelta(seconds=job.walltime_seconds), start.allocations, job.id))
             continue
         failed.add(key)
         if not policy.backfill:
@@ -134,3 +155,31 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             reservations.append(reservation)
             decisions.reservations.append(reservation)
     return decisions
+
+
+def _preempt_for(
+    job: PendingJob,
+    snapshot: Snapshot,
+    policy: Policy,
+    now: datetime,
+    ledger: Ledger,
+    evictable: dict[int, RunningJob],
+    held: Mapping[str, Allocation],
+    decisions: Decisions,
+) -> Start | None:
+    """Start ``job`` by evicting running jobs, if its QOS allows and a victim set exists.
+
+    The victims' resources go back to the ledger and they leave ``evictable`` (a job
+    is evicted once); the evictions are recorded on ``decisions``.
+    """
+    eligible = candidates(job, evictable.values(), snapshot.qos_preempts, now, policy.preempt_min_runtime_seconds)
+    plan = plan_preemption(job, ledger, eligible, held, snapshot.qos_priorities, now)
+    if plan is None:
+        return None
+    for victim in plan.victims:
+        ledger.release(victim.allocations)
+        del evictable[victim.id]
+        decisions.evictions.append(
+            Eviction(victim.id, job.id, f"preempted by job {job.id} (QOS {job.qos or '-'} over {victim.qos or '-'})")
+        )
+    return plan.start

@@ -146,6 +146,8 @@ class Snapshot:
     fairshare_tree: FairShareTree | None = None
     usage: Mapping[tuple[str, str], float] = field(default_factory=dict)
     qos_priorities: Mapping[str, int] = field(default_factory=dict)
+    #: QOS name -> names of the QOS whose running jobs it may preempt.
+    qos_preempts: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 class PlacementStrategy(enum.Enum):
@@ -178,6 +180,10 @@ class Policy:
     #: Multifactor priority (age, fair-share, size, QOS, nice) orders the queue; ``None``
     #: orders by submit time (FIFO).
     priority: PriorityWeights | None = None
+    #: A blocked job whose QOS may preempt others evicts the fewest, cheapest victims.
+    preemption: bool = False
+    #: A running job is safe from preemption for this long after it starts.
+    preempt_min_runtime_seconds: int = 0
 
 
 class PendingReason(enum.StrEnum):
@@ -212,6 +218,15 @@ class Reservation:
     allocations: tuple[Allocation, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """One running job to stop (preempt) so that job ``by`` can start."""
+
+    victim_id: int
+    by: int
+    reason: str
+
+
 @dataclass(slots=True)
 class Decisions:
     """The output of one cycle: jobs to start, reservations, and why the others wait."""
@@ -223,3 +238,5 @@ class Decisions:
     backfilled: set[int] = field(default_factory=set)
     #: Each pending job's priority and its factors (``sprio``), when a policy has one.
     priorities: dict[int, PriorityBreakdown] = field(default_factory=dict)
+    #: Running jobs to stop so that a started job can run.
+    evictions: list[Eviction] = field(default_factory=list)
