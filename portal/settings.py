@@ -111,6 +111,11 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
     "DEFAULT_SCHEMA_CLASS": "portal.schema.AutoSchema",
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
@@ -162,6 +167,12 @@ PRIORITY_MAX_AGE_DAYS = env_float("PRIORITY_MAX_AGE_DAYS", 7, minimum=0.001)
 PRIORITY_FAVOR_SMALL = env_bool("PRIORITY_FAVOR_SMALL", True)
 #: Fair-share usage half-life in days (Slurm's PriorityDecayHalfLife).
 SCHEDULER_USAGE_HALF_LIFE_DAYS = env_float("SCHEDULER_USAGE_HALF_LIFE_DAYS", 7, minimum=0.001)
+#: A blocked job whose QOS may preempt others (QOS.may_preempt) evicts running jobs.
+SCHEDULER_PREEMPTION = env_bool("SCHEDULER_PREEMPTION", True)
+#: What happens to a preempted job: requeue (a new attempt) or cancel (ends PREEMPTED).
+SCHEDULER_PREEMPT_MODE = env_choice("SCHEDULER_PREEMPT_MODE", "requeue", ["requeue", "cancel"])
+#: A job cannot be preempted during its first N seconds.
+SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS = env_int("SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS", 300, minimum=0)
 #: Where the local backend keeps job directories and logs.
 QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
 

@@ -56,3 +56,4 @@ class EventKind(models.TextChoices):
     HELD = "held", "Held"
     RELEASED = "released", "Released"
     REQUEUED = "requeued", "Requeued"
+    PREEMPTED = "preempted", "Preempted"

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -39,9 +40,15 @@ from scheduler.backends.base import (
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, EventKind, JobState, NodeState
 from scheduler.core import Policy, Start, schedule
 from scheduler.core.priority import PriorityWeights
-from scheduler.core.types import PlacementStrategy
+from scheduler.core.types import Eviction, PlacementStrategy
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState
-from scheduler.snapshot import allocations_to_json, load_fairshare_tree, load_qos_priorities, load_snapshot
+from scheduler.snapshot import (
+    allocations_to_json,
+    load_fairshare_tree,
+    load_qos_preemption,
+    load_qos_priorities,
+    load_snapshot,
+)
 from scheduler.usage import update_usage, usage_policy
 
 log = logging.getLogger(__name__)
@@ -68,6 +75,7 @@ def transition(
     *,
     event: str = EventKind.STATE,
     message: str = "",
+    data: dict[str, Any] | None = None,
     **fields: Any,
 ) -> bool:
     """Move one job from any of ``from_states`` to ``to_state`` if it is still there.
@@ -79,7 +87,7 @@ def transition(
     with transaction.atomic():
         changed = Job.objects.filter(pk=job_id, state__in=sources).update(state=to_state, **fields)
         if changed:
-            record_event(job_id, event, message or f"-> {to_state}", {"to": to_state})
+            record_event(job_id, event, message or f"-> {to_state}", {"to": to_state, **(data or {})})
     return changed == 1
 
 
@@ -219,6 +227,20 @@ def release_job(job: Job, *, by: str) -> None:
     )
 
 
+#: What a job forgets when it goes back to the queue as a new attempt.
+_FRESH_ATTEMPT: dict[str, Any] = {
+    "allocations": [],
+    "cluster": None,
+    "external_id": "",
+    "exit_code": None,
+    "dispatched_at": None,
+    "started_at": None,
+    "ended_at": None,
+    "pending_reason": "",
+    "state_reason": "",
+}
+
+
 def requeue_job(job: Job, *, by: str) -> None:
     """Put an active or ended job back in the queue as a new attempt (``scontrol requeue``).
 
@@ -234,16 +256,7 @@ def requeue_job(job: Job, *, by: str) -> None:
             verb="requeued",
             event=EventKind.REQUEUED,
             by=by,
-            attempt=job.attempt + 1,
-            allocations=[],
-            cluster=None,
-            external_id="",
-            exit_code=None,
-            dispatched_at=None,
-            started_at=None,
-            ended_at=None,
-            pending_reason="",
-            state_reason="",
+            **{**_FRESH_ATTEMPT, "attempt": job.attempt + 1},
         )
         if job.state in ACTIVE_STATES and job.external_id:
             cluster_id, external_id = job.cluster_id, job.external_id
@@ -307,6 +320,8 @@ def current_policy() -> Policy:
         backfill=settings.SCHEDULER_BACKFILL,
         reservations=settings.SCHEDULER_RESERVATIONS,
         placement=PlacementStrategy(settings.SCHEDULER_PLACEMENT),
+        preemption=settings.SCHEDULER_PREEMPTION,
+        preempt_min_runtime_seconds=settings.SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS,
         priority=PriorityWeights(
             age=settings.PRIORITY_WEIGHT_AGE,
             fairshare=settings.PRIORITY_WEIGHT_FAIRSHARE,
@@ -344,7 +359,10 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
             snapshot = replace(
                 snapshot, usage=usage, fairshare_tree=load_fairshare_tree(), qos_priorities=load_qos_priorities()
             )
+        if policy.preemption:
+            snapshot = replace(snapshot, qos_preempts=load_qos_preemption(), qos_priorities=load_qos_priorities())
         decisions = schedule(snapshot, policy, now)
+        _evict(decisions.evictions, now)
         started = _claim(decisions.starts, now)
         by_reason: dict[str, list[int]] = defaultdict(list)
         for job_id, reason in decisions.pending_reasons.items():
@@ -362,6 +380,47 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
         for job_id in started:
             _after_commit("scheduler.dispatch_job", dispatch_job, job_id)
     return TickResult(ran=True, started=started, pending=len(loaded.snapshot.pending), duration_ms=duration)
+
+
+def _evict(evictions: list[Eviction], now: datetime) -> None:
+    """Stop preempted jobs: requeue them (default) or end them as PREEMPTED.
+
+    Each victim records who preempted it and why; its backend job is cancelled after
+    commit (the backend's own grace period applies), before the preemptor is dispatched.
+    """
+    if not evictions:
+        return
+    victims = {j.id: j for j in Job.objects.filter(pk__in=[e.victim_id for e in evictions])}
+    requeue = settings.SCHEDULER_PREEMPT_MODE == "requeue"
+    for eviction in evictions:
+        victim = victims.get(eviction.victim_id)
+        if victim is None:
+            continue
+        data = {"by": eviction.by}
+        if requeue:
+            fields: dict[str, Any] = {**_FRESH_ATTEMPT, "attempt": victim.attempt + 1}
+            moved = transition(
+                victim.id,
+                ACTIVE_STATES,
+                JobState.PENDING,
+                event=EventKind.PREEMPTED,
+                message=f"{eviction.reason}; requeued",
+                data=data,
+                **fields,
+            )
+        else:
+            moved = transition(
+                victim.id,
+                ACTIVE_STATES,
+                JobState.PREEMPTED,
+                event=EventKind.PREEMPTED,
+                message=eviction.reason,
+                data=data,
+                ended_at=now,
+                state_reason=eviction.reason,
+            )
+        if moved and victim.external_id:
+            transaction.on_commit(partial(_cancel_quietly, victim.cluster_id, victim.external_id), robust=True)
 
 
 def _claim(starts: list[Start], now: datetime) -> list[int]:

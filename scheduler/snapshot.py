@@ -199,6 +199,14 @@ def load_fairshare_tree() -> FairShareTree | None:
         return None
 
 
+def load_qos_preemption() -> dict[str, frozenset[str]]:
+    """QOS name -> the QOS whose jobs it may preempt."""
+    preempts: dict[str, set[str]] = defaultdict(set)
+    for qos, victim in Qos.may_preempt.through.objects.values_list("from_qos__name", "to_qos__name"):
+        preempts[qos].add(victim)
+    return {qos: frozenset(victims) for qos, victims in preempts.items()}
+
+
 def load_qos_priorities() -> dict[str, int]:
     return dict(Qos.objects.values_list("name", "priority"))
 

@@ -94,35 +94,33 @@ def submit_over_api(world) -> int:  # type: ignore[no-untyped-def]
     return int(response.json()["id"])
 
 
-def watch_states(job_id: int) -> list[str]:
-    """Record each distinct state the job passes through until it ends."""
-    seen: list[str] = []
-
-    def ended() -> bool:
-        state = Job.objects.get(pk=job_id).state
-        if not seen or seen[-1] != state:
-            seen.append(state)
-        return state in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}
-
-    wait_for(ended, timeout=60, interval=0.05, what=f"job {job_id} to end")
-    return seen
+def wait_until_ended(job_id: int) -> None:
+    ended = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}
+    wait_for(lambda: Job.objects.get(pk=job_id).state in ended, timeout=90, interval=0.1, what=f"job {job_id} to end")
 
 
-def assert_ran_to_completion(job_id: int, states: list[str]) -> None:
+def assert_ran_to_completion(job_id: int) -> None:
+    """The audit trail, not sampled states, shows every step (a fast job can pass
+    through RUNNING between two samples on a loaded machine)."""
     job = Job.objects.get(pk=job_id)
-    assert states[0] == "PENDING" and "RUNNING" in states and states[-1] == "FAILED", states
+    trail = [(e.kind, e.data.get("to")) for e in job.events.all()]
+    assert trail == [
+        ("submitted", None),
+        ("scheduled", None),
+        ("dispatched", "RUNNING"),
+        ("state", "FAILED"),
+    ], trail
     assert job.exit_code == 7
     from scheduler import services
 
     assert "hello from 0,1" in services.read_job_log(job)
-    kinds = list(job.events.values_list("kind", flat=True))
-    assert kinds[:3] == ["submitted", "scheduled", "dispatched"]
 
 
 def test_run_scheduler_loop_runs_a_submitted_job(world, spawn):
     spawn([sys.executable, "manage.py", "run_scheduler", "--interval", "0.2"], child_env(SCHEDULER_DISPATCH="inline"))
     job_id = submit_over_api(world)
-    assert_ran_to_completion(job_id, watch_states(job_id))
+    wait_until_ended(job_id)
+    assert_ran_to_completion(job_id)
 
 
 @pytest.mark.redis
@@ -149,4 +147,5 @@ def test_celery_worker_and_beat_run_a_submitted_job(world, spawn, tmp_path):
         env,
     )
     job_id = submit_over_api(world)
-    assert_ran_to_completion(job_id, watch_states(job_id))
+    wait_until_ended(job_id)
+    assert_ran_to_completion(job_id)
