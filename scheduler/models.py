@@ -96,6 +96,10 @@ class Job(models.Model):
     cpus_per_node = models.PositiveIntegerField(default=1)
     memory_mib_per_node = models.PositiveIntegerField(default=0)
     walltime_seconds = models.PositiveIntegerField()
+    nice = models.IntegerField(default=0, help_text="Lowers the job's priority by this much (sbatch --nice).")
+    dependencies = models.JSONField(
+        default=list, blank=True, help_text='[{"type": "afterok"|"afternotok"|"afterany", "job": <id>}]'
+    )
 
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
     pending_reason = models.CharField(max_length=64, blank=True)

@@ -150,6 +150,8 @@ def load_snapshot() -> LoadedSnapshot:
         "account__name",
         "owner__username",
         "qos__name",
+        "nice",
+        "dependencies",
     ):
         cc = row["min_compute_capability"]
         pending.append(
@@ -167,9 +169,13 @@ def load_snapshot() -> LoadedSnapshot:
                 account=row["account__name"],
                 user=row["owner__username"],
                 qos=row["qos__name"] or "",
+                nice=row["nice"],
+                dependencies=tuple((str(d["type"]), int(d["job"])) for d in row["dependencies"] or []),
             )
         )
         reasons[row["id"]] = row["pending_reason"]
+    depends_on = {job_id for job in pending for _, job_id in job.dependencies}
+    dependency_states = dict(Job.objects.filter(pk__in=depends_on).values_list("id", "state")) if depends_on else {}
     account_limits, user_limits = load_limits()
     parents = dict(Account.objects.values_list("name", "parent__name"))
     snapshot = Snapshot(
@@ -179,6 +185,7 @@ def load_snapshot() -> LoadedSnapshot:
         account_limits=account_limits,
         user_limits=user_limits,
         account_parents=parents,
+        dependency_states=dependency_states,
     )
     return LoadedSnapshot(snapshot, reasons)
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from scheduler.core.backfill import Release, delayed_by, held_back, plan_reservation
+from scheduler.core.dependencies import Readiness, readiness
 from scheduler.core.fairshare import fair_tree_factors
 from scheduler.core.limits import LimitBook
 from scheduler.core.placement import IdleCluster, Ledger, request_shape
@@ -69,9 +70,10 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     Steps:
     1. Build the free-capacity ledger (node capacity minus running allocations).
     2. Walk pending jobs in queue order (see :func:`queue_order`).
-    3. A job no schedulable node could ever hold gets ``ReqNodeNotAvail``, and a job
-       that would break a quota limit gets that limit as its reason; neither blocks
-       others.
+    3. A job whose dependencies are not met gets ``Dependency`` (or
+       ``DependencyNeverSatisfied``), a job no schedulable node could ever hold gets
+       ``ReqNodeNotAvail``, and a job that would break a quota limit gets that limit as
+       its reason; none of them blocks others.
     4. A job that fits now, without touching what reservations hold back from it,
        starts and is committed to the ledger before the next job is tried.
     5. With preemption, a job that does not fit may evict running jobs its QOS may
@@ -104,6 +106,13 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     )
 
     for job in queue_order(snapshot, policy, now, decisions):
+        if job.dependencies:
+            ready = readiness(job.dependencies, snapshot.dependency_states)
+            if ready is not Readiness.READY:
+                decisions.pending_reasons[job.id] = (
+                    PendingReason.DEPENDENCY if ready is Readiness.WAITING else PendingReason.DEPENDENCY_NEVER
+                )
+                continue
         if not idle.fits(job):
             decisions.pending_reasons[job.id] = PendingReason.NODES_UNAVAILABLE
             continue

@@ -111,6 +111,8 @@ class PendingJob:
     user: str = ""
     qos: str = ""
     nice: int = 0
+    #: ``(kind, job_id)`` pairs: afterok, afternotok or afterany (see ``dependencies``).
+    dependencies: tuple[tuple[str, int], ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -148,6 +150,8 @@ class Snapshot:
     qos_priorities: Mapping[str, int] = field(default_factory=dict)
     #: QOS name -> names of the QOS whose running jobs it may preempt.
     qos_preempts: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: States of the jobs pending jobs depend on.
+    dependency_states: Mapping[int, str] = field(default_factory=dict)
 
 
 class PlacementStrategy(enum.Enum):
@@ -197,6 +201,8 @@ class PendingReason(enum.StrEnum):
     ACCOUNT_JOB_LIMIT = "AccountJobLimit"  # ... at its running-jobs quota
     USER_GPU_LIMIT = "UserGpuLimit"  # the owner is at their GPU quota
     USER_JOB_LIMIT = "UserJobLimit"  # ... at their running-jobs quota
+    DEPENDENCY = "Dependency"  # waits for jobs it depends on to end
+    DEPENDENCY_NEVER = "DependencyNeverSatisfied"  # a dependency can no longer be met
 
 
 @dataclass(frozen=True, slots=True)

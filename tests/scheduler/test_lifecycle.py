@@ -204,3 +204,15 @@ def test_account_gpu_quota_keeps_a_job_waiting_with_the_limit_as_reason(world, t
     assert (first.state, second.state, outsider.state) == (JobState.RUNNING, JobState.PENDING, JobState.RUNNING)
     assert second.pending_reason == "AccountGpuLimit"
     services.cancel_job(first, by="test")
+
+
+def test_afterok_dependency_waits_then_starts_when_the_first_job_completes(world, tick):
+    first = submit(world.alice, world.lab, command="true")
+    then = submit(world.alice, world.lab, command="true", dependencies=[{"type": "afterok", "job": first.id}])
+    tick()
+    then.refresh_from_db()
+    assert (then.state, then.pending_reason) == (JobState.PENDING, "Dependency")
+    wait_for(lambda: finished(first), what="first job end")
+    tick()
+    then.refresh_from_db()
+    assert then.state == JobState.RUNNING
