@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from portal.models import Account, Membership, Qos, Quota
 from scheduler.choices import ACTIVE_STATES, JobState, NodeState
@@ -109,6 +110,26 @@ def allocations_to_json(allocations: tuple[Allocation, ...]) -> list[dict[str, o
     ]
 
 
+#: What a pending job's core view is built from.
+_PENDING_FIELDS = (
+    "id",
+    "submitted_at",
+    "nodes",
+    "gpus_per_node",
+    "cpus_per_node",
+    "memory_mib_per_node",
+    "gpu_model",
+    "min_gpu_memory_mib",
+    "min_compute_capability",
+    "walltime_seconds",
+    "account__name",
+    "owner__username",
+    "qos__name",
+    "nice",
+    "dependencies",
+)
+
+
 def load_snapshot() -> LoadedSnapshot:
     """Read nodes, active and pending jobs in bulk and convert them to core types."""
     nodes = load_nodes()
@@ -135,44 +156,8 @@ def load_snapshot() -> LoadedSnapshot:
     )
     pending: list[PendingJob] = []
     reasons: dict[int, str] = {}
-    for row in Job.objects.filter(state=JobState.PENDING).values(
-        "id",
-        "submitted_at",
-        "nodes",
-        "gpus_per_node",
-        "cpus_per_node",
-        "memory_mib_per_node",
-        "gpu_model",
-        "min_gpu_memory_mib",
-        "min_compute_capability",
-        "walltime_seconds",
-        "pending_reason",
-        "account__name",
-        "owner__username",
-        "qos__name",
-        "nice",
-        "dependencies",
-    ):
-        cc = row["min_compute_capability"]
-        pending.append(
-            PendingJob(
-                id=row["id"],
-                submitted_at=row["submitted_at"],
-                nodes=row["nodes"],
-                gpus_per_node=row["gpus_per_node"],
-                cpus_per_node=row["cpus_per_node"],
-                memory_mib_per_node=row["memory_mib_per_node"],
-                gpu_model=row["gpu_model"],
-                min_gpu_memory_mib=row["min_gpu_memory_mib"],
-                min_compute_capability=_cc(cc) if cc else None,
-                walltime_seconds=row["walltime_seconds"],
-                account=row["account__name"],
-                user=row["owner__username"],
-                qos=row["qos__name"] or "",
-                nice=row["nice"],
-                dependencies=tuple((str(d["type"]), int(d["job"])) for d in row["dependencies"] or []),
-            )
-        )
+    for row in Job.objects.filter(state=JobState.PENDING).values(*_PENDING_FIELDS, "pending_reason"):
+        pending.append(_pending_from_values(row))
         reasons[row["id"]] = row["pending_reason"]
     depends_on = {job_id for job in pending for _, job_id in job.dependencies}
     dependency_states = dict(Job.objects.filter(pk__in=depends_on).values_list("id", "state")) if depends_on else {}
@@ -188,6 +173,39 @@ def load_snapshot() -> LoadedSnapshot:
         dependency_states=dependency_states,
     )
     return LoadedSnapshot(snapshot, reasons)
+
+
+def _pending_from_values(row: dict[str, Any]) -> PendingJob:
+    cc = row["min_compute_capability"]
+    return PendingJob(
+        id=row["id"],
+        submitted_at=row["submitted_at"],
+        nodes=row["nodes"],
+        gpus_per_node=row["gpus_per_node"],
+        cpus_per_node=row["cpus_per_node"],
+        memory_mib_per_node=row["memory_mib_per_node"],
+        gpu_model=row["gpu_model"],
+        min_gpu_memory_mib=row["min_gpu_memory_mib"],
+        min_compute_capability=_cc(cc) if cc else None,
+        walltime_seconds=row["walltime_seconds"],
+        account=row["account__name"],
+        user=row["owner__username"],
+        qos=row["qos__name"] or "",
+        nice=row["nice"],
+        dependencies=tuple((str(d["type"]), int(d["job"])) for d in row["dependencies"] or []),
+    )
+
+
+def pending_job(job: Job) -> PendingJob:
+    """One job as the core sees a pending job (for reports on a single job)."""
+    return _pending_from_values(
+        {
+            **{f: getattr(job, f) for f in _PENDING_FIELDS if "__" not in f},
+            "account__name": job.account.name,
+            "owner__username": job.owner.get_username(),
+            "qos__name": job.qos.name if job.qos else "",
+        }
+    )
 
 
 def load_fairshare_tree() -> FairShareTree | None:
