@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal.views import home
 
+handler400 = "portal.api.errors.bad_request_handler"
 handler404 = "portal.api.errors.not_found"
 
 urlpatterns = [

@@ -5,13 +5,15 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
+from portal.api.fields import SlugRelatedField
+from portal.api.validators import no_nul_characters
 from portal.models import Account, ApiToken, Membership, Qos, Quota
 
 MAX_INT = 2**31 - 1
 
 
 class AccountSerializer(serializers.ModelSerializer):
-    parent = serializers.SlugRelatedField(  # type: ignore[assignment]  # a field named like Field.parent
+    parent = SlugRelatedField(  # type: ignore[assignment]  # a field named like Field.parent
         slug_field="name", queryset=Account.objects.all(), allow_null=True, required=False
     )
     shares = serializers.IntegerField(min_value=0, max_value=MAX_INT, default=1)
@@ -32,8 +34,8 @@ class AccountSerializer(serializers.ModelSerializer):
 
 
 class MembershipSerializer(serializers.ModelSerializer):
-    user = serializers.SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all())
-    account = serializers.SlugRelatedField(slug_field="name", queryset=Account.objects.all())
+    user = SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all())
+    account = SlugRelatedField(slug_field="name", queryset=Account.objects.all())
 
     class Meta:
         model = Membership
@@ -41,7 +43,7 @@ class MembershipSerializer(serializers.ModelSerializer):
 
 
 class QosSerializer(serializers.ModelSerializer):
-    may_preempt = serializers.SlugRelatedField(slug_field="name", queryset=Qos.objects.all(), many=True, required=False)
+    may_preempt = SlugRelatedField(slug_field="name", queryset=Qos.objects.all(), many=True, required=False)
     priority = serializers.IntegerField(min_value=-1_000_000, max_value=1_000_000, default=0)
     max_walltime_seconds = serializers.IntegerField(min_value=1, max_value=MAX_INT, allow_null=True, required=False)
     usage_factor = serializers.FloatField(min_value=0, max_value=1000, default=1.0)
@@ -67,10 +69,8 @@ def _limit() -> serializers.IntegerField:
 class QuotaSerializer(serializers.ModelSerializer):
     """Limits for one account or one user; empty means unlimited."""
 
-    account = serializers.SlugRelatedField(
-        slug_field="name", queryset=Account.objects.all(), allow_null=True, required=False
-    )
-    user = serializers.SlugRelatedField(
+    account = SlugRelatedField(slug_field="name", queryset=Account.objects.all(), allow_null=True, required=False)
+    user = SlugRelatedField(
         slug_field="username", queryset=get_user_model().objects.all(), allow_null=True, required=False
     )
     max_gpus = _limit()
@@ -78,7 +78,9 @@ class QuotaSerializer(serializers.ModelSerializer):
     max_pending_jobs = _limit()
     max_walltime_seconds = _limit()
     max_gpus_per_model = serializers.DictField(
-        child=serializers.IntegerField(min_value=0, max_value=MAX_INT), required=False
+        child=serializers.IntegerField(min_value=0, max_value=MAX_INT),
+        required=False,
+        validators=[no_nul_characters],
     )
 
     class Meta:

@@ -1,9 +1,35 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import django_filters
+from django.core.exceptions import ValidationError
+from django_filters.fields import IsoDateTimeField
 
 from scheduler.choices import JobState, NodeState
 from scheduler.models import Gpu, Job, Node
+
+
+class UtcIsoDateTimeField(IsoDateTimeField):
+    """An ISO 8601 instant, converted to UTC before it reaches the database.
+
+    PostgreSQL refuses UTC offsets beyond +-15:59 that ISO 8601 allows, and an instant near
+    year 1 or 9999 may not exist in UTC at all: both are a 400, not a database error.
+    """
+
+    def to_python(self, value: Any) -> datetime | None:
+        result = super().to_python(value)
+        if result is None:
+            return None
+        try:
+            return result.astimezone(UTC)
+        except OverflowError:
+            raise ValidationError(self.error_messages["invalid"], code="invalid") from None
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
 
 
 class JobFilter(django_filters.FilterSet):
@@ -12,8 +38,8 @@ class JobFilter(django_filters.FilterSet):
     owner = django_filters.CharFilter(field_name="owner__username")
     cluster = django_filters.CharFilter(field_name="cluster__name")
     name = django_filters.CharFilter(lookup_expr="icontains")
-    submitted_after = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
-    submitted_before = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+    submitted_after = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_before = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
 
     class Meta:
         model = Job

@@ -10,6 +10,8 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from portal.access import may_submit_to
+from portal.api.fields import SlugRelatedField
+from portal.api.validators import no_nul_characters
 from portal.models import Account, Qos
 from scheduler import services
 from scheduler.backends import BackendError, available_kinds, load_backend
@@ -82,13 +84,13 @@ class JobSubmitSerializer(serializers.Serializer):
     """A job request. Every problem is reported against the field that causes it."""
 
     name = serializers.CharField(max_length=128)
-    account = serializers.SlugRelatedField(
+    account = SlugRelatedField(
         slug_field="name",
         queryset=Account.objects.all(),
         required=False,
         help_text="Account to charge; may be omitted when you belong to exactly one.",
     )
-    qos = serializers.SlugRelatedField(slug_field="name", queryset=Qos.objects.all(), required=False, allow_null=True)
+    qos = SlugRelatedField(slug_field="name", queryset=Qos.objects.all(), required=False, allow_null=True)
     command = serializers.CharField(required=False, allow_blank=True, max_length=100_000, default="")
     script = serializers.CharField(required=False, allow_blank=True, max_length=1_000_000, default="")
     image = serializers.CharField(required=False, allow_blank=True, max_length=256, default="")
@@ -233,6 +235,7 @@ class ClusterSerializer(serializers.ModelSerializer):
     def validate_config(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise serializers.ValidationError("Must be a JSON object.")
+        no_nul_characters(value)
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

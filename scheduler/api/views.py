@@ -101,7 +101,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def log(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         raw = request.query_params.get("max_bytes", "65536")
-        if not raw.isdigit() or not 1 <= int(raw) <= 1_048_576:
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 1_048_576:  # "²".isdigit() too
             raise ValidationError({"max_bytes": "Must be an integer between 1 and 1048576."})
         return Response({"job": job.id, "log": services.read_job_log(job, int(raw))})
 

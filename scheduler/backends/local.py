@@ -160,7 +160,7 @@ class _ConfigReader:
             path = Path(raw_path)
             try:
                 text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
+            except (OSError, ValueError) as exc:  # ValueError: undecodable, or a NUL in the path
                 raise self.bad(f"cannot read nodes_file {str(path)!r}: {exc}") from exc
             try:
                 data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
