@@ -10,6 +10,7 @@ from portal.api.views import (
     QuotaViewSet,
 )
 from scheduler.api.urls import router as scheduler_router
+from scheduler.api.views import FairShareView
 
 router = DefaultRouter()
 router.register("accounts", AccountViewSet, basename="account")
@@ -19,4 +20,8 @@ router.register("quotas", QuotaViewSet, basename="quota")
 router.register("tokens", ApiTokenViewSet, basename="token")
 # One router for the whole API so /api/v1/ lists every collection.
 router.registry.extend(scheduler_router.registry)
-urlpatterns = [path("me/", MeView.as_view(), name="me"), *router.urls]
+urlpatterns = [
+    path("me/", MeView.as_view(), name="me"),
+    path("fairshare/", FairShareView.as_view(), name="fairshare"),
+    *router.urls,
+]

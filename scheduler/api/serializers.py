@@ -3,18 +3,20 @@ hands validated data to ``scheduler.services``."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
-from portal.access import may_submit_to
+from portal.access import may_submit_to, visible_jobs
 from portal.api.fields import SlugRelatedField
 from portal.api.validators import no_nul_characters
 from portal.models import Account, Qos
 from scheduler import services
 from scheduler.backends import BackendError, available_kinds, load_backend
+from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.types import PendingJob, parse_compute_capability
 from scheduler.inventory import load_inventory
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
@@ -31,6 +33,13 @@ class AllocationSerializer(serializers.Serializer):
     memory_mib = serializers.IntegerField()
 
 
+class DependencySerializer(serializers.Serializer):
+    """One dependency, as ``sbatch --dependency=<type>:<job>``."""
+
+    type = serializers.ChoiceField(choices=list(DEPENDENCY_KINDS))
+    job = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
+
+
 class JobSerializer(serializers.ModelSerializer):
     """A job as users see it."""
 
@@ -41,6 +50,7 @@ class JobSerializer(serializers.ModelSerializer):
     allocations = AllocationSerializer(many=True, read_only=True)
     total_gpus = serializers.IntegerField(read_only=True)
     env = serializers.DictField(child=serializers.CharField(allow_blank=True), read_only=True)
+    dependencies = DependencySerializer(many=True, read_only=True)
 
     class Meta:
         model = Job
@@ -67,6 +77,8 @@ class JobSerializer(serializers.ModelSerializer):
             "cpus_per_node",
             "memory_mib_per_node",
             "walltime_seconds",
+            "nice",
+            "dependencies",
             "cluster",
             "allocations",
             "attempt",
@@ -105,6 +117,31 @@ class JobSubmitSerializer(serializers.Serializer):
     cpus_per_node = serializers.IntegerField(min_value=1, max_value=100_000, default=1)
     memory_mib_per_node = serializers.IntegerField(min_value=0, max_value=MAX_INT, default=0)
     walltime_seconds = serializers.IntegerField(min_value=1, max_value=MAX_WALLTIME)
+    nice = serializers.IntegerField(
+        min_value=-100_000,
+        max_value=100_000,
+        default=0,
+        help_text="Lowers the job's priority by this much; only staff may give a negative nice.",
+    )
+    dependencies = DependencySerializer(many=True, required=False, default=list)
+
+    def validate_nice(self, value: int) -> int:
+        if value < 0 and not self.context["request"].user.is_staff:
+            raise serializers.ValidationError("Only staff may raise a job's priority with a negative nice.")
+        return value
+
+    def validate_dependencies(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """At most 100, and every job depended on must exist and be visible to the submitter."""
+        if len(value) > 100:
+            raise serializers.ValidationError("At most 100 dependencies.")
+        ids = {d["job"] for d in value}
+        visible = set(
+            visible_jobs(self.context["request"].user, Job.objects.filter(pk__in=ids)).values_list("id", flat=True)
+        )
+        missing = sorted(ids - visible)
+        if missing:
+            raise serializers.ValidationError(f"No job you can see has id {', '.join(map(str, missing))}.")
+        return [{"type": d["type"], "job": d["job"]} for d in value]
 
     def validate_env(self, value: dict[str, str]) -> dict[str, str]:
         if len(value) > 200:
@@ -253,3 +290,35 @@ class ClusterSerializer(serializers.ModelSerializer):
         except BackendError as exc:
             raise serializers.ValidationError({"config": exc.message}) from None
         return attrs
+
+
+class PriorityBreakdownSerializer(serializers.Serializer):
+    """A pending job's priority and its weighted factors, as ``sprio`` shows them."""
+
+    job_id = serializers.IntegerField()
+    total = serializers.FloatField()
+    age = serializers.FloatField()
+    fairshare = serializers.FloatField()
+    jobsize = serializers.FloatField()
+    qos = serializers.FloatField()
+    nice = serializers.IntegerField()
+
+
+class ShareRowSerializer(serializers.Serializer):
+    """One row of the fair-share tree, as ``sshare -l`` shows it (user '' for accounts)."""
+
+    account = serializers.CharField()
+    user = serializers.CharField(allow_blank=True)
+    depth = serializers.IntegerField()
+    raw_shares = serializers.IntegerField()
+    norm_shares_level = serializers.FloatField()
+    norm_shares = serializers.FloatField()
+    raw_usage = serializers.FloatField()
+    effective_usage = serializers.FloatField()
+    norm_usage = serializers.FloatField()
+    level_fs = serializers.SerializerMethodField(help_text="S / U; null when the association has no usage (infinite).")
+    fairshare = serializers.FloatField(allow_null=True)
+    rank = serializers.IntegerField(allow_null=True)
+
+    def get_level_fs(self, row: Any) -> float | None:
+        return None if math.isinf(row.level_fs) else float(row.level_fs)

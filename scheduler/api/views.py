@@ -16,10 +16,13 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from portal.access import visible_jobs
+from portal.access import member_account_ids, visible_jobs
+from portal.api.errors import Conflict
+from portal.models import Account
 from portal.schema import ErrorSerializer
-from scheduler import services
+from scheduler import reports, services
 from scheduler.api.filters import GpuFilter, JobFilter, NodeFilter
 from scheduler.api.serializers import (
     ClusterSerializer,
@@ -30,8 +33,11 @@ from scheduler.api.serializers import (
     JobSerializer,
     JobSubmitSerializer,
     NodeSerializer,
+    PriorityBreakdownSerializer,
+    ShareRowSerializer,
 )
 from scheduler.backends import BackendError
+from scheduler.choices import JobState
 from scheduler.models import Cluster, Gpu, Job, Node
 
 
@@ -104,6 +110,31 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 1_048_576:  # "²".isdigit() too
             raise ValidationError({"max_bytes": "Must be an integer between 1 and 1048576."})
         return Response({"job": job.id, "log": services.read_job_log(job, int(raw))})
+
+    @extend_schema(responses={200: PriorityBreakdownSerializer, 409: None}, filters=False)
+    @action(detail=True, methods=["get"], filter_backends=[])
+    def priority(self, request: Request, pk: str | None = None) -> Response:
+        """Why a pending job has the priority it has (``sprio``): each weighted factor."""
+        job = self.get_object()
+        if job.state != JobState.PENDING:
+            raise Conflict(f"Job {job.id} is {job.state}; only pending jobs have a priority.")
+        breakdown = reports.priority_of(job)
+        if breakdown is None:
+            raise Conflict("The queue is ordered by submit time (SCHEDULER_PRIORITY=fifo); there are no factors.")
+        return Response(PriorityBreakdownSerializer(breakdown).data)
+
+
+class FairShareView(APIView):
+    """The fair-share tree (``sshare -l``). Staff see every row; others the rows of the
+    accounts they belong to."""
+
+    @extend_schema(responses={200: ShareRowSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        rows = reports.fairshare_report()
+        if not request.user.is_staff:
+            mine = set(Account.objects.filter(pk__in=member_account_ids(request.user)).values_list("name", flat=True))
+            rows = [row for row in rows if row.account in mine]
+        return Response(ShareRowSerializer(rows, many=True).data)
 
 
 class NodeViewSet(viewsets.ReadOnlyModelViewSet):

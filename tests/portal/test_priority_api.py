@@ -1,0 +1,67 @@
+"""Job priority (sprio), the fair-share tree (sshare), nice and dependencies over the API."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from scheduler.models import Usage
+from tests.builders import submit
+
+pytestmark = pytest.mark.django_db
+
+GOOD = {"name": "train", "account": "lab", "command": "true", "gpus_per_node": 1, "walltime_seconds": 600}
+
+
+def test_priority_of_a_pending_job_has_every_factor(world, client_for):
+    job = submit(world.alice, world.lab)
+    body = client_for(world.alice).get(f"/api/v1/jobs/{job.id}/priority/").json()
+    assert set(body) == {"job_id", "total", "age", "fairshare", "jobsize", "qos", "nice"}
+    assert body["total"] == pytest.approx(
+        body["age"] + body["fairshare"] + body["jobsize"] + body["qos"] - body["nice"]
+    )
+
+
+def test_priority_is_private_like_the_job(world, client_for):
+    job = submit(world.alice, world.lab)
+    assert client_for(world.charlie).get(f"/api/v1/jobs/{job.id}/priority/").status_code == 404
+
+
+def test_priority_of_an_ended_job_is_409(world, client_for):
+    job = submit(world.alice, world.lab)
+    client = client_for(world.alice)
+    client.post(f"/api/v1/jobs/{job.id}/cancel/")
+    assert client.get(f"/api/v1/jobs/{job.id}/priority/").status_code == 409
+
+
+def test_fairshare_tree_members_see_their_accounts_staff_all(world, client_for):
+    Usage.objects.create(account=world.lab, user=world.alice, gpu_seconds=5000.0, as_of=timezone.now())
+    mine = client_for(world.alice).get("/api/v1/fairshare/").json()
+    assert {row["account"] for row in mine} == {"lab"}
+    assert {row["account"] for row in client_for(world.admin).get("/api/v1/fairshare/").json()} == {"lab", "other"}
+    alice = next(row for row in mine if row["user"] == "alice")
+    assert alice["raw_usage"] == pytest.approx(5000.0, rel=1e-3)
+    assert 0 <= alice["fairshare"] <= 1
+
+
+def test_nice_is_stored_and_negative_nice_is_for_staff(world, client_for):
+    created = client_for(world.alice).post("/api/v1/jobs/", {**GOOD, "nice": 100}, format="json")
+    assert created.status_code == 201 and created.json()["nice"] == 100
+    refused = client_for(world.alice).post("/api/v1/jobs/", {**GOOD, "nice": -100}, format="json")
+    assert refused.status_code == 400 and "nice" in refused.json()
+
+
+def test_dependencies_must_name_jobs_you_can_see(world, client_for):
+    mine = submit(world.alice, world.lab)
+    theirs = submit(world.charlie, world.other)
+    client = client_for(world.alice)
+    ok = client.post("/api/v1/jobs/", {**GOOD, "dependencies": [{"type": "afterok", "job": mine.id}]}, format="json")
+    assert ok.status_code == 201 and ok.json()["dependencies"] == [{"type": "afterok", "job": mine.id}]
+    hidden = client.post(
+        "/api/v1/jobs/", {**GOOD, "dependencies": [{"type": "afterok", "job": theirs.id}]}, format="json"
+    )
+    assert hidden.status_code == 400 and str(theirs.id) in str(hidden.json()["dependencies"])
+    bad_kind = client.post(
+        "/api/v1/jobs/", {**GOOD, "dependencies": [{"type": "before", "job": mine.id}]}, format="json"
+    )
+    assert bad_kind.status_code == 400 and "dependencies" in bad_kind.json()
