@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.db import connection
@@ -186,7 +187,7 @@ def test_broker_outage_at_dispatch_loses_no_job(world, settings, monkeypatch, dj
     with django_capture_on_commit_callbacks(execute=True):
         services.poll_backends()
     for job in jobs:
-        wait_for(lambda job=job: finished(job), what="job end")
+        wait_for(partial(finished, job), what="job end")
         assert job.state == JobState.COMPLETED
 
 
