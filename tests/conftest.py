@@ -96,6 +96,19 @@ def world(db: None) -> World:
 
 
 @pytest.fixture
+def tick(django_capture_on_commit_callbacks: Any) -> Any:
+    """``tick()`` runs one scheduling tick and its after-commit dispatches, as the
+    scheduler loop does, and returns the ``TickResult``."""
+    from scheduler import services
+
+    def run() -> Any:
+        with django_capture_on_commit_callbacks(execute=True):
+            return services.run_tick()
+
+    return run
+
+
+@pytest.fixture
 def client_for(db: None) -> Any:
     """``client_for(user)`` -> a DRF APIClient logged in as ``user`` (session auth)."""
     from rest_framework.test import APIClient

@@ -19,17 +19,6 @@ from tests.scheduler.waiting import wait_for
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def tick(django_capture_on_commit_callbacks):
-    """Run one tick and its after-commit dispatches, as the scheduler loop does."""
-
-    def run():
-        with django_capture_on_commit_callbacks(execute=True):
-            return services.run_tick()
-
-    return run
-
-
 def finished(job: Job) -> Job | None:
     services.poll_backends()
     job.refresh_from_db()

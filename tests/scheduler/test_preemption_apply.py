@@ -28,15 +28,6 @@ def small_world(world):
     return world
 
 
-@pytest.fixture
-def tick(django_capture_on_commit_callbacks):
-    def run():
-        with django_capture_on_commit_callbacks(execute=True):
-            return services.run_tick()
-
-    return run
-
-
 def running_low_job(world, tick):  # type: ignore[no-untyped-def]
     victim = submit(world.bob, world.lab, command="sleep 60", gpus_per_node=2, qos=Qos.objects.get(name="low"))
     tick()
