@@ -146,7 +146,7 @@ class JobSubmitSerializer(serializers.Serializer):
     def validate_env(self, value: dict[str, str]) -> dict[str, str]:
         if len(value) > 200:
             raise serializers.ValidationError("At most 200 environment variables.")
-        bad = [k for k in value if not ENV_NAME.match(k)]
+        bad = [k for k in value if not ENV_NAME.fullmatch(k)]
         if bad:
             raise serializers.ValidationError(f"Invalid variable names: {', '.join(sorted(bad)[:5])}.")
         if any("\x00" in v for v in value.values()):

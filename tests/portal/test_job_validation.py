@@ -40,6 +40,7 @@ def post(client, **changes):
         ({"command": "", "script": ""}, "command", "command or a script"),
         ({"script": "#!/bin/bash\ntrue"}, "script", "not both"),
         ({"env": {"1BAD": "x"}}, "env", "Invalid variable names"),
+        ({"env": {"A\n": "x"}}, "env", "Invalid variable names"),
         ({"env": {"OK": "a\x00b"}}, "env", ""),
         ({"name": "x" * 200}, "name", ""),
         ({"gpus_per_node": 2**40}, "gpus_per_node", ""),
