@@ -58,13 +58,15 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
 from scheduler.core.cycle import schedule
+from scheduler.core.fairshare import AccountNode, FairShareTree, UsageInterval, UsagePolicy, charge, decay_usage_map
 from scheduler.core.placement import IdleCluster
+from scheduler.core.priority import PriorityWeights
 from scheduler.core.types import Allocation, GpuView, NodeView, PendingJob, Policy, RunningJob, Snapshot
 
 #: ``submit_s`` 0 of every trace.
@@ -81,12 +83,19 @@ GPU_MODEL = "GPU"
 GPU_MEMORY_MIB = 80 * 1024
 GPU_COMPUTE_CAPABILITY = (9, 0)
 
-#: Policies by name: strict-order FIFO, and FIFO with EASY backfill (both pack
-#: placement). Fair-share and preemption policies register here as they land.
+#: Policies by name: strict-order FIFO, FIFO with EASY backfill, and multifactor
+#: priority with Fair Tree fair-share (each trace account one association, equal
+#: shares) plus backfill; all with pack placement. Preemption registers here when the
+#: replay applies evictions.
 POLICIES: dict[str, Policy] = {
     "fifo": Policy(),
     "fifo-backfill": Policy(backfill=True),
+    "fairshare-backfill": Policy(backfill=True, priority=PriorityWeights()),
 }
+
+#: How often (simulated seconds) fair-share usage is brought up to date, as Slurm's
+#: ``PriorityCalcPeriod`` (5 minutes by default).
+USAGE_PERIOD_S = 300
 
 
 class SimulationError(ValueError):
@@ -244,6 +253,7 @@ def request_for(job: TraceJob, gpus_per_node: int, *, sim_id: int) -> PendingJob
         cpus_per_node=0,
         walltime_seconds=job.walltime_s,
         account=job.account,
+        user=job.account,  # a trace names teams, not people: each team is one user
     )
 
 
@@ -341,6 +351,7 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
         else:
             unplaceable.append(job)
 
+    usage = _UsageBook(jobs) if policy.priority is not None else None
     starts: list[int] = [-1] * len(jobs)
     allocations: list[tuple[Allocation, ...]] = [()] * len(jobs)
     pending: dict[int, PendingJob] = {}
@@ -356,7 +367,9 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
             t = min(t, jobs[next_submit].submit_s)
         # 3.
         while ends and ends[0][0] == t:
-            del running[heapq.heappop(ends)[1]]
+            ended = running.pop(heapq.heappop(ends)[1])
+            if usage is not None:
+                usage.ended.append((ended, t))
         while next_submit < len(jobs) and jobs[next_submit].submit_s == t:
             pending[next_submit] = requests[next_submit]
             next_submit += 1
@@ -364,7 +377,10 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
             continue
         # 4.
         now = EPOCH + timedelta(seconds=t)
-        decisions = schedule(Snapshot(nodes, tuple(running.values()), tuple(pending.values())), policy, now)
+        snapshot = Snapshot(nodes, tuple(running.values()), tuple(pending.values()))
+        if usage is not None:
+            snapshot = replace(snapshot, fairshare_tree=usage.tree, usage=usage.as_of(t, running.values()))
+        decisions = schedule(snapshot, policy, now)
         cycles += 1
         for start in decisions.starts:
             if pending.pop(start.job_id, None) is None:
@@ -378,6 +394,7 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
                 started_at=now,
                 walltime_seconds=job.walltime_s,
                 account=job.account,
+                user=job.account,
             )
             heapq.heappush(ends, (t + job.run_s, start.job_id))
 
@@ -389,6 +406,41 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
     records = tuple(JobRecord(job, starts[i], starts[i] + job.run_s, allocations[i]) for i, job in enumerate(jobs))
     capacity = sum(len(n.gpus) for n in nodes if n.schedulable)
     return Replay(records, tuple(unplaceable), capacity, cycles)
+
+
+class _UsageBook:
+    """Fair-share usage during a replay: decayed GPU-seconds per trace account.
+
+    Brought up to date at most every ``USAGE_PERIOD_S`` simulated seconds, charging
+    running jobs and those that ended since, with the same functions as the tick.
+    """
+
+    def __init__(self, jobs: Sequence[TraceJob]) -> None:
+        accounts = sorted({j.account for j in jobs})
+        self.tree = FairShareTree.build([AccountNode(a) for a in accounts], [(a, a) for a in accounts])
+        self.policy = UsagePolicy()
+        self.usage: dict[tuple[str, str], float] = {}
+        self.updated_s: int | None = None
+        self.ended: list[tuple[RunningJob, int]] = []  # jobs that ended, and when
+
+    def as_of(self, t: int, running: Iterable[RunningJob]) -> dict[tuple[str, str], float]:
+        if self.updated_s is not None and t - self.updated_s < USAGE_PERIOD_S:
+            return self.usage
+        now = EPOCH + timedelta(seconds=t)
+        since = EPOCH + timedelta(seconds=self.updated_s) if self.updated_s is not None else None
+        if since is not None:
+            self.usage = decay_usage_map(self.usage, since, now, self.policy.half_life)
+        spans: list[tuple[RunningJob, datetime | None]] = [
+            (job, EPOCH + timedelta(seconds=end_s)) for job, end_s in self.ended
+        ]
+        spans += [(job, None) for job in running]
+        for job, end in spans:
+            if job.started_at is not None:
+                interval = UsageInterval(job.account, job.user, job.started_at, end, job.gpus)
+                self.usage = charge(self.usage, interval, now, self.policy, since)
+        self.ended.clear()
+        self.updated_s = t
+        return self.usage
 
 
 # --- Metrics --------------------------------------------------------------------------

@@ -192,6 +192,22 @@ def test_replay_calls_schedule_only_when_jobs_wait() -> None:
     assert result.cycles == 2
 
 
+def test_fairshare_lets_the_light_account_go_before_the_heavy_one() -> None:
+    # Account "heavy" ran a long job; then both accounts queue a job behind a blocker.
+    # FIFO keeps submit order (heavy first); fair-share puts the light account first.
+    trace = [
+        job(1, 0, 20_000, account="heavy"),
+        job(2, 19_000, 2_000, account="other"),  # the blocker, holding the GPU until 21,000
+        job(3, 19_500, 100, account="heavy"),
+        job(4, 19_600, 100, account="light"),
+    ]
+    cluster = homogeneous_cluster(1, 1)
+    fifo = {r.job.id: r.start_s for r in replay(trace, cluster, FIFO).records}
+    fair = {r.job.id: r.start_s for r in replay(trace, cluster, POLICIES["fairshare-backfill"]).records}
+    assert fifo[3] < fifo[4]
+    assert fair[4] < fair[3]
+
+
 def test_measure_of_nothing_is_an_error() -> None:
     result = replay([job(1, 0, 10, 16)], homogeneous_cluster(1, 8), FIFO)
     assert result.unplaceable and not result.records
@@ -260,7 +276,9 @@ def test_homogeneous_cluster() -> None:
 
 def test_unknown_policy_lists_the_known_ones() -> None:
     assert policy_named("fifo") is FIFO
-    with pytest.raises(SimulationError, match="unknown policy 'nope'; known policies: fifo, fifo-backfill"):
+    with pytest.raises(
+        SimulationError, match="unknown policy 'nope'; known policies: fairshare-backfill, fifo, fifo-backfill"
+    ):
         policy_named("nope")
 
 
@@ -411,7 +429,10 @@ def test_main_prints_bounds_and_one_line_per_metric() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--policy", "fairshare-preempt"], "unknown policy 'fairshare-preempt'; known policies: fifo, fifo-backfill"),
+        (
+            ["--policy", "fairshare-preempt"],
+            "unknown policy 'fairshare-preempt'; known policies: fairshare-backfill, fifo, fifo-backfill",
+        ),
         (["--nodes", "0"], "--nodes: must be >= 1"),
         (["--gpus-per-node", "x"], "--gpus-per-node: must be a whole number"),
         (["--window-start", "10", "--window-end", "10"], "must be before --window-end"),
@@ -455,7 +476,7 @@ def test_manage_py_simulate_delegates_without_a_database() -> None:
 
 
 def test_manage_py_simulate_errors_are_command_errors() -> None:
-    with pytest.raises(CommandError, match="known policies: fifo"):
+    with pytest.raises(CommandError, match="known policies: fairshare-backfill, fifo"):
         call_command("simulate", str(SAMPLE), "--policy", "nope", stdout=io.StringIO())
     with pytest.raises(CommandError, match="cannot read trace"):
         call_command("simulate", "/nonexistent/trace.csv", stdout=io.StringIO())
