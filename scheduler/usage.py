@@ -8,7 +8,7 @@ and loses nothing (the next tick charges from the old ``usage_as_of``).
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.db.models import Q
@@ -21,8 +21,7 @@ from scheduler.models import Job, TickState, Usage
 
 
 def usage_policy(half_life_days: float) -> UsagePolicy:
-    from datetime import timedelta
-
+    """The usage rules: the half-life, and each QOS's usage factor from the database."""
     factors = {name: float(f) for name, f in Qos.objects.values_list("name", "usage_factor")}
     return UsagePolicy(half_life=timedelta(days=half_life_days), qos_usage_factors=factors)
 
