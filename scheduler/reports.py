@@ -4,16 +4,25 @@ usage decayed to now, and write nothing."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
+from scheduler.core.estimate import estimate_starts
 from scheduler.core.fairshare import ShareRow, UsageKey, decay_usage, fair_tree_factors, sshare
 from scheduler.core.priority import PriorityBreakdown, cluster_gpu_count, job_priority
 from scheduler.models import Job, Usage
 from scheduler.services import current_policy
-from scheduler.snapshot import load_fairshare_tree, load_nodes, load_qos_priorities, pending_job
+from scheduler.snapshot import (
+    load_fairshare_tree,
+    load_nodes,
+    load_qos_preemption,
+    load_qos_priorities,
+    load_snapshot,
+    pending_job,
+)
 
 
 def current_usage(now: datetime) -> dict[UsageKey, float]:
@@ -49,3 +58,25 @@ def priority_of(job: Job, now: datetime | None = None) -> PriorityBreakdown | No
         qos_priorities=load_qos_priorities(),
         cluster_gpus=cluster_gpu_count(load_nodes()),
     )
+
+
+def start_estimates(job_ids: set[int], now: datetime | None = None) -> dict[int, datetime]:
+    """Latest expected starts of those of ``job_ids`` that are pending (``squeue --start``).
+
+    Plans the whole queue with the tick's own policy and inputs (usage read, not
+    charged), so a job's estimate accounts for every job ahead of it.
+    """
+    now = now or timezone.now()
+    policy = current_policy()
+    snapshot = load_snapshot().snapshot
+    if policy.priority is not None:
+        snapshot = replace(
+            snapshot,
+            usage=current_usage(now),
+            fairshare_tree=load_fairshare_tree(),
+            qos_priorities=load_qos_priorities(),
+        )
+    if policy.preemption:
+        snapshot = replace(snapshot, qos_preempts=load_qos_preemption(), qos_priorities=load_qos_priorities())
+    estimates = estimate_starts(snapshot, policy, now)
+    return {job_id: at for job_id, at in estimates.items() if job_id in job_ids}

@@ -322,3 +322,11 @@ class ShareRowSerializer(serializers.Serializer):
 
     def get_level_fs(self, row: Any) -> float | None:
         return None if math.isinf(row.level_fs) else float(row.level_fs)
+
+
+class StartEstimateSerializer(serializers.Serializer):
+    """When a pending job starts at the latest if jobs run to their walltime limits and
+    nothing new arrives (``squeue --start``)."""
+
+    job = serializers.IntegerField()
+    estimated_start = serializers.DateTimeField()

@@ -35,6 +35,7 @@ from scheduler.api.serializers import (
     NodeSerializer,
     PriorityBreakdownSerializer,
     ShareRowSerializer,
+    StartEstimateSerializer,
 )
 from scheduler.backends import BackendError
 from scheduler.choices import JobState
@@ -110,6 +111,16 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 1_048_576:  # "²".isdigit() too
             raise ValidationError({"max_bytes": "Must be an integer between 1 and 1048576."})
         return Response({"job": job.id, "log": services.read_job_log(job, int(raw))})
+
+    @extend_schema(responses={200: StartEstimateSerializer(many=True)}, filters=False)
+    @action(detail=False, methods=["get"], filter_backends=[], pagination_class=None)
+    def estimates(self, request: Request) -> Response:
+        """Estimated starts of your pending jobs (the account's, for coordinators), like
+        ``squeue --start``; jobs waiting on a dependency, a quota or down hardware have none."""
+        mine = set(self.get_queryset().filter(state=JobState.PENDING).values_list("id", flat=True))
+        estimates = reports.start_estimates(mine) if mine else {}
+        rows = [{"job": job_id, "estimated_start": at} for job_id, at in sorted(estimates.items())]
+        return Response(StartEstimateSerializer(rows, many=True).data)
 
     @extend_schema(responses={200: PriorityBreakdownSerializer, 409: None}, filters=False)
     @action(detail=True, methods=["get"], filter_backends=[])

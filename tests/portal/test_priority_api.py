@@ -65,3 +65,20 @@ def test_dependencies_must_name_jobs_you_can_see(world, client_for):
         "/api/v1/jobs/", {**GOOD, "dependencies": [{"type": "before", "job": mine.id}]}, format="json"
     )
     assert bad_kind.status_code == 400 and "dependencies" in bad_kind.json()
+
+
+def test_estimates_cover_your_pending_jobs_only(world, client_for):
+    from datetime import datetime
+
+    world.cluster.config = {**world.cluster.config, "simulate": 60}
+    world.cluster.save()
+    big = [submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB") for _ in range(3)]
+    hers = submit(world.charlie, world.other, gpus_per_node=8, gpu_model="H100-80GB")
+    rows = client_for(world.alice).get("/api/v1/jobs/estimates/").json()
+    assert {row["job"] for row in rows} == {j.id for j in big}
+    starts = sorted(datetime.fromisoformat(row["estimated_start"]) for row in rows)
+    # two H100 nodes, four 8-GPU one-hour jobs: two start now, two an hour later, and
+    # alice has one in each group
+    assert (starts[-1] - starts[0]).total_seconds() == 3600
+    assert hers.id not in {row["job"] for row in rows}
+    assert client_for(world.charlie).get("/api/v1/jobs/estimates/").status_code == 200
