@@ -4,7 +4,6 @@ usage decayed to now, and write nothing."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -18,10 +17,10 @@ from scheduler.services import current_policy
 from scheduler.snapshot import (
     load_fairshare_tree,
     load_nodes,
-    load_qos_preemption,
     load_qos_priorities,
     load_snapshot,
     pending_job,
+    with_policy_inputs,
 )
 
 
@@ -68,15 +67,6 @@ def start_estimates(job_ids: set[int], now: datetime | None = None) -> dict[int,
     """
     now = now or timezone.now()
     policy = current_policy()
-    snapshot = load_snapshot().snapshot
-    if policy.priority is not None:
-        snapshot = replace(
-            snapshot,
-            usage=current_usage(now),
-            fairshare_tree=load_fairshare_tree(),
-            qos_priorities=load_qos_priorities(),
-        )
-    if policy.preemption:
-        snapshot = replace(snapshot, qos_preempts=load_qos_preemption(), qos_priorities=load_qos_priorities())
+    snapshot = with_policy_inputs(load_snapshot().snapshot, policy, lambda: current_usage(now))
     estimates = estimate_starts(snapshot, policy, now)
     return {job_id: at for job_id, at in estimates.items() if job_id in job_ids}

@@ -13,7 +13,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -44,10 +44,8 @@ from scheduler.core.types import Eviction, PlacementStrategy
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState
 from scheduler.snapshot import (
     allocations_to_json,
-    load_fairshare_tree,
-    load_qos_preemption,
-    load_qos_priorities,
     load_snapshot,
+    with_policy_inputs,
 )
 from scheduler.usage import update_usage, usage_policy
 
@@ -353,14 +351,11 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
         if not _try_tick_lock():
             return TickResult(ran=False, started=[], pending=0, duration_ms=0.0)
         loaded = load_snapshot()
-        snapshot = loaded.snapshot
-        if policy.priority is not None:
-            usage = update_usage(now, snapshot.nodes, usage_policy(settings.SCHEDULER_USAGE_HALF_LIFE_DAYS))
-            snapshot = replace(
-                snapshot, usage=usage, fairshare_tree=load_fairshare_tree(), qos_priorities=load_qos_priorities()
-            )
-        if policy.preemption:
-            snapshot = replace(snapshot, qos_preempts=load_qos_preemption(), qos_priorities=load_qos_priorities())
+        snapshot = with_policy_inputs(
+            loaded.snapshot,
+            policy,
+            lambda: update_usage(now, loaded.snapshot.nodes, usage_policy(settings.SCHEDULER_USAGE_HALF_LIFE_DAYS)),
+        )
         decisions = schedule(snapshot, policy, now)
         _evict(decisions.evictions, now)
         started = _claim(decisions.starts, now)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from portal.models import Account, Membership, Qos, Quota
@@ -22,6 +23,7 @@ from scheduler.core.types import (
     Limits,
     NodeView,
     PendingJob,
+    Policy,
     RunningJob,
     Snapshot,
     parse_compute_capability,
@@ -222,6 +224,25 @@ def load_fairshare_tree() -> FairShareTree | None:
     except ValueError as exc:
         log.error("fair-share tree is invalid, ignoring fair-share this tick: %s", exc)
         return None
+
+
+def with_policy_inputs(
+    snapshot: Snapshot, policy: Policy, usage: Callable[[], Mapping[tuple[str, str], float]]
+) -> Snapshot:
+    """Add what the policy needs beyond the base snapshot, and only that.
+
+    Priority needs the fair-share tree, usage (``usage()`` is called only then: the tick
+    charges it, reports only read it) and QOS priorities; preemption needs which QOS
+    may preempt which, and QOS priorities to rank victims.
+    """
+    extra: dict[str, Any] = {}
+    if policy.priority is not None or policy.preemption:
+        extra["qos_priorities"] = load_qos_priorities()
+    if policy.priority is not None:
+        extra.update(usage=usage(), fairshare_tree=load_fairshare_tree())
+    if policy.preemption:
+        extra["qos_preempts"] = load_qos_preemption()
+    return replace(snapshot, **extra) if extra else snapshot
 
 
 def load_qos_preemption() -> dict[str, frozenset[str]]:
