@@ -12,12 +12,14 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from scheduler.core.backfill import Release, delayed_by, held_back, plan_reservation
+from scheduler.core.borrowing import GuaranteeBook
 from scheduler.core.dependencies import Readiness, readiness
 from scheduler.core.fairshare import fair_tree_factors
 from scheduler.core.limits import LimitBook
 from scheduler.core.placement import IdleCluster, Ledger, request_shape
 from scheduler.core.preemption import candidates, plan_preemption
 from scheduler.core.priority import cluster_gpu_count, order_by_priority, priority_breakdowns
+from scheduler.core.reasons import Circumstances, explain
 from scheduler.core.types import (
     Allocation,
     Decisions,
@@ -96,7 +98,7 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     reservations: list[Reservation] = []
     failed_jobs: list[int] = []  # blocked jobs, in order; the first K get reservations
     releases = [Release(latest_end(r, now), r.allocations, r.id) for r in snapshot.running] if policy.backfill else []
-    evictable = {r.id: r for r in snapshot.running} if policy.preemption else {}
+    evictable = {r.id: r for r in snapshot.running}
     limits = (
         LimitBook(
             snapshot.nodes, snapshot.running, snapshot.account_limits, snapshot.user_limits, snapshot.account_parents
@@ -104,8 +106,11 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if snapshot.account_limits or snapshot.user_limits
         else None
     )
+    guarantees = GuaranteeBook(snapshot.running, snapshot.account_limits, snapshot.account_parents)
+    may_evict = policy.preemption or (policy.reclaim and guarantees.active)
+    order = queue_order(snapshot, policy, now, decisions)
 
-    for job in queue_order(snapshot, policy, now, decisions):
+    for job in order:
         if job.dependencies:
             ready = readiness(job.dependencies, snapshot.dependency_states)
             if ready is not Readiness.READY:
@@ -116,6 +121,10 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if not idle.fits(job):
             decisions.pending_reasons[job.id] = PendingReason.NODES_UNAVAILABLE
             continue
+        qos_walltime = snapshot.qos_max_walltime.get(job.qos)
+        if qos_walltime is not None and job.walltime_seconds > qos_walltime:
+            decisions.pending_reasons[job.id] = PendingReason.WALLTIME_LIMIT
+            continue
         if blocked:
             decisions.pending_reasons[job.id] = PendingReason.PRIORITY
             continue
@@ -123,17 +132,26 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             decisions.pending_reasons[job.id] = PendingReason.CYCLE_LIMIT
             continue
         over = limits.blocker(job) if limits else None
+        if over is None and guarantees.active and guarantees.blocker(job) is not None:
+            over = PendingReason.BORROW_LIMIT
         if over is not None:
             decisions.pending_reasons[job.id] = over
             continue
         in_the_way = delayed_by(job, reservations, now)
         key = (request_shape(job), tuple(r.job_id for r in in_the_way))
         start = None if key in failed else ledger.place(job, held_back(in_the_way), policy.placement)
-        if start is None and policy.preemption:
-            start = _preempt_for(job, snapshot, policy, now, ledger, evictable, held_back(in_the_way), decisions)
-            if start is not None:
-                gone = {e.victim_id for e in decisions.evictions}
+        if start is None and may_evict:
+            victims = _preempt_for(job, snapshot, policy, now, ledger, evictable, guarantees, held_back(in_the_way))
+            if victims is not None:
+                start, evicted = victims
+                decisions.evictions.extend(evicted)
+                gone = {e.victim_id for e in evicted}
                 releases = [r for r in releases if r.job_id not in gone]
+                for victim_id in gone:
+                    victim = evictable.pop(victim_id)
+                    guarantees.release(victim)
+                    if limits is not None:
+                        limits.release(victim)
         if start is not None and limits is not None:
             over = limits.blocker_after_placement(job, start)
             if over is not None:
@@ -142,6 +160,7 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             limits.commit(job, start)
         if start is not None:
             ledger.commit(start)
+            guarantees.commit(job, start)
             decisions.starts.append(start)
             if reservations:
                 decisions.backfilled.add(job.id)
@@ -163,6 +182,11 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if reservation is not None:
             reservations.append(reservation)
             decisions.reservations.append(reservation)
+    decisions.borrowed = set(guarantees.borrowed)
+    if policy.explain:
+        decisions.blockers = explain(
+            order, decisions, Circumstances(snapshot, ledger, idle, limits, guarantees, reservations, policy.max_starts)
+        )
     return decisions
 
 
@@ -172,23 +196,47 @@ def _preempt_for(
     policy: Policy,
     now: datetime,
     ledger: Ledger,
-    evictable: dict[int, RunningJob],
+    evictable: Mapping[int, RunningJob],
+    guarantees: GuaranteeBook,
     held: Mapping[str, Allocation],
-    decisions: Decisions,
-) -> Start | None:
-    """Start ``job`` by evicting running jobs, if its QOS allows and a victim set exists.
+) -> tuple[Start, list[Eviction]] | None:
+    """Start ``job`` by evicting running jobs, if a victim set exists, and say who goes.
 
-    The victims' resources go back to the ledger and they leave ``evictable`` (a job
-    is evicted once); the evictions are recorded on ``decisions``.
+    Victims may come from two rules: the job's QOS may preempt theirs
+    (``policy.preemption``), or the job's account is below its guarantee and they run
+    on borrowed capacity (``policy.reclaim``). Borrowed jobs are taken first. The
+    victims' resources go back to ``ledger``; the caller drops them from the books.
     """
-    eligible = candidates(job, evictable.values(), snapshot.qos_preempts, now, policy.preempt_min_runtime_seconds)
-    plan = plan_preemption(job, ledger, eligible, held, snapshot.qos_priorities, now)
+    by_qos = (
+        candidates(job, evictable.values(), snapshot.qos_preempts, now, policy.preempt_min_runtime_seconds)
+        if policy.preemption
+        else []
+    )
+    by_reclaim = (
+        [
+            r
+            for r in guarantees.reclaimable(job, evictable.values())
+            if r.started_at is None or (now - r.started_at).total_seconds() >= policy.preempt_min_runtime_seconds
+        ]
+        if policy.reclaim and guarantees.active
+        else []
+    )
+    if not by_qos and not by_reclaim:
+        return None
+    eligible = list({r.id: r for r in (*by_reclaim, *by_qos)}.values())
+    plan = plan_preemption(job, ledger, eligible, held, snapshot.qos_priorities, now, first=guarantees.borrowed)
     if plan is None:
         return None
+    reclaimed = {r.id for r in by_reclaim}
+    evictions = []
     for victim in plan.victims:
         ledger.release(victim.allocations)
-        del evictable[victim.id]
-        decisions.evictions.append(
-            Eviction(victim.id, job.id, f"preempted by job {job.id} (QOS {job.qos or '-'} over {victim.qos or '-'})")
-        )
-    return plan.start
+        if victim.id in reclaimed:
+            reason = (
+                f"reclaimed for job {job.id}: account {job.account} is below its guarantee "
+                f"and job {victim.id} ran on borrowed GPUs"
+            )
+        else:
+            reason = f"preempted by job {job.id} (QOS {job.qos or '-'} over {victim.qos or '-'})"
+        evictions.append(Eviction(victim.id, job.id, reason))
+    return plan.start, evictions

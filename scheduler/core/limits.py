@@ -9,10 +9,10 @@ queue: it is not waiting for resources, so it takes no reservation.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from scheduler.core.types import Allocation, Limits, NodeView, PendingJob, PendingReason, RunningJob, Start
+from scheduler.core.types import Allocation, Blocker, Limits, NodeView, PendingJob, PendingReason, RunningJob, Start
 
 
 @dataclass(slots=True)
@@ -54,20 +54,26 @@ class LimitBook:
             current = self.parents.get(current)
         return chain
 
-    def _charge(self, account: str, user: str, models: list[str]) -> None:
+    def _charge(self, account: str, user: str, models: list[str], sign: int = 1) -> None:
         for usage in [*(self.accounts[a] for a in self.lineage(account)), self.users[user]]:
-            usage.jobs += 1
-            usage.gpus += len(models)
+            usage.jobs += sign
+            usage.gpus += sign * len(models)
             for model in models:
-                usage.by_model[model] += 1
+                usage.by_model[model] += sign
 
     def blocker(self, job: PendingJob) -> PendingReason | None:
         """The first limit this job would break by starting, on its request alone."""
+        first = next(self._violations(job), None)
+        return first.code if first else None
+
+    def blockers(self, job: PendingJob) -> list[Blocker]:
+        """Every limit this job would break by starting, each with its figures."""
+        return list(self._violations(job))
+
+    def _violations(self, job: PendingJob) -> Iterator[Blocker]:
         for account in self.lineage(job.account):
-            reason = _over(self.account_limits.get(account), self.accounts[account], job, account=True)
-            if reason:
-                return reason
-        return _over(self.user_limits.get(job.user), self.users[job.user], job, account=False)
+            yield from _violations(self.account_limits.get(account), self.accounts[account], job, "account", account)
+        yield from _violations(self.user_limits.get(job.user), self.users[job.user], job, "user", job.user)
 
     def blocker_after_placement(self, job: PendingJob, start: Start) -> PendingReason | None:
         """Per-model limits, once the placement says which models the job would use."""
@@ -94,16 +100,57 @@ class LimitBook:
     def commit(self, job: PendingJob, start: Start) -> None:
         self._charge(job.account, job.user, self._models_of(start.allocations))
 
+    def release(self, job: RunningJob) -> None:
+        """Uncharge a running job that this cycle evicts."""
+        self._charge(job.account, job.user, self._models_of(job.allocations), sign=-1)
 
-def _over(limits: Limits | None, usage: _Usage, job: PendingJob, *, account: bool) -> PendingReason | None:
+
+def _violations(limits: Limits | None, usage: _Usage, job: PendingJob, scope: str, name: str) -> Iterator[Blocker]:
+    """The limits of one account or user that ``job`` would break, most basic first."""
     if limits is None:
-        return None
+        return
+    account = scope == "account"
+    who = f"{scope} {name}"
+
+    def over(limit: str, used: int, cap: int, code: PendingReason, message: str) -> Blocker:
+        evidence = {"scope": scope, "name": name, "limit": limit, "used": used, "cap": cap, "requested": job.gpus}
+        return Blocker(code, message, evidence)
+
+    if limits.max_walltime_seconds is not None and job.walltime_seconds > limits.max_walltime_seconds:
+        yield Blocker(
+            PendingReason.WALLTIME_LIMIT,
+            f"{who} allows at most {duration_text(limits.max_walltime_seconds)} of walltime; "
+            f"this job asks for {duration_text(job.walltime_seconds)}",
+            {
+                "scope": scope,
+                "name": name,
+                "limit": "max_walltime_seconds",
+                "cap": limits.max_walltime_seconds,
+                "requested": job.walltime_seconds,
+            },
+        )
     if limits.max_running_jobs is not None and usage.jobs + 1 > limits.max_running_jobs:
-        return PendingReason.ACCOUNT_JOB_LIMIT if account else PendingReason.USER_JOB_LIMIT
+        code = PendingReason.ACCOUNT_JOB_LIMIT if account else PendingReason.USER_JOB_LIMIT
+        message = f"{who} runs {usage.jobs} of its {limits.max_running_jobs} jobs at once"
+        yield over("max_running_jobs", usage.jobs, limits.max_running_jobs, code, message)
+    gpu_code = PendingReason.ACCOUNT_GPU_LIMIT if account else PendingReason.USER_GPU_LIMIT
     if limits.max_gpus is not None and usage.gpus + job.gpus > limits.max_gpus:
-        return PendingReason.ACCOUNT_GPU_LIMIT if account else PendingReason.USER_GPU_LIMIT
+        message = f"{who} holds {usage.gpus} of its {limits.max_gpus} GPUs; this job needs {job.gpus}"
+        yield over("max_gpus", usage.gpus, limits.max_gpus, gpu_code, message)
     if job.gpu_model:
         cap = limits.max_gpus_per_model.get(job.gpu_model)
-        if cap is not None and usage.by_model[job.gpu_model] + job.gpus > cap:
-            return PendingReason.ACCOUNT_GPU_LIMIT if account else PendingReason.USER_GPU_LIMIT
-    return None
+        used = usage.by_model[job.gpu_model]
+        if cap is not None and used + job.gpus > cap:
+            message = f"{who} holds {used} of its {cap} {job.gpu_model} GPUs; this job needs {job.gpus}"
+            yield over(f"max_gpus_per_model[{job.gpu_model}]", used, cap, gpu_code, message)
+
+
+def duration_text(seconds: int) -> str:
+    """``5400`` -> ``"1 h 30 min"``: walltimes the way people read them."""
+    hours, rest = divmod(seconds, 3600)
+    minutes = rest // 60
+    if hours and minutes:
+        return f"{hours} h {minutes} min"
+    if hours:
+        return f"{hours} h"
+    return f"{minutes} min" if minutes else f"{seconds} s"

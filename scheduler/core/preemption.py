@@ -11,6 +11,7 @@ unplaceable).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -43,11 +44,14 @@ def candidates(
     ]
 
 
-def _cost(victim: RunningJob, qos_priorities: Mapping[str, int], now: datetime) -> tuple[int, float, int]:
-    """Lower is a better victim: low QOS priority, then little work lost (GPU-seconds
-    run so far, which a requeued job must redo)."""
+def _cost(
+    victim: RunningJob, qos_priorities: Mapping[str, int], now: datetime, first: AbstractSet[int] = frozenset()
+) -> tuple[bool, int, float, int]:
+    """Lower is a better victim: running on borrowed capacity (``first``), then low QOS
+    priority, then little work lost (GPU-seconds run so far, which a requeued job must
+    redo)."""
     elapsed = (now - victim.started_at).total_seconds() if victim.started_at else 0.0
-    return (qos_priorities.get(victim.qos, 0), elapsed * max(victim.gpus, 1), victim.id)
+    return (victim.id not in first, qos_priorities.get(victim.qos, 0), elapsed * max(victim.gpus, 1), victim.id)
 
 
 def _fits_after(
@@ -93,11 +97,13 @@ def plan_preemption(
     held: Mapping[str, Allocation],
     qos_priorities: Mapping[str, int],
     now: datetime,
+    first: AbstractSet[int] = frozenset(),
 ) -> PreemptionPlan | None:
     """The cheapest way to start ``job`` now by evicting some of ``eligible``, or ``None``.
 
     Steps:
-    1. Order candidates from cheapest to dearest victim.
+    1. Order candidates from cheapest to dearest victim (jobs in ``first``, those on
+       borrowed capacity, before all others).
     2. For every schedulable node, find the smallest victim set that lets one share of
        the job fit there (greedy by cost, then drop victims that turn out unneeded).
     3. In each cluster take the ``job.nodes`` nodes with the fewest, cheapest victims;
@@ -105,7 +111,7 @@ def plan_preemption(
     """
     if not eligible:
         return None
-    ordered = sorted(eligible, key=lambda v: _cost(v, qos_priorities, now))
+    ordered = sorted(eligible, key=lambda v: _cost(v, qos_priorities, now, first))
     best: tuple[tuple[int, tuple[object, ...]], PreemptionPlan] | None = None
     for cluster, capacities in ledger.by_cluster.items():
         options = []
@@ -113,7 +119,9 @@ def plan_preemption(
             found = _victims_on(capacity, job, ordered, held.get(capacity.node.name))
             if found is not None:
                 victims, allocation = found
-                options.append((len(victims), [_cost(v, qos_priorities, now) for v in victims], victims, allocation))
+                options.append(
+                    (len(victims), [_cost(v, qos_priorities, now, first) for v in victims], victims, allocation)
+                )
         if len(options) < job.nodes:
             continue
         options.sort(key=lambda o: (o[0], o[1], o[3].node))
@@ -123,7 +131,7 @@ def plan_preemption(
             continue  # it fits without evicting anyone: not a preemption case
         evicted = tuple(sorted(victims_by_id.values(), key=lambda v: v.id))
         plan = PreemptionPlan(Start(job.id, cluster, tuple(a for _, _, _, a in chosen)), evicted)
-        score = (len(evicted), tuple(_cost(v, qos_priorities, now) for v in evicted))
+        score = (len(evicted), tuple(_cost(v, qos_priorities, now, first) for v in evicted))
         if best is None or score < best[0]:
             best = (score, plan)
     return best[1] if best else None

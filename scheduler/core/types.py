@@ -36,6 +36,14 @@ class Limits:
     max_gpus: int | None = None
     max_gpus_per_model: Mapping[str, int] = field(default_factory=dict)
     max_running_jobs: int | None = None
+    #: Jobs asking for longer than this wait (the limit was lowered after they were
+    #: submitted; new ones are refused at submission).
+    max_walltime_seconds: int | None = None
+    #: Kueue-style nominal quota: GPUs this account (and its subtree) is guaranteed.
+    #: Use beyond it runs on capacity borrowed from others and may be reclaimed.
+    guaranteed_gpus: int | None = None
+    #: How far beyond its guarantee the account may borrow (``None``: up to what is idle).
+    borrowing_limit_gpus: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +160,8 @@ class Snapshot:
     qos_preempts: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: States of the jobs pending jobs depend on.
     dependency_states: Mapping[int, str] = field(default_factory=dict)
+    #: QOS name -> the longest walltime a job in it may ask for.
+    qos_max_walltime: Mapping[str, int] = field(default_factory=dict)
 
 
 class PlacementStrategy(enum.Enum):
@@ -188,6 +198,10 @@ class Policy:
     preemption: bool = False
     #: A running job is safe from preemption for this long after it starts.
     preempt_min_runtime_seconds: int = 0
+    #: An account below its guarantee may evict jobs running on borrowed capacity.
+    reclaim: bool = True
+    #: Give every waiting job all its blockers with evidence (``Decisions.blockers``).
+    explain: bool = True
 
 
 class PendingReason(enum.StrEnum):
@@ -203,6 +217,23 @@ class PendingReason(enum.StrEnum):
     USER_JOB_LIMIT = "UserJobLimit"  # ... at their running-jobs quota
     DEPENDENCY = "Dependency"  # waits for jobs it depends on to end
     DEPENDENCY_NEVER = "DependencyNeverSatisfied"  # a dependency can no longer be met
+    WALLTIME_LIMIT = "WalltimeLimit"  # asks more time than its QOS or quota now allows
+    BORROW_LIMIT = "AccountBorrowLimit"  # its account has borrowed all it may beyond its guarantee
+    HELD = "JobHeldUser"  # held by its owner or an admin (set by the portal, not the cycle)
+
+
+@dataclass(frozen=True, slots=True)
+class Blocker:
+    """One thing that keeps a job waiting, with the figures that show it.
+
+    ``code`` is machine-readable (a :class:`PendingReason`), ``message`` a sentence for
+    people, ``evidence`` the numbers behind the sentence (JSON-ready: str, int, float,
+    lists and dicts of them), so a portal page or a script can show or act on them.
+    """
+
+    code: PendingReason
+    message: str
+    evidence: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,3 +277,7 @@ class Decisions:
     priorities: dict[int, PriorityBreakdown] = field(default_factory=dict)
     #: Running jobs to stop so that a started job can run.
     evictions: list[Eviction] = field(default_factory=list)
+    #: Every waiting job's blockers, the one in ``pending_reasons`` first (``policy.explain``).
+    blockers: dict[int, tuple[Blocker, ...]] = field(default_factory=dict)
+    #: Running and started jobs that use capacity beyond their account's guarantee.
+    borrowed: set[int] = field(default_factory=set)

@@ -1,0 +1,134 @@
+"""Guaranteed (nominal) GPU quotas with borrowing and reclaim, as Kueue's cohorts.
+
+An account may hold a *guarantee*: that many GPUs are its own whenever it needs them.
+While it does not, others may run on them: use beyond a guarantee is *borrowed* (an
+account without a guarantee only ever borrows, once any account holds one). A
+*borrowing limit* caps how far beyond its guarantee an account may go. When an account
+below its guarantee has a job that does not fit, it *reclaims*: jobs running on
+borrowed capacity are evicted for it (see ``scheduler.core.cycle``).
+
+Which running jobs are the borrowed ones is decided afresh every cycle, oldest first:
+an account's oldest jobs fill its guarantee, its newest run on borrowed capacity. So
+the jobs reclaimed first are the ones that lose the least work, and a job that was
+borrowing becomes guaranteed as older jobs of its account end. A guarantee covers the
+account's whole subtree, as an account's other limits do; a job is within guarantee
+only if every guaranteed account above it has room.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from scheduler.core.types import Blocker, Limits, PendingJob, PendingReason, RunningJob, Start
+
+_EPOCH_KEY = datetime.min.isoformat()
+
+
+class GuaranteeBook:
+    """GPUs held per account subtree against guarantees, updated as a cycle commits."""
+
+    def __init__(
+        self,
+        running: Iterable[RunningJob],
+        account_limits: Mapping[str, Limits],
+        account_parents: Mapping[str, str | None],
+    ) -> None:
+        self.guarantees = {
+            a: lim.guaranteed_gpus for a, lim in account_limits.items() if lim.guaranteed_gpus is not None
+        }
+        self.borrowing_limits = {
+            a: lim.borrowing_limit_gpus
+            for a, lim in account_limits.items()
+            if lim.guaranteed_gpus is not None and lim.borrowing_limit_gpus is not None
+        }
+        self.parents = account_parents
+        self.held: dict[str, int] = defaultdict(int)
+        self.borrowed: set[int] = set()
+        self._lineages: dict[str, tuple[str, ...]] = {}
+        oldest_first = sorted(running, key=lambda r: (r.started_at.isoformat() if r.started_at else _EPOCH_KEY, r.id))
+        for job in oldest_first:
+            if self._charge(job.account, job.gpus):
+                self.borrowed.add(job.id)
+
+    @property
+    def active(self) -> bool:
+        """Whether any account holds a guarantee (otherwise nothing is ever borrowed)."""
+        return bool(self.guarantees)
+
+    def _lineage(self, account: str) -> tuple[str, ...]:
+        chain = self._lineages.get(account)
+        if chain is None:
+            found: list[str] = []
+            current: str | None = account
+            while current and current not in found:
+                found.append(current)
+                current = self.parents.get(current)
+            chain = self._lineages[account] = tuple(found)
+        return chain
+
+    def _guaranteed_levels(self, account: str) -> list[str]:
+        return [a for a in self._lineage(account) if a in self.guarantees]
+
+    def within_guarantee(self, job: PendingJob) -> bool:
+        """Whether ``job`` would run on guaranteed capacity: every guaranteed account
+        above it (at least one) has room for all its GPUs."""
+        levels = self._guaranteed_levels(job.account)
+        return bool(levels) and all(self.held[a] + job.gpus <= self.guarantees[a] for a in levels)
+
+    def blocker(self, job: PendingJob) -> Blocker | None:
+        """The borrowing limit ``job`` would break by starting, with its figures."""
+        for account in self._guaranteed_levels(job.account):
+            limit = self.borrowing_limits.get(account)
+            if limit is None:
+                continue
+            guarantee, held = self.guarantees[account], self.held[account]
+            if held + job.gpus > guarantee + limit:
+                return Blocker(
+                    PendingReason.BORROW_LIMIT,
+                    f"account {account} holds {held} GPUs: its guarantee of {guarantee} plus at most "
+                    f"{limit} borrowed; this job needs {job.gpus}",
+                    {
+                        "scope": "account",
+                        "name": account,
+                        "limit": "borrowing_limit_gpus",
+                        "used": held,
+                        "guaranteed": guarantee,
+                        "cap": guarantee + limit,
+                        "requested": job.gpus,
+                    },
+                )
+        return None
+
+    def reclaimable(self, job: PendingJob, running: Iterable[RunningJob]) -> list[RunningJob]:
+        """Running jobs ``job`` may evict to get its guarantee back: borrowed jobs of
+        accounts outside every guaranteed account above it."""
+        if not self.within_guarantee(job):
+            return []
+        own = set(self._guaranteed_levels(job.account))
+        return [r for r in running if r.id in self.borrowed and not own.intersection(self._lineage(r.account))]
+
+    def commit(self, job: PendingJob, start: Start) -> bool:
+        """Charge a started job; returns whether it runs on borrowed capacity."""
+        gpus = sum(len(a.gpu_indices) for a in start.allocations)
+        borrowed = self._charge(job.account, gpus)
+        if borrowed:
+            self.borrowed.add(job.id)
+        return borrowed
+
+    def release(self, job: RunningJob) -> None:
+        """Uncharge an evicted job."""
+        for account in self._lineage(job.account):
+            self.held[account] -= job.gpus
+        self.borrowed.discard(job.id)
+
+    def _charge(self, account: str, gpus: int) -> bool:
+        levels = self._guaranteed_levels(account)
+        borrowed = not levels
+        for level in self._lineage(account):
+            self.held[level] += gpus
+        for level in levels:
+            if self.held[level] > self.guarantees[level]:
+                borrowed = True
+        return borrowed and self.active

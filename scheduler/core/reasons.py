@@ -1,0 +1,331 @@
+"""Why a job waits: every blocker at once, each with the figures that show it.
+
+Slurm shows one reason code per job (``squeue %r``), so a user fixes one blocker only
+to meet the next. After a cycle, :func:`explain` checks each waiting job against every
+rule independently (dependencies, hardware that could ever hold it, walltime limits,
+quotas and borrowing, free resources now, its place in the queue, the cycle's start
+limit) and returns all that hold, the cycle's own reason first. Evidence is measured
+on the state the cycle ends with (after its starts and evictions), which is what the
+user's next look at the cluster shows.
+
+Cost: resource and hardware diagnoses depend only on a job's request shape, so each is
+computed once per shape per cycle; the rest is a constant amount of work per job.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from scheduler.core.borrowing import GuaranteeBook
+from scheduler.core.dependencies import ENDED
+from scheduler.core.limits import LimitBook, duration_text
+from scheduler.core.placement import IdleCluster, Ledger, NodeCapacity, request_shape
+from scheduler.core.types import (
+    Blocker,
+    Decisions,
+    NodeView,
+    PendingJob,
+    PendingReason,
+    Reservation,
+    Snapshot,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Circumstances:
+    """What a cycle ends with, for :func:`explain` to measure blockers against."""
+
+    snapshot: Snapshot
+    ledger: Ledger
+    idle: IdleCluster
+    limits: LimitBook | None
+    guarantees: GuaranteeBook
+    reservations: Sequence[Reservation]
+    max_starts: int
+
+
+def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances) -> dict[int, tuple[Blocker, ...]]:
+    """Job id -> all its blockers (the cycle's reason first), for every waiting job.
+
+    ``order`` is the queue order the cycle walked: "N jobs ahead" counts the waiting
+    jobs before a job in it.
+    """
+    free_now = _Cached(lambda job: _resources(job, c.ledger))
+    never = _Cached(lambda job: _never_fits(job, c.snapshot.nodes))
+    reserved = {r.job_id: r for r in c.reservations}
+    first_reservation = c.reservations[0] if c.reservations else None
+    head: PendingJob | None = None  # the first job waiting for resources
+    ahead = 0
+    result: dict[int, tuple[Blocker, ...]] = {}
+    for job in order:
+        primary = decisions.pending_reasons.get(job.id)
+        if primary is None:
+            continue
+        found: list[Blocker] = []
+        if job.dependencies:
+            found.extend(_dependencies(job, c.snapshot.dependency_states))
+        if not c.idle.fits(job):
+            found.append(never(job))
+        else:
+            found.extend(_walltime(job, c.snapshot.qos_max_walltime))
+            if c.limits is not None:
+                found.extend(b for b in c.limits.blockers(job) if b.code is not PendingReason.WALLTIME_LIMIT)
+            borrowing = c.guarantees.blocker(job) if c.guarantees.active else None
+            if borrowing is not None:
+                found.append(borrowing)
+            short = free_now(job)
+            if short is not None:
+                own = reserved.get(job.id)
+                if own is not None:
+                    short = Blocker(
+                        short.code,
+                        f"{short.message}; reserved to start by {own.start_at:%Y-%m-%d %H:%M} UTC on "
+                        + ", ".join(a.node for a in own.allocations),
+                        {
+                            **short.evidence,
+                            "reserved_start": own.start_at.isoformat(),
+                            "reserved_nodes": [a.node for a in own.allocations],
+                        },
+                    )
+                found.append(short)
+            if primary is PendingReason.PRIORITY or (short is None and job.id not in reserved and c.reservations):
+                found.append(_priority(ahead, head, first_reservation))
+            if primary is PendingReason.CYCLE_LIMIT:
+                found.append(
+                    Blocker(
+                        PendingReason.CYCLE_LIMIT,
+                        f"this cycle started its maximum of {c.max_starts} jobs before reaching it",
+                        {"max_starts": c.max_starts},
+                    )
+                )
+        if primary is PendingReason.RESOURCES and head is None:
+            head = job
+        result[job.id] = _primary_first(primary, found)
+        ahead += 1
+    return result
+
+
+class _Cached(Generic[T]):
+    """A per-request-shape memo of one diagnosis."""
+
+    def __init__(self, compute: Callable[[PendingJob], T]) -> None:
+        self._compute = compute
+        self._answers: dict[tuple[object, ...], T] = {}
+
+    def __call__(self, job: PendingJob) -> T:
+        shape = request_shape(job)
+        if shape not in self._answers:
+            self._answers[shape] = self._compute(job)
+        return self._answers[shape]
+
+
+def _primary_first(primary: PendingReason, found: list[Blocker]) -> tuple[Blocker, ...]:
+    """The cycle's reason leads; duplicates by code are dropped; a reason no rule here
+    re-derived (the state moved on within the cycle) still gets a sentence."""
+    seen: set[tuple[PendingReason, str]] = set()
+    unique = []
+    for blocker in found:
+        key = (blocker.code, blocker.message)
+        if key not in seen:
+            seen.add(key)
+            unique.append(blocker)
+    lead = [b for b in unique if b.code is primary]
+    if not lead:
+        lead = [Blocker(primary, _GENERIC[primary])]
+    return (*lead, *(b for b in unique if b.code is not primary))
+
+
+_GENERIC = {
+    PendingReason.RESOURCES: "waits for GPUs, CPUs or memory to free up",
+    PendingReason.PRIORITY: "jobs of higher priority are waiting for resources",
+    PendingReason.NODES_UNAVAILABLE: "no node that is up can hold this job",
+    PendingReason.CYCLE_LIMIT: "the scheduling cycle started its maximum of jobs before reaching it",
+    PendingReason.ACCOUNT_GPU_LIMIT: "its account is at its GPU limit",
+    PendingReason.ACCOUNT_JOB_LIMIT: "its account is at its running-jobs limit",
+    PendingReason.USER_GPU_LIMIT: "its owner is at their GPU limit",
+    PendingReason.USER_JOB_LIMIT: "its owner is at their running-jobs limit",
+    PendingReason.DEPENDENCY: "waits for jobs it depends on",
+    PendingReason.DEPENDENCY_NEVER: "a job it depends on ended in a way that can never satisfy it",
+    PendingReason.WALLTIME_LIMIT: "asks for more walltime than allowed",
+    PendingReason.BORROW_LIMIT: "its account has borrowed all it may beyond its guarantee",
+    PendingReason.HELD: "held",
+}
+
+
+def _dependencies(job: PendingJob, states: Mapping[int, str]) -> list[Blocker]:
+    waiting, never = [], []
+    for kind, other in job.dependencies:
+        state = states.get(other, "CANCELLED")
+        entry = {"job": other, "kind": kind, "state": state}
+        if state not in ENDED:
+            waiting.append(entry)
+        elif (kind == "afterok" and state != "COMPLETED") or (kind == "afternotok" and state == "COMPLETED"):
+            never.append(entry)
+    found = []
+    if never:
+        found.append(
+            Blocker(
+                PendingReason.DEPENDENCY_NEVER,
+                "can never start: "
+                + "; ".join(f"job {d['job']} ended {d['state']}, which {d['kind']} does not accept" for d in never),
+                {"dependencies": never},
+            )
+        )
+    if waiting:
+        found.append(
+            Blocker(
+                PendingReason.DEPENDENCY,
+                "waits for " + ", ".join(f"job {d['job']} ({d['kind']}; now {d['state']})" for d in waiting),
+                {"dependencies": waiting},
+            )
+        )
+    return found
+
+
+def _walltime(job: PendingJob, qos_max: Mapping[str, int]) -> list[Blocker]:
+    cap = qos_max.get(job.qos)
+    if cap is None or job.walltime_seconds <= cap:
+        return []
+    return [
+        Blocker(
+            PendingReason.WALLTIME_LIMIT,
+            f"QOS {job.qos} allows at most {duration_text(cap)} of walltime; "
+            f"this job asks for {duration_text(job.walltime_seconds)}",
+            {
+                "scope": "qos",
+                "name": job.qos,
+                "limit": "max_walltime_seconds",
+                "cap": cap,
+                "requested": job.walltime_seconds,
+            },
+        )
+    ]
+
+
+def _priority(ahead: int, head: PendingJob | None, reservation: Reservation | None) -> Blocker:
+    evidence: dict[str, object] = {"ahead": ahead}
+    message = f"{ahead} job{'s' if ahead != 1 else ''} ahead of it in priority order wait"
+    if reservation is not None:
+        evidence |= {"reserved_for": reservation.job_id, "reservation_start": reservation.start_at.isoformat()}
+        message += (
+            f"; job {reservation.job_id} holds a reservation from {reservation.start_at:%Y-%m-%d %H:%M} UTC "
+            "that this job would delay"
+        )
+    elif head is not None:
+        evidence["blocked_by"] = head.id
+        message += f"; job {head.id} is first in line for resources"
+    return Blocker(PendingReason.PRIORITY, message, evidence)
+
+
+def constraint_text(job: PendingJob) -> str:
+    """The per-GPU constraints of a request, as a phrase ("H100-80GB GPUs with >= 40000 MiB")."""
+    parts = [f"{job.gpu_model} GPUs" if job.gpu_model else "GPUs"]
+    if job.min_gpu_memory_mib:
+        parts.append(f"with >= {job.min_gpu_memory_mib} MiB")
+    if job.min_compute_capability:
+        parts.append("compute capability >= {}.{}".format(*job.min_compute_capability))
+    return " ".join(parts)
+
+
+def _resources(job: PendingJob, ledger: Ledger) -> Blocker | None:
+    """``None`` if the job fits the free capacity now, else how far it is from fitting."""
+    if ledger.place(job) is not None:
+        return None
+    best: tuple[int, str] = (-1, "")
+    fitting_gpus: dict[str, int] = defaultdict(int)  # cluster -> nodes with enough GPUs free
+    fitting_all: dict[str, int] = defaultdict(int)  # ... and enough CPUs and memory
+    short_of: tuple[str, str, int, int] | None = None  # (node, resource, free, wanted)
+    for cluster, capacities in ledger.by_cluster.items():
+        for capacity in capacities:
+            usable = _usable(capacity, job)
+            if usable > best[0]:
+                best = (usable, capacity.node.name)
+            if usable < job.gpus_per_node:
+                continue
+            fitting_gpus[cluster] += 1
+            if capacity.free_cpus < job.cpus_per_node:
+                short_of = short_of or (capacity.node.name, "CPUs", capacity.free_cpus, job.cpus_per_node)
+            elif capacity.free_memory_mib < job.memory_mib_per_node:
+                short_of = short_of or (
+                    capacity.node.name,
+                    "MiB of memory",
+                    capacity.free_memory_mib,
+                    job.memory_mib_per_node,
+                )
+            else:
+                fitting_all[cluster] += 1
+    nodes_ready = max(fitting_all.values(), default=0)
+    evidence: dict[str, object] = {
+        "best_node": best[1],
+        "best_node_free_gpus": max(best[0], 0),
+        "gpus_per_node": job.gpus_per_node,
+        "nodes": job.nodes,
+        "nodes_ready": nodes_ready,
+    }
+    what = constraint_text(job)
+    if job.nodes > 1:
+        message = f"needs {job.nodes} nodes with {job.gpus_per_node} free {what} each; {nodes_ready} have them now"
+    elif best[0] < job.gpus_per_node:
+        message = f"best node {best[1]} has {max(best[0], 0)} of the {job.gpus_per_node} {what} it needs free"
+    else:
+        message = "GPUs are free but CPUs or memory are not"
+    if short_of is not None and nodes_ready < job.nodes:
+        node, resource, free, wanted = short_of
+        evidence |= {"short_node": node, "short_resource": resource, "short_free": free, "short_wanted": wanted}
+        message += f" ({node} has the GPUs free but only {free} of {wanted} {resource})"
+    return Blocker(PendingReason.RESOURCES, message, evidence)
+
+
+def _usable(capacity: NodeCapacity, job: PendingJob) -> int:
+    if not capacity.free_count or job.gpus_per_node == 0:
+        return 0 if job.gpus_per_node else capacity.free_count
+    return len(capacity.usable_gpus(job))
+
+
+def _never_fits(job: PendingJob, nodes: Sequence[NodeView]) -> Blocker:
+    """Why no schedulable node set can hold the job even when idle (cluster-wide)."""
+    what = constraint_text(job)
+    matching = {n.name: sum(1 for g in n.gpus if job.accepts(g)) for n in nodes}
+    code = PendingReason.NODES_UNAVAILABLE
+    if job.gpus_per_node and not any(matching.values()):
+        return Blocker(code, f"no node has {what}", {"nodes_matching": 0, "constraint": what})
+    big = [n for n in nodes if matching[n.name] >= job.gpus_per_node]
+    if not big:
+        most = max(matching.values())
+        return Blocker(
+            code,
+            f"the largest node has {most} {what}; this job asks for {job.gpus_per_node} per node",
+            {"max_matching_gpus_per_node": most, "gpus_per_node": job.gpus_per_node, "constraint": what},
+        )
+    roomy = [n for n in big if n.cpus >= job.cpus_per_node and n.memory_mib >= job.memory_mib_per_node]
+    if not roomy:
+        most_cpus = max(n.cpus for n in big)
+        most_memory = max(n.memory_mib for n in big)
+        return Blocker(
+            code,
+            f"no node with {job.gpus_per_node} {what} has {job.cpus_per_node} CPUs and {job.memory_mib_per_node} MiB "
+            f"(largest: {most_cpus} CPUs, {most_memory} MiB)",
+            {
+                "max_cpus": most_cpus,
+                "max_memory_mib": most_memory,
+                "cpus_per_node": job.cpus_per_node,
+                "memory_mib_per_node": job.memory_mib_per_node,
+            },
+        )
+    up: dict[str, int] = defaultdict(int)
+    down: dict[str, int] = defaultdict(int)
+    for node in roomy:
+        (up if node.schedulable else down)[node.cluster] += 1
+    best_cluster = max(roomy, key=lambda n: (up[n.cluster], down[n.cluster])).cluster
+    return Blocker(
+        code,
+        f"needs {job.nodes} node{'s' if job.nodes != 1 else ''} in one cluster that can hold "
+        f"{job.gpus_per_node} {what}; "
+        f"{up[best_cluster]} in {best_cluster} are up and {down[best_cluster]} more are down or drained",
+        {"nodes": job.nodes, "nodes_up": up[best_cluster], "nodes_down": down[best_cluster], "cluster": best_cluster},
+    )

@@ -1,0 +1,170 @@
+"""Why pending: every blocker of a waiting job, with evidence, the cycle's reason first."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from scheduler.core import PendingReason, Policy, schedule
+from scheduler.core.types import Allocation, Blocker, Limits, RunningJob, Snapshot
+from tests.builders import T0, node, pending
+
+NOW = T0 + timedelta(hours=1)
+R = PendingReason
+
+
+def held(job_id: int, node_name: str, gpus: tuple[int, ...], account: str = "lab", hours_left: int = 2) -> RunningJob:
+    return RunningJob(
+        job_id,
+        (Allocation(node_name, gpus),),
+        started_at=NOW - timedelta(hours=1),
+        walltime_seconds=(1 + hours_left) * 3600,
+        account=account,
+        user="u",
+    )
+
+
+def blockers_of(snapshot: Snapshot, job_id: int, policy: Policy | None = None) -> tuple[Blocker, ...]:
+    return schedule(snapshot, policy or Policy(backfill=True), NOW).blockers[job_id]
+
+
+def codes(blockers: tuple[Blocker, ...]) -> list[PendingReason]:
+    return [b.code for b in blockers]
+
+
+def test_a_job_over_quota_and_short_of_gpus_lists_both_with_figures() -> None:
+    snapshot = Snapshot(
+        nodes=(node("n1"),),
+        running=(held(90, "n1", (0, 1, 2, 3, 4, 5)),),
+        pending=(pending(1, account="lab", user="u", gpus_per_node=4),),
+        account_limits={"lab": Limits(max_gpus=8)},
+        account_parents={"lab": None},
+    )
+    found = blockers_of(snapshot, 1)
+    assert codes(found) == [R.ACCOUNT_GPU_LIMIT, R.RESOURCES]
+    quota, resources = found
+    assert quota.message == "account lab holds 6 of its 8 GPUs; this job needs 4"
+    assert quota.evidence == {
+        "scope": "account",
+        "name": "lab",
+        "limit": "max_gpus",
+        "used": 6,
+        "cap": 8,
+        "requested": 4,
+    }
+    assert resources.message == "best node n1 has 2 of the 4 GPUs it needs free"
+    assert resources.evidence["best_node_free_gpus"] == 2
+
+
+def test_every_limit_that_blocks_is_listed_not_just_the_first() -> None:
+    snapshot = Snapshot(
+        nodes=(node("n1"), node("n2")),
+        running=(held(90, "n1", (0, 1, 2, 3)),),
+        pending=(pending(1, account="lab", user="u", gpus_per_node=4),),
+        account_limits={"lab": Limits(max_gpus=6, max_running_jobs=1)},
+        user_limits={"u": Limits(max_gpus=4)},
+        account_parents={"lab": None},
+    )
+    found = blockers_of(snapshot, 1)
+    assert codes(found) == [R.ACCOUNT_JOB_LIMIT, R.ACCOUNT_GPU_LIMIT, R.USER_GPU_LIMIT]
+
+
+def test_a_job_behind_a_reservation_names_the_reserving_job_and_counts_those_ahead() -> None:
+    snapshot = Snapshot(
+        nodes=(node("n1"),),
+        running=(held(90, "n1", (0, 1, 2, 3, 4, 5)),),
+        pending=(
+            pending(1, gpus_per_node=8, walltime_seconds=3600),
+            pending(2, gpus_per_node=8, walltime_seconds=3600),
+            pending(3, gpus_per_node=2, walltime_seconds=10 * 3600),
+        ),
+    )
+    decisions = schedule(snapshot, Policy(backfill=True), NOW)
+    first, third = decisions.blockers[1], decisions.blockers[3]
+    assert codes(first) == [R.RESOURCES]
+    assert first[0].evidence["reserved_start"] == (NOW + timedelta(hours=2)).isoformat()
+    assert codes(third) == [R.PRIORITY]
+    assert third[0].evidence == {
+        "ahead": 2,
+        "reserved_for": 1,
+        "reservation_start": (NOW + timedelta(hours=2)).isoformat(),
+    }
+    assert "job 1 holds a reservation" in third[0].message
+
+
+def test_without_backfill_later_jobs_name_the_head_of_the_line() -> None:
+    snapshot = Snapshot(
+        nodes=(node("n1", gpus=4),),
+        running=(held(90, "n1", (0, 1, 2)),),
+        pending=(pending(1, gpus_per_node=4), pending(2, gpus_per_node=1)),
+    )
+    found = blockers_of(snapshot, 2, Policy())
+    assert codes(found) == [R.PRIORITY]
+    assert found[0].evidence == {"ahead": 1, "blocked_by": 1}
+
+
+def test_a_job_that_can_never_fit_says_why() -> None:
+    cases = [
+        (pending(1, gpu_model="L4"), "no node has L4 GPUs"),
+        (pending(2, gpus_per_node=16), "the largest node has 8 GPUs; this job asks for 16 per node"),
+        (
+            pending(3, nodes=3, gpus_per_node=8),
+            "needs 3 nodes in one cluster that can hold 8 GPUs; 1 in c1 are up and 1 more are down or drained",
+        ),
+        (pending(4, cpus_per_node=500), "no node with 1 GPUs has 500 CPUs and 0 MiB (largest: 64 CPUs, 512000 MiB)"),
+    ]
+    snapshot = Snapshot(
+        nodes=(node("n1"), node("n2", schedulable=False)), running=(), pending=tuple(j for j, _ in cases)
+    )
+    decisions = schedule(snapshot, Policy(), NOW)
+    for job, message in cases:
+        assert [(b.code, b.message) for b in decisions.blockers[job.id]] == [(R.NODES_UNAVAILABLE, message)]
+
+
+def test_dependencies_list_each_job_waited_on_and_those_that_can_never_be_met() -> None:
+    snapshot = Snapshot(
+        nodes=(node("n1"),),
+        running=(),
+        pending=(pending(1, dependencies=(("afterok", 50), ("afterany", 51))),),
+        dependency_states={50: "FAILED", 51: "RUNNING"},
+    )
+    found = blockers_of(snapshot, 1)
+    assert codes(found) == [R.DEPENDENCY_NEVER, R.DEPENDENCY]
+    assert found[0].evidence == {"dependencies": [{"job": 50, "kind": "afterok", "state": "FAILED"}]}
+    assert found[1].message == "waits for job 51 (afterany; now RUNNING)"
+
+
+def test_a_qos_walltime_lowered_after_submission_blocks_with_both_figures() -> None:
+    snapshot = Snapshot(
+        nodes=(node("n1"),),
+        running=(),
+        pending=(pending(1, qos="short", walltime_seconds=48 * 3600),),
+        qos_max_walltime={"short": 4 * 3600},
+    )
+    decisions = schedule(snapshot, Policy(), NOW)
+    assert decisions.starts == []
+    (blocker,) = decisions.blockers[1]
+    assert blocker.code is R.WALLTIME_LIMIT
+    assert blocker.message == "QOS short allows at most 4 h of walltime; this job asks for 48 h"
+
+
+def test_the_cycle_start_limit_is_a_blocker_of_its_own() -> None:
+    snapshot = Snapshot(nodes=(node("n1"),), running=(), pending=(pending(1), pending(2)))
+    decisions = schedule(snapshot, Policy(max_starts=1), NOW)
+    assert codes(decisions.blockers[2]) == [R.CYCLE_LIMIT]
+
+
+def test_started_jobs_have_no_blockers_and_every_waiting_job_has_its_reason_first() -> None:
+    snapshot = Snapshot(
+        nodes=(node("n1", gpus=4),),
+        running=(),
+        pending=(pending(1, gpus_per_node=2), pending(2, gpus_per_node=4), pending(3, gpu_model="L4")),
+    )
+    decisions = schedule(snapshot, Policy(backfill=True), NOW)
+    assert 1 not in decisions.blockers
+    for job_id, reason in decisions.pending_reasons.items():
+        assert decisions.blockers[job_id][0].code is reason
+
+
+def test_explain_can_be_turned_off_for_replays() -> None:
+    snapshot = Snapshot(nodes=(node("n1"),), running=(), pending=(pending(1, gpu_model="L4"),))
+    assert schedule(snapshot, Policy(explain=False), NOW).blockers == {}
