@@ -84,13 +84,30 @@ class Quota(models.Model):
     max_running_jobs = models.PositiveIntegerField(null=True, blank=True)
     max_pending_jobs = models.PositiveIntegerField(null=True, blank=True)
     max_walltime_seconds = models.PositiveIntegerField(null=True, blank=True)
+    guaranteed_gpus = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Accounts only: GPUs guaranteed to the account's subtree (Kueue's nominal quota). "
+        "Use beyond it borrows idle GPUs, which an account below its guarantee may reclaim.",
+    )
+    borrowing_limit_gpus = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Accounts only: how many GPUs beyond the guarantee it may borrow (empty: any)."
+    )
 
     class Meta:
         constraints = [
             models.CheckConstraint(
                 condition=Q(account__isnull=False, user__isnull=True) | Q(account__isnull=True, user__isnull=False),
                 name="quota_exactly_one_subject",
-            )
+            ),
+            models.CheckConstraint(
+                condition=Q(account__isnull=False) | Q(guaranteed_gpus__isnull=True, borrowing_limit_gpus__isnull=True),
+                name="quota_guarantee_accounts_only",
+            ),
+            models.CheckConstraint(
+                condition=Q(borrowing_limit_gpus__isnull=True) | Q(guaranteed_gpus__isnull=False),
+                name="quota_borrowing_limit_needs_guarantee",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -173,6 +173,11 @@ SCHEDULER_PREEMPTION = env_bool("SCHEDULER_PREEMPTION", True)
 SCHEDULER_PREEMPT_MODE = env_choice("SCHEDULER_PREEMPT_MODE", "requeue", ["requeue", "cancel"])
 #: A job cannot be preempted during its first N seconds.
 SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS = env_int("SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS", 300, minimum=0)
+#: A preempted job gets SIGTERM and this many seconds to checkpoint before SIGKILL.
+SCHEDULER_PREEMPT_GRACE_SECONDS = env_int("SCHEDULER_PREEMPT_GRACE_SECONDS", 60, minimum=0)
+#: An account below its guaranteed GPUs (Quota.guaranteed_gpus) evicts jobs running on
+#: borrowed GPUs to get them back (Kueue's reclaimWithinCohort).
+SCHEDULER_RECLAIM = env_bool("SCHEDULER_RECLAIM", True)
 #: Where the local backend keeps job directories and logs.
 QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
 

@@ -103,6 +103,11 @@ class Job(models.Model):
 
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
     pending_reason = models.CharField(max_length=64, blank=True)
+    #: Every blocker of a waiting job: ``[{"code", "message", "evidence"}]``, the
+    #: ``pending_reason`` first (see ``scheduler.core.reasons``).
+    pending_blockers = models.JSONField(default=list, blank=True)
+    #: Runs on GPUs beyond its account's guarantee, so it is reclaimed first.
+    borrowed = models.BooleanField(default=False)
     state_reason = models.CharField(max_length=500, blank=True)
     cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
     allocations = models.JSONField(default=list, blank=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -40,7 +39,7 @@ from scheduler.backends.base import (
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, EventKind, JobState, NodeState
 from scheduler.core import Policy, Start, schedule
 from scheduler.core.priority import PriorityWeights
-from scheduler.core.types import Eviction, PlacementStrategy
+from scheduler.core.types import Eviction, PendingReason, PlacementStrategy
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState
 from scheduler.snapshot import (
     allocations_to_json,
@@ -48,6 +47,7 @@ from scheduler.snapshot import (
     with_policy_inputs,
 )
 from scheduler.usage import update_usage, usage_policy
+from scheduler.waiting import held_blockers, store_borrowed, store_waiting
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +206,7 @@ def cancel_job(job: Job, *, by: str) -> None:
             by=by,
             ended_at=timezone.now(),
             pending_reason="",
+            pending_blockers=[],
         )
         if job.state in ACTIVE_STATES and job.external_id:
             _after_commit("scheduler.cancel_remote", cancel_remote, job.id)
@@ -214,14 +215,28 @@ def cancel_job(job: Job, *, by: str) -> None:
 def hold_job(job: Job, *, by: str) -> None:
     """Keep a pending job from being scheduled until released (``scontrol hold``)."""
     _user_transition(
-        job, [JobState.PENDING], JobState.HELD, verb="held", event=EventKind.HELD, by=by, pending_reason="JobHeldUser"
+        job,
+        [JobState.PENDING],
+        JobState.HELD,
+        verb="held",
+        event=EventKind.HELD,
+        by=by,
+        pending_reason=PendingReason.HELD,
+        pending_blockers=held_blockers(by),
     )
 
 
 def release_job(job: Job, *, by: str) -> None:
     """Return a held job to the queue (``scontrol release``)."""
     _user_transition(
-        job, [JobState.HELD], JobState.PENDING, verb="released", event=EventKind.RELEASED, by=by, pending_reason=""
+        job,
+        [JobState.HELD],
+        JobState.PENDING,
+        verb="released",
+        event=EventKind.RELEASED,
+        by=by,
+        pending_reason="",
+        pending_blockers=[],
     )
 
 
@@ -235,7 +250,9 @@ _FRESH_ATTEMPT: dict[str, Any] = {
     "started_at": None,
     "ended_at": None,
     "pending_reason": "",
+    "pending_blockers": [],
     "state_reason": "",
+    "borrowed": False,
 }
 
 
@@ -261,12 +278,12 @@ def requeue_job(job: Job, *, by: str) -> None:
             transaction.on_commit(lambda: _cancel_quietly(cluster_id, external_id))
 
 
-def _cancel_quietly(cluster_id: int | None, external_id: str) -> None:
+def _cancel_quietly(cluster_id: int | None, external_id: str, grace_seconds: float | None = None) -> None:
     cluster = Cluster.objects.filter(pk=cluster_id).first() if cluster_id is not None else None
     if cluster is None:
         return
     try:
-        backend_for(cluster).cancel(external_id)
+        backend_for(cluster).cancel(external_id, grace_seconds=grace_seconds)
     except BackendError as exc:
         log.warning("cancel of %s on %s failed: %s", external_id, cluster, exc)
 
@@ -320,6 +337,7 @@ def current_policy() -> Policy:
         placement=PlacementStrategy(settings.SCHEDULER_PLACEMENT),
         preemption=settings.SCHEDULER_PREEMPTION,
         preempt_min_runtime_seconds=settings.SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS,
+        reclaim=settings.SCHEDULER_RECLAIM,
         priority=PriorityWeights(
             age=settings.PRIORITY_WEIGHT_AGE,
             fairshare=settings.PRIORITY_WEIGHT_FAIRSHARE,
@@ -358,13 +376,9 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
         )
         decisions = schedule(snapshot, policy, now)
         _evict(decisions.evictions, now)
-        started = _claim(decisions.starts, now)
-        by_reason: dict[str, list[int]] = defaultdict(list)
-        for job_id, reason in decisions.pending_reasons.items():
-            if loaded.pending_reasons.get(job_id) != reason:
-                by_reason[str(reason)].append(job_id)
-        for reason_text, ids in by_reason.items():
-            Job.objects.filter(pk__in=ids, state=JobState.PENDING).update(pending_reason=reason_text)
+        started = _claim(decisions.starts, now, decisions.borrowed)
+        store_waiting(decisions, loaded)
+        store_borrowed(decisions, loaded, started)
         duration = (time.perf_counter() - began) * 1000
         _record_tick(
             finished_at=timezone.now(),
@@ -381,7 +395,8 @@ def _evict(evictions: list[Eviction], now: datetime) -> None:
     """Stop preempted jobs: requeue them (default) or end them as PREEMPTED.
 
     Each victim records who preempted it and why; its backend job is cancelled after
-    commit (the backend's own grace period applies), before the preemptor is dispatched.
+    commit with ``SCHEDULER_PREEMPT_GRACE_SECONDS`` between SIGTERM and SIGKILL (time to
+    checkpoint), before the preemptor is dispatched.
     """
     if not evictions:
         return
@@ -415,10 +430,18 @@ def _evict(evictions: list[Eviction], now: datetime) -> None:
                 state_reason=eviction.reason,
             )
         if moved and victim.external_id:
-            transaction.on_commit(partial(_cancel_quietly, victim.cluster_id, victim.external_id), robust=True)
+            transaction.on_commit(
+                partial(
+                    _cancel_quietly,
+                    victim.cluster_id,
+                    victim.external_id,
+                    grace_seconds=settings.SCHEDULER_PREEMPT_GRACE_SECONDS,
+                ),
+                robust=True,
+            )
 
 
-def _claim(starts: list[Start], now: datetime) -> list[int]:
+def _claim(starts: list[Start], now: datetime, borrowed: set[int]) -> list[int]:
     """Move started jobs PENDING -> DISPATCHING with their allocations, in bulk.
 
     The still-pending rows are locked first (``SELECT ... FOR UPDATE``), so a job
@@ -441,12 +464,25 @@ def _claim(starts: list[Start], now: datetime) -> list[int]:
             allocations=allocations_to_json(start.allocations),
             dispatched_at=now,
             pending_reason="",
+            pending_blockers=[],
+            borrowed=start.job_id in borrowed,
             updated_at=now,
         )
         for start in starts
     ]
     Job.objects.bulk_update(
-        claims, ["state", "cluster", "allocations", "dispatched_at", "pending_reason", "updated_at"], batch_size=500
+        claims,
+        [
+            "state",
+            "cluster",
+            "allocations",
+            "dispatched_at",
+            "pending_reason",
+            "pending_blockers",
+            "borrowed",
+            "updated_at",
+        ],
+        batch_size=500,
     )
     JobEvent.objects.bulk_create(
         [

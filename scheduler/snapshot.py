@@ -1,7 +1,8 @@
 """Load the scheduler's view of the world from the database in a fixed number of queries.
 
-Six queries whatever the cluster size (nodes, GPUs, active jobs, pending jobs, quotas,
-the account tree), each
+A fixed number of queries whatever the cluster size (nodes, GPUs, active jobs, pending
+jobs, the states of jobs they depend on, quotas, the account tree, QOS walltime
+limits), each
 fetching plain values rather than model instances, so a tick over 1,000 nodes and
 10,000 pending jobs spends its time deciding, not loading.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from portal.models import Account, Membership, Qos, Quota
@@ -39,6 +40,9 @@ class LoadedSnapshot:
 
     snapshot: Snapshot
     pending_reasons: dict[int, str]
+    #: What is stored now, so that the tick writes only what changed.
+    pending_blockers: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    borrowed: frozenset[int] = frozenset()
 
 
 def gpu_model_label(model: str, mig_profile: str) -> str:
@@ -135,6 +139,19 @@ _PENDING_FIELDS = (
 def load_snapshot() -> LoadedSnapshot:
     """Read nodes, active and pending jobs in bulk and convert them to core types."""
     nodes = load_nodes()
+    active = list(
+        Job.objects.filter(state__in=ACTIVE_STATES).values(
+            "id",
+            "allocations",
+            "started_at",
+            "dispatched_at",
+            "walltime_seconds",
+            "account__name",
+            "owner__username",
+            "qos__name",
+            "borrowed",
+        )
+    )
     running = tuple(
         RunningJob(
             id=row["id"],
@@ -145,22 +162,17 @@ def load_snapshot() -> LoadedSnapshot:
             user=row["owner__username"],
             qos=row["qos__name"] or "",
         )
-        for row in Job.objects.filter(state__in=ACTIVE_STATES).values(
-            "id",
-            "allocations",
-            "started_at",
-            "dispatched_at",
-            "walltime_seconds",
-            "account__name",
-            "owner__username",
-            "qos__name",
-        )
+        for row in active
     )
     pending: list[PendingJob] = []
     reasons: dict[int, str] = {}
-    for row in Job.objects.filter(state=JobState.PENDING).values(*_PENDING_FIELDS, "pending_reason"):
+    blockers: dict[int, list[dict[str, Any]]] = {}
+    for row in Job.objects.filter(state=JobState.PENDING).values(
+        *_PENDING_FIELDS, "pending_reason", "pending_blockers"
+    ):
         pending.append(_pending_from_values(row))
         reasons[row["id"]] = row["pending_reason"]
+        blockers[row["id"]] = row["pending_blockers"]
     depends_on = {job_id for job in pending for _, job_id in job.dependencies}
     dependency_states = dict(Job.objects.filter(pk__in=depends_on).values_list("id", "state")) if depends_on else {}
     account_limits, user_limits = load_limits()
@@ -173,8 +185,15 @@ def load_snapshot() -> LoadedSnapshot:
         user_limits=user_limits,
         account_parents=parents,
         dependency_states=dependency_states,
+        qos_max_walltime={
+            name: limit
+            for name, limit in Qos.objects.filter(max_walltime_seconds__isnull=False).values_list(
+                "name", "max_walltime_seconds"
+            )
+            if limit is not None
+        },
     )
-    return LoadedSnapshot(snapshot, reasons)
+    return LoadedSnapshot(snapshot, reasons, blockers, frozenset(row["id"] for row in active if row["borrowed"]))
 
 
 def _pending_from_values(row: dict[str, Any]) -> PendingJob:
@@ -262,12 +281,22 @@ def load_limits() -> tuple[dict[str, Limits], dict[str, Limits]]:
     accounts: dict[str, Limits] = {}
     users: dict[str, Limits] = {}
     for row in Quota.objects.values(
-        "account__name", "user__username", "max_gpus", "max_gpus_per_model", "max_running_jobs"
+        "account__name",
+        "user__username",
+        "max_gpus",
+        "max_gpus_per_model",
+        "max_running_jobs",
+        "max_walltime_seconds",
+        "guaranteed_gpus",
+        "borrowing_limit_gpus",
     ):
         limits = Limits(
             max_gpus=row["max_gpus"],
             max_gpus_per_model={str(k): int(v) for k, v in (row["max_gpus_per_model"] or {}).items()},
             max_running_jobs=row["max_running_jobs"],
+            max_walltime_seconds=row["max_walltime_seconds"],
+            guaranteed_gpus=row["guaranteed_gpus"],
+            borrowing_limit_gpus=row["borrowing_limit_gpus"],
         )
         if row["account__name"]:
             accounts[row["account__name"]] = limits

@@ -77,6 +77,8 @@ class QuotaSerializer(serializers.ModelSerializer):
     max_running_jobs = _limit()
     max_pending_jobs = _limit()
     max_walltime_seconds = _limit()
+    guaranteed_gpus = _limit()
+    borrowing_limit_gpus = _limit()
     max_gpus_per_model = serializers.DictField(
         child=serializers.IntegerField(min_value=0, max_value=MAX_INT),
         required=False,
@@ -94,6 +96,8 @@ class QuotaSerializer(serializers.ModelSerializer):
             "max_running_jobs",
             "max_pending_jobs",
             "max_walltime_seconds",
+            "guaranteed_gpus",
+            "borrowing_limit_gpus",
         ]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -101,6 +105,15 @@ class QuotaSerializer(serializers.ModelSerializer):
         user = attrs.get("user", getattr(self.instance, "user", None))
         if (account is None) == (user is None):
             raise serializers.ValidationError({"account": "Give exactly one of account or user."})
+        guaranteed = attrs.get("guaranteed_gpus", getattr(self.instance, "guaranteed_gpus", None))
+        borrowing = attrs.get("borrowing_limit_gpus", getattr(self.instance, "borrowing_limit_gpus", None))
+        if user is not None and (guaranteed is not None or borrowing is not None):
+            field = "guaranteed_gpus" if guaranteed is not None else "borrowing_limit_gpus"
+            raise serializers.ValidationError({field: "Guarantees and borrowing limits are for accounts only."})
+        if borrowing is not None and guaranteed is None:
+            raise serializers.ValidationError(
+                {"borrowing_limit_gpus": "A borrowing limit needs a guarantee (guaranteed_gpus) to borrow beyond."}
+            )
         others = Quota.objects.all() if self.instance is None else Quota.objects.exclude(pk=self.instance.pk)
         if account is not None and others.filter(account=account).exists():
             raise serializers.ValidationError({"account": f"Account {account.name} already has a quota."})

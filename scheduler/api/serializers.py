@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from portal.access import may_submit_to, visible_jobs
@@ -20,6 +21,7 @@ from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.types import PendingJob, parse_compute_capability
 from scheduler.inventory import load_inventory
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
+from scheduler.waiting import blockers_for_api
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_INT = 2**31 - 1
@@ -40,6 +42,15 @@ class DependencySerializer(serializers.Serializer):
     job = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
 
 
+class BlockerSerializer(serializers.Serializer):
+    """One thing that keeps a job waiting: a code for scripts, a sentence for people,
+    and the figures behind the sentence (see ``scheduler.core.reasons``)."""
+
+    code = serializers.CharField()
+    message = serializers.CharField()
+    evidence = serializers.DictField()
+
+
 class JobSerializer(serializers.ModelSerializer):
     """A job as users see it."""
 
@@ -51,6 +62,9 @@ class JobSerializer(serializers.ModelSerializer):
     total_gpus = serializers.IntegerField(read_only=True)
     env = serializers.DictField(child=serializers.CharField(allow_blank=True), read_only=True)
     dependencies = DependencySerializer(many=True, read_only=True)
+    pending_blockers = serializers.SerializerMethodField(
+        help_text="Every blocker of a waiting job (the pending_reason first), with evidence."
+    )
 
     class Meta:
         model = Job
@@ -63,6 +77,8 @@ class JobSerializer(serializers.ModelSerializer):
             "qos",
             "state",
             "pending_reason",
+            "pending_blockers",
+            "borrowed",
             "state_reason",
             "command",
             "script",
@@ -90,6 +106,10 @@ class JobSerializer(serializers.ModelSerializer):
             "ended_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(BlockerSerializer(many=True))
+    def get_pending_blockers(self, job: Job) -> list[dict[str, Any]]:
+        return blockers_for_api(job.state, job.pending_blockers, job.pending_reason)
 
 
 class JobSubmitSerializer(serializers.Serializer):

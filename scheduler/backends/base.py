@@ -135,8 +135,12 @@ class Backend(Protocol):
         """
         ...
 
-    def cancel(self, external_id: str) -> None:
-        """Stop the job. Idempotent: cancelling a finished or unknown job is a no-op."""
+    def cancel(self, external_id: str, *, grace_seconds: float | None = None) -> None:
+        """Stop the job. Idempotent: cancelling a finished or unknown job is a no-op.
+
+        ``grace_seconds``: how long the job has between SIGTERM and SIGKILL (to
+        checkpoint, when it is preempted); ``None`` is the backend's own default.
+        """
         ...
 
     def poll(self, external_ids: Sequence[str]) -> dict[str, PollResult]:

@@ -349,10 +349,11 @@ class LocalBackend:
             raise BackendError(f"local backend {self.name!r}: submit {spec.key}: {exc}", permanent=False) from exc
         return spec.key
 
-    def cancel(self, external_id: str) -> None:
+    def cancel(self, external_id: str, *, grace_seconds: float | None = None) -> None:
         """Stop the job. Idempotent; a no-op for unknown or finished jobs.
 
-        Writes the cancel marker (the runner polls it) and SIGTERMs the runner, which
+        Writes the cancel marker (the runner polls it; it carries ``grace_seconds``, the
+        time between SIGTERM and SIGKILL, when given) and SIGTERMs the runner, which
         stops the job's process group and records CANCELLED. For a job whose runner died
         (NODE_FAIL) it only kills the job's orphaned processes.
         """
@@ -365,17 +366,17 @@ class LocalBackend:
                 return
             if spec.get("simulate") is not None:
                 if time.time() < self._simulated_end(spec):
-                    self._write_cancel_marker(job_dir)
+                    self._write_cancel_marker(job_dir, grace_seconds)
                 return
             if (job_dir / runner.RESULT_FILE).exists():
                 return
             info = self._read(job_dir / runner.RUNNER_FILE)
             if info is None:
                 if time.time() - float(spec["submitted_at"]) < STARTUP_GRACE_SECONDS:
-                    self._write_cancel_marker(job_dir)  # the runner checks it before starting
+                    self._write_cancel_marker(job_dir, grace_seconds)  # the runner checks it before starting
                 return
             if self._runner_alive(info):
-                self._write_cancel_marker(job_dir)
+                self._write_cancel_marker(job_dir, grace_seconds)
                 self._signal(int(info["pid"]), signal.SIGTERM)
                 return
             started = self._read(job_dir / runner.STARTED_FILE)
@@ -679,14 +680,17 @@ class LocalBackend:
             pass
 
     @staticmethod
-    def _write_cancel_marker(job_dir: Path) -> None:
-        """Create the cancel marker once; the first request's time is the one kept."""
+    def _write_cancel_marker(job_dir: Path, grace_seconds: float | None = None) -> None:
+        """Create the cancel marker once; the first request's time (and grace) is kept."""
         path = job_dir / runner.CANCEL_FILE
         if path.exists():
             return
         # Written aside, then hard-linked into place: linking fails if another cancel won.
         staged = job_dir / f".{runner.CANCEL_FILE}.{os.getpid()}.{uuid.uuid4().hex}"
-        runner.atomic_write_json(staged, {"requested_at": time.time()})
+        marker: dict[str, float] = {"requested_at": time.time()}
+        if grace_seconds is not None:
+            marker["grace_seconds"] = float(grace_seconds)
+        runner.atomic_write_json(staged, marker)
         try:
             os.link(staged, path)
         except FileExistsError:

@@ -178,6 +178,15 @@ def _cancel_requested(job_dir: Path) -> bool:
     return _signalled or (job_dir / CANCEL_FILE).exists()
 
 
+def _cancel_grace(job_dir: Path, default: float) -> float:
+    """The grace the cancel asked for (a preemption's), else the backend's default."""
+    try:
+        marker = json.loads((job_dir / CANCEL_FILE).read_text())
+        return float(marker.get("grace_seconds", default))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return default
+
+
 def _record(
     job_dir: Path, state: str, *, exit_code: int | None = None, reason: str = "", started_at: float | None = None
 ) -> None:
@@ -256,7 +265,7 @@ def _run(job_dir: Path) -> int:
                 continue
             if _cancel_requested(job_dir):
                 outcome = "CANCELLED"
-                _stop(child, grace)
+                _stop(child, _cancel_grace(job_dir, grace))
             elif time.monotonic() >= deadline:
                 outcome = "TIMEOUT"
                 _stop(child, grace)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Generic, TypeVar
 
 from scheduler.core.borrowing import GuaranteeBook
@@ -88,7 +89,7 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
                         + ", ".join(a.node for a in own.allocations),
                         {
                             **short.evidence,
-                            "reserved_start": own.start_at.isoformat(),
+                            "reserved_start": _minute(own.start_at),
                             "reserved_nodes": [a.node for a in own.allocations],
                         },
                     )
@@ -211,7 +212,7 @@ def _priority(ahead: int, head: PendingJob | None, reservation: Reservation | No
     evidence: dict[str, object] = {"ahead": ahead}
     message = f"{ahead} job{'s' if ahead != 1 else ''} ahead of it in priority order wait"
     if reservation is not None:
-        evidence |= {"reserved_for": reservation.job_id, "reservation_start": reservation.start_at.isoformat()}
+        evidence |= {"reserved_for": reservation.job_id, "reservation_start": _minute(reservation.start_at)}
         message += (
             f"; job {reservation.job_id} holds a reservation from {reservation.start_at:%Y-%m-%d %H:%M} UTC "
             "that this job would delay"
@@ -220,6 +221,13 @@ def _priority(ahead: int, head: PendingJob | None, reservation: Reservation | No
         evidence["blocked_by"] = head.id
         message += f"; job {head.id} is first in line for resources"
     return Blocker(PendingReason.PRIORITY, message, evidence)
+
+
+def _minute(moment: datetime) -> str:
+    """A time in evidence, to the minute: finer would change on every tick (a running
+    job's recorded start moves a reservation by fractions of a second) and rewrite
+    every waiting job's row for nothing."""
+    return moment.replace(second=0, microsecond=0).isoformat()
 
 
 def constraint_text(job: PendingJob) -> str:

@@ -414,6 +414,24 @@ def test_cancel_kills_the_whole_process_group(executing: Case, tmp_path: Path) -
     assert not pid_running(background)
 
 
+def test_cancel_with_a_grace_period_lets_the_job_checkpoint(executing: Case, tmp_path: Path) -> None:
+    """A preempted job gets SIGTERM and ``grace_seconds`` before SIGKILL. The backend's
+    default grace here (1 s, see ``local_config``) is shorter than the job's 2 s
+    checkpoint, so only the longer grace lets it finish writing."""
+    case = executing
+    ready, checkpoint = tmp_path / "ready", tmp_path / "checkpoint"
+    command = (
+        f"trap 'sleep 2; echo saved > {checkpoint}; exit 0' TERM; echo up > {ready}; while true; do sleep 0.1; done"
+    )
+    external_id = case.backend.submit(job(case, command))
+    wait_for_file(ready)
+
+    case.backend.cancel(external_id, grace_seconds=10)
+
+    assert wait_for(case.backend, external_id, timeout=15).state is RemoteState.CANCELLED
+    assert checkpoint.read_text() == "saved\n"
+
+
 def test_walltime_kills_processes_that_ignore_sigterm(executing: Case) -> None:
     case = executing
     external_id = case.backend.submit(job(case, "trap '' TERM; while true; do sleep 0.1; done", walltime_seconds=1))
