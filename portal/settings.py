@@ -178,6 +178,8 @@ SCHEDULER_PREEMPT_GRACE_SECONDS = env_int("SCHEDULER_PREEMPT_GRACE_SECONDS", 60,
 #: An account below its guaranteed GPUs (Quota.guaranteed_gpus) evicts jobs running on
 #: borrowed GPUs to get them back (Kueue's reclaimWithinCohort).
 SCHEDULER_RECLAIM = env_bool("SCHEDULER_RECLAIM", True)
+#: Virtualization overhead of shared GPUs: a 0.5 share takes (and is charged) 0.5 * (1 + this).
+SCHEDULER_SHARING_OVERHEAD = env_float("SCHEDULER_SHARING_OVERHEAD", 0.1, minimum=0)
 #: Where the local backend keeps job directories and logs.
 QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
 

@@ -36,6 +36,10 @@ class Inventory:
             errors["gpu_model"] = f"Unknown GPU model {job.gpu_model!r}; known models: {', '.join(self.models)}."
             return errors
         best = max(self.matching_gpus(job, gpus) for _, _, _, gpus in self.node_gpus)
+        if job.gpu_share and not best:
+            memory = f" with {job.gpu_memory_mib_share} MiB of memory" if job.gpu_memory_mib_share else ""
+            errors["gpu_share"] = f"No node has a shared GPU (time-slicing or MPS){memory} matching this request."
+            return errors
         if job.gpus_per_node > best:
             what = []
             if job.gpu_model:

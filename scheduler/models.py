@@ -59,6 +59,9 @@ class Gpu(models.Model):
     memory_mib = models.PositiveIntegerField()
     compute_capability = models.CharField(max_length=8)
     mig_profile = models.CharField(max_length=32, blank=True)
+    shared = models.BooleanField(
+        default=False, help_text="In a sharing mode (time-slicing or MPS): fractional jobs (gpu_share) may share it."
+    )
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="slices")
 
     class Meta:
@@ -93,6 +96,10 @@ class Job(models.Model):
     gpu_model = models.CharField(max_length=64, blank=True)
     min_gpu_memory_mib = models.PositiveIntegerField(default=0)
     min_compute_capability = models.CharField(max_length=8, blank=True)
+    gpu_share = models.FloatField(
+        default=0.0, help_text="A fraction of one shared GPU per node (0 < share < 1); 0 means whole GPUs."
+    )
+    gpu_memory_mib_share = models.PositiveIntegerField(default=0, help_text="GPU memory the share reserves.")
     cpus_per_node = models.PositiveIntegerField(default=1)
     memory_mib_per_node = models.PositiveIntegerField(default=0)
     walltime_seconds = models.PositiveIntegerField()

@@ -338,6 +338,7 @@ def current_policy() -> Policy:
         preemption=settings.SCHEDULER_PREEMPTION,
         preempt_min_runtime_seconds=settings.SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS,
         reclaim=settings.SCHEDULER_RECLAIM,
+        sharing_overhead=settings.SCHEDULER_SHARING_OVERHEAD,
         priority=PriorityWeights(
             age=settings.PRIORITY_WEIGHT_AGE,
             fairshare=settings.PRIORITY_WEIGHT_FAIRSHARE,
@@ -372,7 +373,11 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
         snapshot = with_policy_inputs(
             loaded.snapshot,
             policy,
-            lambda: update_usage(now, loaded.snapshot.nodes, usage_policy(settings.SCHEDULER_USAGE_HALF_LIFE_DAYS)),
+            lambda: update_usage(
+                now,
+                loaded.snapshot.nodes,
+                usage_policy(settings.SCHEDULER_USAGE_HALF_LIFE_DAYS, settings.SCHEDULER_SHARING_OVERHEAD),
+            ),
         )
         decisions = schedule(snapshot, policy, now)
         _evict(decisions.evictions, now)
@@ -658,6 +663,7 @@ def _create_gpus(pairs: list[tuple[Node, NodeInfo]]) -> None:
             compute_capability=info.compute_capability,
             mig_profile=info.mig_profile,
             parent_id=parent_id,
+            shared=info.shared,
         )
 
     Gpu.objects.bulk_create([row(node, g) for node, info in pairs for g in info.gpus if g.parent_index is None])

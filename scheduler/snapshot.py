@@ -64,7 +64,7 @@ def load_nodes() -> tuple[NodeView, ...]:
     """
     gpu_rows = list(
         Gpu.objects.filter(node__cluster__enabled=True).values(
-            "id", "node_id", "index", "model", "memory_mib", "compute_capability", "mig_profile", "parent_id"
+            "id", "node_id", "index", "model", "memory_mib", "compute_capability", "mig_profile", "parent_id", "shared"
         )
     )
     split_parents = {row["parent_id"] for row in gpu_rows if row["parent_id"] is not None}
@@ -78,6 +78,7 @@ def load_nodes() -> tuple[NodeView, ...]:
                 model=gpu_model_label(row["model"], row["mig_profile"]),
                 memory_mib=row["memory_mib"],
                 compute_capability=_cc(row["compute_capability"]),
+                shared=row["shared"],
             )
         )
     nodes = Node.objects.filter(cluster__enabled=True).values(
@@ -97,21 +98,25 @@ def load_nodes() -> tuple[NodeView, ...]:
     )
 
 
-def allocations_from_json(data: list[dict[str, object]]) -> tuple[Allocation, ...]:
+def allocations_from_json(data: list[dict[str, Any]]) -> tuple[Allocation, ...]:
     return tuple(
         Allocation(
             node=str(item["node"]),
-            gpu_indices=tuple(int(i) for i in item.get("gpu_indices", []) or []),  # type: ignore[attr-defined]
-            cpus=int(item.get("cpus", 0) or 0),  # type: ignore[call-overload]
-            memory_mib=int(item.get("memory_mib", 0) or 0),  # type: ignore[call-overload]
+            gpu_indices=tuple(int(i) for i in item.get("gpu_indices", []) or []),
+            cpus=int(item.get("cpus", 0) or 0),
+            memory_mib=int(item.get("memory_mib", 0) or 0),
+            gpu_share=float(item.get("gpu_share", 0.0) or 0.0),
+            gpu_memory_mib=int(item.get("gpu_memory_mib", 0) or 0),
         )
         for item in data
     )
 
 
 def allocations_to_json(allocations: tuple[Allocation, ...]) -> list[dict[str, object]]:
+    """Allocations as stored on the job; share fields only on a fractional job's."""
     return [
         {"node": a.node, "gpu_indices": list(a.gpu_indices), "cpus": a.cpus, "memory_mib": a.memory_mib}
+        | ({"gpu_share": a.gpu_share, "gpu_memory_mib": a.gpu_memory_mib} if a.gpu_share else {})
         for a in allocations
     ]
 
@@ -133,6 +138,8 @@ _PENDING_FIELDS = (
     "qos__name",
     "nice",
     "dependencies",
+    "gpu_share",
+    "gpu_memory_mib_share",
 )
 
 
@@ -214,6 +221,8 @@ def _pending_from_values(row: dict[str, Any]) -> PendingJob:
         qos=row["qos__name"] or "",
         nice=row["nice"],
         dependencies=tuple((str(d["type"]), int(d["job"])) for d in row["dependencies"] or []),
+        gpu_share=row["gpu_share"],
+        gpu_memory_mib_share=row["gpu_memory_mib_share"],
     )
 
 

@@ -18,15 +18,19 @@ from scheduler.choices import ACTIVE_STATES
 from scheduler.core.fairshare import UsageInterval, UsageKey, UsagePolicy, charge, decay_usage_map
 from scheduler.core.types import NodeView
 from scheduler.models import Job, TickState, Usage
+from scheduler.snapshot import allocations_from_json
 
 
-def usage_policy(half_life_days: float) -> UsagePolicy:
-    """The usage rules: the half-life, and each QOS's usage factor from the database."""
+def usage_policy(half_life_days: float, sharing_overhead: float = 0.0) -> UsagePolicy:
+    """The usage rules: the half-life, each QOS's usage factor from the database, and the
+    overhead charged on shared GPUs."""
     factors = {name: float(f) for name, f in Qos.objects.values_list("name", "usage_factor")}
-    return UsagePolicy(half_life=timedelta(days=half_life_days), qos_usage_factors=factors)
+    return UsagePolicy(
+        half_life=timedelta(days=half_life_days), qos_usage_factors=factors, sharing_overhead=sharing_overhead
+    )
 
 
-def intervals_since(since: datetime, nodes: tuple[NodeView, ...]) -> list[UsageInterval]:
+def intervals_since(since: datetime, nodes: tuple[NodeView, ...], policy: UsagePolicy) -> list[UsageInterval]:
     """One interval per job and GPU model for every job that held GPUs after ``since``."""
     models = {(n.name, g.index): g.model for n in nodes for g in n.gpus}
     rows = (
@@ -39,10 +43,11 @@ def intervals_since(since: datetime, nodes: tuple[NodeView, ...]) -> list[UsageI
         started_at: datetime | None = row["started_at"]
         if started_at is None:  # excluded by the query; keeps the types honest
             continue
-        per_model: dict[str, int] = defaultdict(int)
-        for allocation in row["allocations"] or []:
-            for index in allocation.get("gpu_indices", []):
-                per_model[models.get((allocation["node"], index), "")] += 1
+        per_model: dict[str, float] = defaultdict(float)
+        for allocation in allocations_from_json(row["allocations"] or []):
+            each = policy.gpus_held(allocation) / max(len(allocation.gpu_indices), 1)
+            for index in allocation.gpu_indices:
+                per_model[models.get((allocation.node, index), "")] += each
         for model, gpus in sorted(per_model.items()):
             intervals.append(
                 UsageInterval(
@@ -71,7 +76,7 @@ def update_usage(now: datetime, nodes: tuple[NodeView, ...], policy: UsagePolicy
     stored = {(a, u): v for a, u, v in Usage.objects.values_list("account__name", "user__username", "gpu_seconds")}
     usage: dict[UsageKey, float] = decay_usage_map(stored, since, now, policy.half_life) if since else stored
     if since is not None:
-        for interval in intervals_since(since, nodes):
+        for interval in intervals_since(since, nodes, policy):
             usage = charge(usage, interval, now, policy, since)
     _save(usage, now)
     TickState.objects.update_or_create(pk=1, defaults={"usage_as_of": now})

@@ -90,6 +90,8 @@ class JobSerializer(serializers.ModelSerializer):
             "gpu_model",
             "min_gpu_memory_mib",
             "min_compute_capability",
+            "gpu_share",
+            "gpu_memory_mib_share",
             "cpus_per_node",
             "memory_mib_per_node",
             "walltime_seconds",
@@ -134,6 +136,15 @@ class JobSubmitSerializer(serializers.Serializer):
     gpu_model = serializers.CharField(required=False, allow_blank=True, max_length=64, default="")
     min_gpu_memory_mib = serializers.IntegerField(min_value=0, max_value=MAX_INT, default=0)
     min_compute_capability = serializers.CharField(required=False, allow_blank=True, max_length=8, default="")
+    gpu_share = serializers.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        default=0.0,
+        help_text="A fraction of one shared GPU per node (0 < share < 1, with gpus_per_node 1); 0 = whole GPUs.",
+    )
+    gpu_memory_mib_share = serializers.IntegerField(
+        min_value=0, max_value=MAX_INT, default=0, help_text="GPU memory (MiB) a fractional job reserves on its GPU."
+    )
     cpus_per_node = serializers.IntegerField(min_value=1, max_value=100_000, default=1)
     memory_mib_per_node = serializers.IntegerField(min_value=0, max_value=MAX_INT, default=0)
     walltime_seconds = serializers.IntegerField(min_value=1, max_value=MAX_WALLTIME)
@@ -173,6 +184,11 @@ class JobSubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError("Values may not contain NUL characters.")
         return value
 
+    def validate_gpu_share(self, value: float) -> float:
+        if not math.isfinite(value) or value >= 1.0:
+            raise serializers.ValidationError("A share is a fraction below 1; ask for whole GPUs with gpus_per_node.")
+        return value
+
     def validate_min_compute_capability(self, value: str) -> str:
         if value:
             try:
@@ -204,6 +220,10 @@ class JobSubmitSerializer(serializers.Serializer):
             errors["walltime_seconds"] = (
                 f"{attrs['walltime_seconds']}s exceeds the maximum of QOS {qos.name!r} ({qos.max_walltime_seconds}s)."
             )
+        if attrs["gpu_share"] and attrs["gpus_per_node"] != 1:
+            errors["gpus_per_node"] = "A fractional job (gpu_share) takes a share of 1 GPU per node."
+        if attrs["gpu_memory_mib_share"] and not attrs["gpu_share"]:
+            errors["gpu_memory_mib_share"] = "Only a fractional job (gpu_share) reserves a share of GPU memory."
         cc = attrs.get("min_compute_capability")
         request = PendingJob(
             id=0,
@@ -215,6 +235,8 @@ class JobSubmitSerializer(serializers.Serializer):
             gpu_model=attrs.get("gpu_model", ""),
             min_gpu_memory_mib=attrs["min_gpu_memory_mib"],
             min_compute_capability=parse_compute_capability(cc) if cc else None,
+            gpu_share=attrs["gpu_share"],
+            gpu_memory_mib_share=attrs["gpu_memory_mib_share"],
         )
         for field, message in load_inventory().check(request).items():
             errors.setdefault(field, message)
@@ -258,13 +280,14 @@ class GpuSerializer(serializers.ModelSerializer):
             "memory_mib",
             "compute_capability",
             "mig_profile",
+            "shared",
             "parent_index",
         ]
 
 
 class NodeGpuSerializer(GpuSerializer):
     class Meta(GpuSerializer.Meta):
-        fields = ["index", "uuid", "model", "memory_mib", "compute_capability", "mig_profile", "parent_index"]
+        fields = ["index", "uuid", "model", "memory_mib", "compute_capability", "mig_profile", "shared", "parent_index"]
 
 
 class NodeSerializer(serializers.ModelSerializer):

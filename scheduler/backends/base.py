@@ -106,6 +106,8 @@ class GpuInfo:
     uuid: str = ""
     mig_profile: str = ""
     parent_index: int | None = None
+    #: In a sharing mode (time-slicing or MPS): fractional jobs may share it.
+    shared: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,7 +74,7 @@ LAUNCH_TIMEOUT_SECONDS = 30.0
 
 _CONFIG_KEYS = frozenset({"nodes", "nodes_file", "simulate", "state_dir", "kill_grace_seconds"})
 _GROUP_KEYS = frozenset({"name", "count", "cpus", "memory_mib", "labels", "state", "reason", "gpus"})
-_GPU_KEYS = frozenset({"count", "model", "memory_mib", "compute_capability", "mig"})
+_GPU_KEYS = frozenset({"count", "model", "memory_mib", "compute_capability", "mig", "shared"})
 _NODE_STATES = ("up", "drain", "down")
 #: Keys, cluster and node names: safe as file names and in QM_GPUS ("n:0,1;m:2").
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
@@ -232,6 +232,11 @@ class _ConfigReader:
         if not isinstance(capability, str):
             raise self.bad(f"{where}.compute_capability must be a string like '9.0', got {capability!r}")
         profiles = self.mig_profiles(spec.get("mig", []), f"{where}.mig", memory)
+        shared = spec.get("shared", False)
+        if not isinstance(shared, bool):
+            raise self.bad(f"{where}.shared must be true or false, got {shared!r}")
+        if shared and profiles:
+            raise self.bad(f"{where}: a GPU is either split into MIG slices or shared, not both")
 
         physical = [
             GpuInfo(
@@ -240,6 +245,7 @@ class _ConfigReader:
                 memory_mib=memory,
                 compute_capability=capability,
                 uuid="GPU-" + str(uuid.uuid5(_UUID_NAMESPACE, f"{self.cluster}/{node}/{i}")),
+                shared=shared,
             )
             for i in range(count)
         ]

@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
+from scheduler.core.limits import gpu_count
 from scheduler.core.types import Blocker, Limits, PendingJob, PendingReason, RunningJob, Start
 
 _EPOCH_KEY = datetime.min.isoformat()
@@ -44,12 +45,12 @@ class GuaranteeBook:
             if lim.guaranteed_gpus is not None and lim.borrowing_limit_gpus is not None
         }
         self.parents = account_parents
-        self.held: dict[str, int] = defaultdict(int)
+        self.held: dict[str, float] = defaultdict(float)
         self.borrowed: set[int] = set()
         self._lineages: dict[str, tuple[str, ...]] = {}
         oldest_first = sorted(running, key=lambda r: (r.started_at.isoformat() if r.started_at else _EPOCH_KEY, r.id))
         for job in oldest_first:
-            if self._charge(job.account, job.gpus):
+            if self._charge(job.account, job.gpu_amount):
                 self.borrowed.add(job.id)
 
     @property
@@ -75,7 +76,7 @@ class GuaranteeBook:
         """Whether ``job`` would run on guaranteed capacity: every guaranteed account
         above it (at least one) has room for all its GPUs."""
         levels = self._guaranteed_levels(job.account)
-        return bool(levels) and all(self.held[a] + job.gpus <= self.guarantees[a] for a in levels)
+        return bool(levels) and all(self.held[a] + job.gpu_amount <= self.guarantees[a] + 1e-9 for a in levels)
 
     def blocker(self, job: PendingJob) -> Blocker | None:
         """The borrowing limit ``job`` would break by starting, with its figures."""
@@ -84,19 +85,19 @@ class GuaranteeBook:
             if limit is None:
                 continue
             guarantee, held = self.guarantees[account], self.held[account]
-            if held + job.gpus > guarantee + limit:
+            if held + job.gpu_amount > guarantee + limit + 1e-9:
                 return Blocker(
                     PendingReason.BORROW_LIMIT,
-                    f"account {account} holds {held} GPUs: its guarantee of {guarantee} plus at most "
-                    f"{limit} borrowed; this job needs {job.gpus}",
+                    f"account {account} holds {gpu_count(held)} GPUs: its guarantee of {guarantee} plus at most "
+                    f"{limit} borrowed; this job needs {gpu_count(job.gpu_amount)}",
                     {
                         "scope": "account",
                         "name": account,
                         "limit": "borrowing_limit_gpus",
-                        "used": held,
+                        "used": gpu_count(held),
                         "guaranteed": guarantee,
                         "cap": guarantee + limit,
-                        "requested": job.gpus,
+                        "requested": gpu_count(job.gpu_amount),
                     },
                 )
         return None
@@ -111,8 +112,7 @@ class GuaranteeBook:
 
     def commit(self, job: PendingJob, start: Start) -> bool:
         """Charge a started job; returns whether it runs on borrowed capacity."""
-        gpus = sum(len(a.gpu_indices) for a in start.allocations)
-        borrowed = self._charge(job.account, gpus)
+        borrowed = self._charge(job.account, sum(a.gpu_amount for a in start.allocations))
         if borrowed:
             self.borrowed.add(job.id)
         return borrowed
@@ -120,15 +120,15 @@ class GuaranteeBook:
     def release(self, job: RunningJob) -> None:
         """Uncharge an evicted job."""
         for account in self._lineage(job.account):
-            self.held[account] -= job.gpus
+            self.held[account] -= job.gpu_amount
         self.borrowed.discard(job.id)
 
-    def _charge(self, account: str, gpus: int) -> bool:
+    def _charge(self, account: str, gpus: float) -> bool:
         levels = self._guaranteed_levels(account)
         borrowed = not levels
         for level in self._lineage(account):
             self.held[level] += gpus
         for level in levels:
-            if self.held[level] > self.guarantees[level]:
+            if self.held[level] > self.guarantees[level] + 1e-9:
                 borrowed = True
         return borrowed and self.active

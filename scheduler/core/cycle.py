@@ -91,8 +91,8 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     is computed once per request shape: a cycle over 10,000 pending jobs stays cheap.
     """
     decisions = Decisions()
-    ledger = Ledger.from_snapshot(snapshot)
-    idle = IdleCluster(snapshot.nodes)
+    ledger = Ledger.from_snapshot(snapshot, policy.sharing_overhead)
+    idle = IdleCluster(snapshot.nodes, policy.sharing_overhead)
     failed: set[tuple[object, ...]] = set()
     blocked = False
     reservations: list[Reservation] = []

@@ -44,7 +44,7 @@ def estimate_starts(snapshot: Snapshot, policy: Policy, now: datetime, horizon: 
     decisions = schedule(snapshot, policy, now)
     estimates = {start.job_id: now for start in decisions.starts}
     evicted = {e.victim_id for e in decisions.evictions}
-    ledger = Ledger.from_snapshot(snapshot)
+    ledger = Ledger.from_snapshot(snapshot, policy.sharing_overhead)
     for victim in snapshot.running:
         if victim.id in evicted:
             ledger.release(victim.allocations)

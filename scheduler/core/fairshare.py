@@ -46,7 +46,7 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import TypeVar
 
-from scheduler.core.types import NodeView, RunningJob
+from scheduler.core.types import Allocation, NodeView, RunningJob
 
 #: ``(account, user)``: the key of a user association and of every per-user map here.
 UsageKey = tuple[str, str]
@@ -75,6 +75,15 @@ class UsagePolicy:
     half_life: timedelta = DEFAULT_HALF_LIFE
     billing_weights: Mapping[str, float] = field(default_factory=dict)
     qos_usage_factors: Mapping[str, float] = field(default_factory=dict)
+    #: A share ``s`` of a shared GPU is charged as ``s * (1 + overhead)`` GPUs (the same
+    #: virtualization overhead placement charges, see ``Policy.sharing_overhead``).
+    sharing_overhead: float = 0.0
+
+    def gpus_held(self, allocation: Allocation) -> float:
+        """GPUs one allocation is charged for: whole GPUs, or its share plus overhead."""
+        if allocation.gpu_share:
+            return allocation.gpu_share * (1 + self.sharing_overhead) * len(allocation.gpu_indices)
+        return float(len(allocation.gpu_indices))
 
     def __post_init__(self) -> None:
         if self.half_life <= timedelta(0):
@@ -84,7 +93,7 @@ class UsagePolicy:
                 if not value >= 0.0 or math.isinf(value):  # `not >=` also catches NaN
                     raise ValueError(f"{name} for {key!r} must be a finite number >= 0, got {value!r}")
 
-    def rate(self, gpus: int, gpu_model: str = "", qos: str = "") -> float:
+    def rate(self, gpus: float, gpu_model: str = "", qos: str = "") -> float:
         """Usage accrued per second by ``gpus`` GPUs of ``gpu_model`` under ``qos``."""
         return gpus * self.billing_weights.get(gpu_model, 1.0) * self.qos_usage_factors.get(qos, 1.0)
 
@@ -130,7 +139,7 @@ class UsageInterval:
     user: str
     start: datetime
     end: datetime | None
-    gpus: int
+    gpus: float
     gpu_model: str = ""
     qos: str = ""
 
@@ -195,7 +204,10 @@ def usage_as_of(intervals: Iterable[UsageInterval], now: datetime, policy: Usage
 
 
 def running_intervals(
-    jobs: Iterable[RunningJob], nodes: Iterable[NodeView], since: datetime | None = None
+    jobs: Iterable[RunningJob],
+    nodes: Iterable[NodeView],
+    since: datetime | None = None,
+    policy: UsagePolicy | None = None,
 ) -> list[UsageInterval]:
     """Open intervals (``end=None``) for running jobs, one per job and GPU model held.
 
@@ -209,11 +221,12 @@ def running_intervals(
         if job.started_at is None:
             continue
         start = job.started_at if since is None else max(job.started_at, since)
-        per_model: dict[str, int] = {}
+        per_model: dict[str, float] = {}
         for allocation in job.allocations:
+            each = (policy or UsagePolicy()).gpus_held(allocation) / max(len(allocation.gpu_indices), 1)
             for index in allocation.gpu_indices:
                 model = models.get((allocation.node, index), "")
-                per_model[model] = per_model.get(model, 0) + 1
+                per_model[model] = per_model.get(model, 0.0) + each
         for model, gpus in sorted(per_model.items()):
             intervals.append(UsageInterval(job.account, job.user, start, None, gpus, model, job.qos))
     return intervals

@@ -17,9 +17,9 @@ from scheduler.core.types import Allocation, Blocker, Limits, NodeView, PendingJ
 
 @dataclass(slots=True)
 class _Usage:
-    gpus: int = 0
+    gpus: float = 0.0  # a fractional job counts its share
     jobs: int = 0
-    by_model: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    by_model: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
 
 class LimitBook:
@@ -42,8 +42,9 @@ class LimitBook:
         for job in running:
             self._charge(job.account, job.user, self._models_of(job.allocations))
 
-    def _models_of(self, allocations: tuple[Allocation, ...]) -> list[str]:
-        return [self.models.get((a.node, i), "") for a in allocations for i in a.gpu_indices]
+    def _models_of(self, allocations: tuple[Allocation, ...]) -> list[tuple[str, float]]:
+        """``(model, amount)`` per GPU held: 1 for a whole GPU, the share for a shared one."""
+        return [(self.models.get((a.node, i), ""), a.gpu_share or 1.0) for a in allocations for i in a.gpu_indices]
 
     def lineage(self, account: str) -> list[str]:
         """The account and its ancestors, nearest first (cycles in bad data are cut)."""
@@ -54,12 +55,12 @@ class LimitBook:
             current = self.parents.get(current)
         return chain
 
-    def _charge(self, account: str, user: str, models: list[str], sign: int = 1) -> None:
+    def _charge(self, account: str, user: str, models: list[tuple[str, float]], sign: int = 1) -> None:
         for usage in [*(self.accounts[a] for a in self.lineage(account)), self.users[user]]:
             usage.jobs += sign
-            usage.gpus += sign * len(models)
-            for model in models:
-                usage.by_model[model] += sign
+            for model, amount in models:
+                usage.gpus += sign * amount
+                usage.by_model[model] += sign * amount
 
     def blocker(self, job: PendingJob) -> PendingReason | None:
         """The first limit this job would break by starting, on its request alone."""
@@ -77,10 +78,9 @@ class LimitBook:
 
     def blocker_after_placement(self, job: PendingJob, start: Start) -> PendingReason | None:
         """Per-model limits, once the placement says which models the job would use."""
-        models = self._models_of(start.allocations)
-        wanted: dict[str, int] = defaultdict(int)
-        for model in models:
-            wanted[model] += 1
+        wanted: dict[str, float] = defaultdict(float)
+        for model, amount in self._models_of(start.allocations):
+            wanted[model] += amount
         checks = [
             *(
                 (self.account_limits.get(a), self.accounts[a], PendingReason.ACCOUNT_GPU_LIMIT)
@@ -93,7 +93,7 @@ class LimitBook:
                 continue
             for model, count in wanted.items():
                 cap = limits.max_gpus_per_model.get(model)
-                if cap is not None and usage.by_model[model] + count > cap:
+                if cap is not None and usage.by_model[model] + count > cap + _EPSILON:
                     return reason
         return None
 
@@ -112,8 +112,15 @@ def _violations(limits: Limits | None, usage: _Usage, job: PendingJob, scope: st
     account = scope == "account"
     who = f"{scope} {name}"
 
-    def over(limit: str, used: int, cap: int, code: PendingReason, message: str) -> Blocker:
-        evidence = {"scope": scope, "name": name, "limit": limit, "used": used, "cap": cap, "requested": job.gpus}
+    def over(limit: str, used: float, cap: int, code: PendingReason, message: str) -> Blocker:
+        evidence = {
+            "scope": scope,
+            "name": name,
+            "limit": limit,
+            "used": gpu_count(used),
+            "cap": cap,
+            "requested": gpu_count(job.gpu_amount),
+        }
         return Blocker(code, message, evidence)
 
     if limits.max_walltime_seconds is not None and job.walltime_seconds > limits.max_walltime_seconds:
@@ -134,15 +141,31 @@ def _violations(limits: Limits | None, usage: _Usage, job: PendingJob, scope: st
         message = f"{who} runs {usage.jobs} of its {limits.max_running_jobs} jobs at once"
         yield over("max_running_jobs", usage.jobs, limits.max_running_jobs, code, message)
     gpu_code = PendingReason.ACCOUNT_GPU_LIMIT if account else PendingReason.USER_GPU_LIMIT
-    if limits.max_gpus is not None and usage.gpus + job.gpus > limits.max_gpus:
-        message = f"{who} holds {usage.gpus} of its {limits.max_gpus} GPUs; this job needs {job.gpus}"
+    if limits.max_gpus is not None and usage.gpus + job.gpu_amount > limits.max_gpus + _EPSILON:
+        message = (
+            f"{who} holds {gpu_count(usage.gpus)} of its {limits.max_gpus} GPUs; "
+            f"this job needs {gpu_count(job.gpu_amount)}"
+        )
         yield over("max_gpus", usage.gpus, limits.max_gpus, gpu_code, message)
     if job.gpu_model:
         cap = limits.max_gpus_per_model.get(job.gpu_model)
         used = usage.by_model[job.gpu_model]
-        if cap is not None and used + job.gpus > cap:
-            message = f"{who} holds {used} of its {cap} {job.gpu_model} GPUs; this job needs {job.gpus}"
+        if cap is not None and used + job.gpu_amount > cap + _EPSILON:
+            message = (
+                f"{who} holds {gpu_count(used)} of its {cap} {job.gpu_model} GPUs; "
+                f"this job needs {gpu_count(job.gpu_amount)}"
+            )
             yield over(f"max_gpus_per_model[{job.gpu_model}]", used, cap, gpu_code, message)
+
+
+#: Shares are floats: 0.1 + 0.2 must not exceed a limit of 0.3.
+_EPSILON = 1e-9
+
+
+def gpu_count(amount: float) -> int | float:
+    """A GPU amount for people and JSON: ``4`` for whole GPUs, ``2.5`` with shares."""
+    rounded = round(amount, 3)
+    return int(rounded) if rounded == int(rounded) else rounded
 
 
 def duration_text(seconds: int) -> str:

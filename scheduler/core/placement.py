@@ -24,6 +24,11 @@ class NodeCapacity:
     free_memory_mib: int = 0
     #: Number of free GPUs, kept so that full nodes are skipped without a scan.
     free_count: int = 0
+    #: Shared GPUs with shares on them: index -> (capacity used, with the overhead;
+    #: GPU memory reserved). Such a GPU is not free for whole-GPU jobs.
+    shares: dict[int, tuple[float, int]] = field(default_factory=dict)
+    #: A share ``s`` takes ``s * (1 + overhead)`` of a GPU (see ``Policy.sharing_overhead``).
+    overhead: float = 0.0
 
     def usable_gpus(self, job: PendingJob, held: frozenset[int] = frozenset()) -> list[int]:
         """Free GPU indices on this node that satisfy the job's per-GPU constraints."""
@@ -51,6 +56,8 @@ class NodeCapacity:
             return None
         if job.gpus_per_node == 0:
             return Allocation(self.node.name, (), job.cpus_per_node, job.memory_mib_per_node)
+        if job.gpu_share:
+            return self._fit_share(job, held_gpus)
         if self.free_count < job.gpus_per_node:
             return None
         usable = self.usable_gpus(job, held_gpus)
@@ -60,16 +67,56 @@ class NodeCapacity:
             self.node.name, tuple(usable[: job.gpus_per_node]), job.cpus_per_node, job.memory_mib_per_node
         )
 
+    def _fit_share(self, job: PendingJob, held: frozenset[int]) -> Allocation | None:
+        """A fractional job's GPU: the fullest shared GPU it still fits on (packing
+        shares so whole GPUs stay free), else a free shared GPU."""
+        need = job.gpu_share * (1 + self.overhead)
+        best: tuple[float, int] | None = None
+        for gpu in self.node.gpus:
+            if gpu.index in held or not job.accepts(gpu):
+                continue
+            used, memory = self.shares.get(gpu.index, (0.0, 0))
+            if gpu.index not in self.shares and not self.free_gpus.get(gpu.index):
+                continue  # held whole by another job
+            if used + need > 1.0 + 1e-9 or memory + job.gpu_memory_mib_share > gpu.memory_mib:
+                continue
+            if best is None or used > best[0]:
+                best = (used, gpu.index)
+        if best is None:
+            return None
+        return Allocation(
+            self.node.name,
+            (best[1],),
+            job.cpus_per_node,
+            job.memory_mib_per_node,
+            gpu_share=job.gpu_share,
+            gpu_memory_mib=job.gpu_memory_mib_share,
+        )
+
     def take(self, allocation: Allocation) -> None:
         for index in allocation.gpu_indices:
             if self.free_gpus.get(index):
                 self.free_gpus[index] = False
                 self.free_count -= 1
+            if allocation.gpu_share:
+                used, memory = self.shares.get(index, (0.0, 0))
+                self.shares[index] = (
+                    used + allocation.gpu_share * (1 + self.overhead),
+                    memory + allocation.gpu_memory_mib,
+                )
         self.free_cpus -= allocation.cpus
         self.free_memory_mib -= allocation.memory_mib
 
     def give_back(self, allocation: Allocation) -> None:
         for index in allocation.gpu_indices:
+            if allocation.gpu_share and index in self.shares:
+                used, memory = self.shares[index]
+                used -= allocation.gpu_share * (1 + self.overhead)
+                memory -= allocation.gpu_memory_mib
+                if used > 1e-9 or memory > 0:
+                    self.shares[index] = (used, memory)
+                    continue
+                del self.shares[index]
             if index in self.free_gpus and not self.free_gpus[index]:
                 self.free_gpus[index] = True
                 self.free_count += 1
@@ -77,13 +124,21 @@ class NodeCapacity:
         self.free_memory_mib += allocation.memory_mib
 
     def copy(self) -> NodeCapacity:
-        return NodeCapacity(self.node, dict(self.free_gpus), self.free_cpus, self.free_memory_mib, self.free_count)
+        return NodeCapacity(
+            self.node,
+            dict(self.free_gpus),
+            self.free_cpus,
+            self.free_memory_mib,
+            self.free_count,
+            dict(self.shares),
+            self.overhead,
+        )
 
 
 class Ledger:
     """Free capacity of every node, grouped by cluster, for one scheduling cycle."""
 
-    def __init__(self, nodes: Iterable[NodeView]) -> None:
+    def __init__(self, nodes: Iterable[NodeView], sharing_overhead: float = 0.0) -> None:
         self.by_name: dict[str, NodeCapacity] = {}
         self.by_cluster: dict[str, list[NodeCapacity]] = {}
         for node in sorted(nodes, key=lambda n: (n.cluster, n.name)):
@@ -93,15 +148,16 @@ class Ledger:
                 free_cpus=node.cpus,
                 free_memory_mib=node.memory_mib,
                 free_count=len(node.gpus),
+                overhead=sharing_overhead,
             )
             self.by_name[node.name] = capacity
             if node.schedulable:  # others only matter for what running jobs hold
                 self.by_cluster.setdefault(node.cluster, []).append(capacity)
 
     @classmethod
-    def from_snapshot(cls, snapshot: Snapshot) -> Ledger:
+    def from_snapshot(cls, snapshot: Snapshot, sharing_overhead: float = 0.0) -> Ledger:
         """Capacity left after subtracting what running jobs hold."""
-        ledger = cls(snapshot.nodes)
+        ledger = cls(snapshot.nodes, sharing_overhead)
         for job in snapshot.running:
             ledger.take(job.allocations)
         return ledger
@@ -135,7 +191,7 @@ class Ledger:
         strategy = strategy or Strategy.PACK
         best: tuple[int, Start] | None = None
         for cluster, capacities in self.by_cluster.items():
-            candidates = [c for c in capacities if c.free_count >= job.gpus_per_node]
+            candidates = [c for c in capacities if c.free_count >= job.gpus_per_node or (job.gpu_share and c.shares)]
             if len(candidates) < job.nodes:
                 continue
             if strategy is Strategy.PACK:
@@ -186,8 +242,8 @@ class IdleCluster:
     once per cycle and never modified; answers are cached per request shape.
     """
 
-    def __init__(self, nodes: Iterable[NodeView]) -> None:
-        self._ledger = Ledger(nodes)
+    def __init__(self, nodes: Iterable[NodeView], sharing_overhead: float = 0.0) -> None:
+        self._ledger = Ledger(nodes, sharing_overhead)
         self._answers: dict[tuple[object, ...], bool] = {}
 
     def fits(self, job: PendingJob) -> bool:
@@ -208,4 +264,6 @@ def request_shape(job: PendingJob) -> tuple[object, ...]:
         job.gpu_model,
         job.min_gpu_memory_mib,
         job.min_compute_capability,
+        job.gpu_share,
+        job.gpu_memory_mib_share,
     )

@@ -55,6 +55,9 @@ class GpuView:
     memory_mib: int
     compute_capability: ComputeCapability
     healthy: bool = True
+    #: In a sharing mode (time-slicing or MPS): fractional jobs may share it; a whole-GPU
+    #: job still may take it while no share is on it.
+    shared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,15 @@ class Allocation:
     gpu_indices: tuple[int, ...]
     cpus: int = 0
     memory_mib: int = 0
+    #: A fractional job's share of its one shared GPU (0 < share < 1) and the GPU
+    #: memory it reserves there; 0 for whole GPUs.
+    gpu_share: float = 0.0
+    gpu_memory_mib: int = 0
+
+    @property
+    def gpu_amount(self) -> float:
+        """GPUs this allocation counts for in quotas: its share, or its whole GPUs."""
+        return self.gpu_share if self.gpu_share else float(len(self.gpu_indices))
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +112,10 @@ class RunningJob:
     def gpus(self) -> int:
         return sum(len(a.gpu_indices) for a in self.allocations)
 
+    @property
+    def gpu_amount(self) -> float:
+        return sum(a.gpu_amount for a in self.allocations)
+
 
 @dataclass(frozen=True, slots=True)
 class PendingJob:
@@ -121,13 +137,24 @@ class PendingJob:
     nice: int = 0
     #: ``(kind, job_id)`` pairs: afterok, afternotok or afterany (see ``dependencies``).
     dependencies: tuple[tuple[str, int], ...] = ()
+    #: A fractional request: this share (0 < share < 1) of one shared GPU per node, with
+    #: ``gpu_memory_mib_share`` of its memory; ``gpus_per_node`` is then 1.
+    gpu_share: float = 0.0
+    gpu_memory_mib_share: int = 0
 
     @property
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
 
+    @property
+    def gpu_amount(self) -> float:
+        """GPUs this job counts for in quotas and guarantees: shares count as such."""
+        return self.nodes * self.gpu_share if self.gpu_share else float(self.gpus)
+
     def accepts(self, gpu: GpuView) -> bool:
         """Whether one GPU satisfies this job's per-GPU constraints."""
+        if self.gpu_share and (not gpu.shared or gpu.memory_mib < self.gpu_memory_mib_share):
+            return False
         if self.gpu_model and gpu.model != self.gpu_model:
             return False
         if gpu.memory_mib < self.min_gpu_memory_mib:
@@ -202,6 +229,9 @@ class Policy:
     reclaim: bool = True
     #: Give every waiting job all its blockers with evidence (``Decisions.blockers``).
     explain: bool = True
+    #: Virtualization overhead of a shared GPU: a share ``s`` takes ``s * (1 + overhead)``
+    #: of the GPU's capacity (time-slicing's context switches, MPS's server).
+    sharing_overhead: float = 0.1
 
 
 class PendingReason(enum.StrEnum):

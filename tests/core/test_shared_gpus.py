@@ -1,0 +1,126 @@
+"""Fractional jobs on shared GPUs (time-slicing / MPS), with a virtualization overhead."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.core import PendingReason, Policy, schedule
+from scheduler.core.fairshare import UsagePolicy
+from scheduler.core.types import Allocation, GpuView, Limits, NodeView, PendingJob, RunningJob, Snapshot
+from tests.builders import T0, node, pending
+
+NOW = T0 + timedelta(hours=1)
+
+
+def shared_node(name: str = "s1", gpus: int = 2, memory_mib: int = 81920) -> NodeView:
+    return NodeView(
+        name=name,
+        cluster="c1",
+        cpus=64,
+        memory_mib=512_000,
+        gpus=tuple(GpuView(i, "H100-80GB", memory_mib, (9, 0), shared=True) for i in range(gpus)),
+    )
+
+
+def share(job_id: int, fraction: float, memory_mib: int = 0, **fields: Any) -> PendingJob:
+    return pending(job_id, gpu_share=fraction, gpu_memory_mib_share=memory_mib, **fields)
+
+
+def gpus_used(snapshot: Snapshot, policy: Policy) -> dict[int, int]:
+    return {s.job_id: s.allocations[0].gpu_indices[0] for s in schedule(snapshot, policy, NOW).starts}
+
+
+def test_shares_pack_onto_one_gpu_until_it_is_full_counting_the_overhead() -> None:
+    # 0.4 * 1.1 = 0.44 each: two fit on GPU 0 (0.88), the third goes to GPU 1.
+    snapshot = Snapshot((shared_node(),), (), (share(1, 0.4), share(2, 0.4), share(3, 0.4)))
+    assert gpus_used(snapshot, Policy(sharing_overhead=0.1)) == {1: 0, 2: 0, 3: 1}
+
+
+def test_the_overhead_decides_whether_two_halves_share_a_gpu() -> None:
+    snapshot = Snapshot((shared_node(),), (), (share(1, 0.5), share(2, 0.5)))
+    assert gpus_used(snapshot, Policy(sharing_overhead=0.0)) == {1: 0, 2: 0}
+    assert gpus_used(snapshot, Policy(sharing_overhead=0.1)) == {1: 0, 2: 1}
+
+
+def test_gpu_memory_shares_must_fit_in_the_gpus_memory() -> None:
+    snapshot = Snapshot(
+        (shared_node(gpus=1),), (), (share(1, 0.2, 40_000), share(2, 0.2, 40_000), share(3, 0.2, 40_000))
+    )
+    decisions = schedule(snapshot, Policy(), NOW)
+    assert [s.job_id for s in decisions.starts] == [1, 2]
+    assert decisions.pending_reasons[3] is PendingReason.RESOURCES
+
+
+def test_a_fractional_job_only_runs_on_gpus_in_a_sharing_mode() -> None:
+    decisions = schedule(Snapshot((node("n1"),), (), (share(1, 0.5),)), Policy(), NOW)
+    assert decisions.starts == []
+    assert decisions.pending_reasons[1] is PendingReason.NODES_UNAVAILABLE
+
+
+def test_whole_gpu_jobs_take_free_shared_gpus_but_not_ones_holding_shares() -> None:
+    running = (RunningJob(90, (Allocation("s1", (0,), gpu_share=0.3),), NOW, 3600),)
+    snapshot = Snapshot((shared_node(),), running, (pending(1, gpus_per_node=2), pending(2, gpus_per_node=1)))
+    decisions = schedule(snapshot, Policy(strict_order=False), NOW)
+    assert [(s.job_id, s.allocations[0].gpu_indices) for s in decisions.starts] == [(2, (1,))]
+
+
+def test_a_gpu_whose_shares_ended_is_whole_again() -> None:
+    running = (RunningJob(90, (Allocation("s1", (0,), gpu_share=0.3),), NOW, 3600),)
+    with_share = Snapshot((shared_node(gpus=1),), running, (pending(1),))
+    assert schedule(with_share, Policy(), NOW).starts == []
+    assert [s.job_id for s in schedule(Snapshot((shared_node(gpus=1),), (), (pending(1),)), Policy(), NOW).starts] == [
+        1
+    ]
+
+
+def test_quotas_count_a_share_as_its_fraction_of_a_gpu() -> None:
+    jobs = tuple(share(i, 0.5, account="lab", user="u") for i in (1, 2, 3))
+    snapshot = Snapshot(
+        (shared_node(),), (), jobs, account_limits={"lab": Limits(max_gpus=1)}, account_parents={"lab": None}
+    )
+    decisions = schedule(snapshot, Policy(), NOW)
+    assert [s.job_id for s in decisions.starts] == [1, 2]
+    assert decisions.blockers[3][0].message == "account lab holds 1 of its 1 GPUs; this job needs 0.5"
+
+
+def test_usage_charges_a_share_plus_the_overhead() -> None:
+    policy = UsagePolicy(sharing_overhead=0.1)
+    assert policy.gpus_held(Allocation("s1", (0,), gpu_share=0.5)) == 0.55
+    assert policy.gpus_held(Allocation("n1", (0, 1))) == 2.0
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    requests=st.lists(
+        st.tuples(st.sampled_from([0.1, 0.25, 0.3, 0.5, 0.75, 0.9]), st.sampled_from([0, 10_000, 30_000])),
+        min_size=1,
+        max_size=20,
+    ),
+    overhead=st.sampled_from([0.0, 0.1, 0.25]),
+)
+def test_property_no_shared_gpu_is_overcommitted_in_capacity_or_memory(
+    requests: list[tuple[float, int]], overhead: float
+) -> None:
+    jobs = tuple(share(i + 1, fraction, memory) for i, (fraction, memory) in enumerate(requests))
+    decisions = schedule(
+        Snapshot((shared_node(gpus=3),), (), jobs), Policy(strict_order=False, sharing_overhead=overhead), NOW
+    )
+    load: dict[int, float] = defaultdict(float)
+    memory: dict[int, int] = defaultdict(int)
+    for start in decisions.starts:
+        (allocation,) = start.allocations
+        (index,) = allocation.gpu_indices
+        load[index] += allocation.gpu_share * (1 + overhead)
+        memory[index] += allocation.gpu_memory_mib
+    assert all(value <= 1.0 + 1e-9 for value in load.values())
+    assert all(value <= 81920 for value in memory.values())
+    # Packing: a job waits only if no GPU has room for it.
+    for job in jobs:
+        if job.id in decisions.pending_reasons:
+            need = job.gpu_share * (1 + overhead)
+            assert all(load[i] + need > 1.0 + 1e-9 or memory[i] + job.gpu_memory_mib_share > 81920 for i in range(3))

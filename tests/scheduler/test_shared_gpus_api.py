@@ -1,0 +1,61 @@
+"""Fractional jobs through the API and the tick: a share of a time-sliced GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler import services
+from scheduler.choices import JobState
+from scheduler.models import Gpu, Job
+from tests.builders import local_node_group, make_local_cluster
+
+pytestmark = pytest.mark.django_db
+
+BASE = {"name": "notebook", "account": "lab", "command": "sleep 30", "walltime_seconds": 600}
+
+
+@pytest.fixture
+def shared_world(world):
+    group = local_node_group("ts-01", gpus=1)
+    group["gpus"]["shared"] = True
+    make_local_cluster("sliced", [group])
+    return world
+
+
+def test_two_fractional_jobs_share_one_gpu(shared_world, client_for, tick):
+    client = client_for(shared_world.alice)
+    for _ in range(2):
+        body = {**BASE, "gpu_share": 0.4, "gpu_memory_mib_share": 20_000}
+        assert client.post("/api/v1/jobs/", body, format="json").status_code == 201
+    tick()
+    jobs = list(Job.objects.order_by("id"))
+    assert [j.state for j in jobs] == [JobState.RUNNING, JobState.RUNNING]
+    assert {(a["node"], tuple(a["gpu_indices"]), a["gpu_share"]) for j in jobs for a in j.allocations} == {
+        ("ts-01", (0,), 0.4)
+    }
+    assert Gpu.objects.get(node__name="ts-01").shared
+    for job in jobs:
+        services.cancel_job(job, by="test")
+
+
+@pytest.mark.parametrize(
+    "extra,field",
+    [
+        ({"gpu_share": 1.0}, "gpu_share"),
+        ({"gpu_share": -0.5}, "gpu_share"),
+        ({"gpu_share": "NaN"}, "gpu_share"),
+        ({"gpu_share": 0.5, "gpus_per_node": 2}, "gpus_per_node"),
+        ({"gpu_memory_mib_share": 1000}, "gpu_memory_mib_share"),
+    ],
+)
+def test_bad_shares_are_refused_with_the_field_named(shared_world, client_for, extra, field):
+    response = client_for(shared_world.alice).post("/api/v1/jobs/", {**BASE, **extra}, format="json")
+    assert response.status_code == 400
+    assert field in response.json()
+    assert not Job.objects.exists()
+
+
+def test_a_share_on_a_site_without_shared_gpus_is_refused(world, client_for):
+    response = client_for(world.alice).post("/api/v1/jobs/", {**BASE, "gpu_share": 0.5}, format="json")
+    assert response.status_code == 400
+    assert "No node has a shared GPU" in response.json()["gpu_share"][0]
