@@ -59,7 +59,11 @@ class Command(BaseCommand):
             accounts = self._accounts()
             passwords = self._users(accounts, reset=options["reset_passwords"])
             normal = self._qos()
-            Quota.objects.get_or_create(account=accounts["nlp"], defaults={"max_pending_jobs": 100, "max_gpus": 48})
+            Quota.objects.get_or_create(
+                account=accounts["nlp"],
+                defaults={"max_pending_jobs": 100, "max_gpus": 48, "guaranteed_gpus": 24, "borrowing_limit_gpus": 16},
+            )
+            Quota.objects.get_or_create(account=accounts["vision"], defaults={"guaranteed_gpus": 16})
         try:
             services.poll_cluster(cluster)
         except BackendError as exc:
