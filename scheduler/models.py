@@ -103,6 +103,11 @@ class Job(models.Model):
 
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
     pending_reason = models.CharField(max_length=64, blank=True)
+    estimated_start_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Latest expected start while pending (squeue --start), from the periodic estimate pass.",
+    )
     state_reason = models.CharField(max_length=500, blank=True)
     cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
     allocations = models.JSONField(default=list, blank=True)

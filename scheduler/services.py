@@ -206,6 +206,7 @@ def cancel_job(job: Job, *, by: str) -> None:
             by=by,
             ended_at=timezone.now(),
             pending_reason="",
+            estimated_start_at=None,
         )
         if job.state in ACTIVE_STATES and job.external_id:
             _after_commit("scheduler.cancel_remote", cancel_remote, job.id)
@@ -214,7 +215,14 @@ def cancel_job(job: Job, *, by: str) -> None:
 def hold_job(job: Job, *, by: str) -> None:
     """Keep a pending job from being scheduled until released (``scontrol hold``)."""
     _user_transition(
-        job, [JobState.PENDING], JobState.HELD, verb="held", event=EventKind.HELD, by=by, pending_reason="JobHeldUser"
+        job,
+        [JobState.PENDING],
+        JobState.HELD,
+        verb="held",
+        event=EventKind.HELD,
+        by=by,
+        pending_reason="JobHeldUser",
+        estimated_start_at=None,
     )
 
 
@@ -423,7 +431,8 @@ def _claim(starts: list[Start], now: datetime) -> list[int]:
 
     The still-pending rows are locked first (``SELECT ... FOR UPDATE``), so a job
     cancelled or held since the snapshot is skipped and one that is cancelled now waits
-    for this commit; then one bulk UPDATE writes every claim.
+    for this commit; then one bulk UPDATE writes every claim (and clears the claimed
+    jobs' start estimates: they no longer wait).
     """
     if not starts:
         return []
@@ -441,12 +450,15 @@ def _claim(starts: list[Start], now: datetime) -> list[int]:
             allocations=allocations_to_json(start.allocations),
             dispatched_at=now,
             pending_reason="",
+            estimated_start_at=None,
             updated_at=now,
         )
         for start in starts
     ]
     Job.objects.bulk_update(
-        claims, ["state", "cluster", "allocations", "dispatched_at", "pending_reason", "updated_at"], batch_size=500
+        claims,
+        ["state", "cluster", "allocations", "dispatched_at", "pending_reason", "estimated_start_at", "updated_at"],
+        batch_size=500,
     )
     JobEvent.objects.bulk_create(
         [

@@ -63,6 +63,7 @@ class JobSerializer(serializers.ModelSerializer):
             "qos",
             "state",
             "pending_reason",
+            "estimated_start_at",
             "state_reason",
             "command",
             "script",

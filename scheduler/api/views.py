@@ -112,15 +112,32 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise ValidationError({"max_bytes": "Must be an integer between 1 and 1048576."})
         return Response({"job": job.id, "log": services.read_job_log(job, int(raw))})
 
-    @extend_schema(responses={200: StartEstimateSerializer(many=True)}, filters=False)
+    @extend_schema(
+        responses={200: StartEstimateSerializer(many=True)},
+        filters=False,
+        description="Latest expected starts of your pending jobs (the account's, for coordinators), like "
+        "`squeue --start`, as of the last estimate pass (every `SCHEDULER_ESTIMATE_SECONDS`). Jobs waiting on a "
+        "dependency, a quota or down hardware, and jobs submitted since the last pass, have none.",
+    )
     @action(detail=False, methods=["get"], filter_backends=[], pagination_class=None)
     def estimates(self, request: Request) -> Response:
         """Estimated starts of your pending jobs (the account's, for coordinators), like
-        ``squeue --start``; jobs waiting on a dependency, a quota or down hardware have none."""
-        mine = set(self.get_queryset().filter(state=JobState.PENDING).values_list("id", flat=True))
-        estimates = reports.start_estimates(mine) if mine else {}
-        rows = [{"job": job_id, "estimated_start": at} for job_id, at in sorted(estimates.items())]
-        return Response(StartEstimateSerializer(rows, many=True).data)
+        ``squeue --start``; jobs waiting on a dependency, a quota or down hardware have none.
+
+        Reads the estimates the periodic pass stored (``scheduler.estimates.refresh_estimates``,
+        every ``SCHEDULER_ESTIMATE_SECONDS``) rather than planning the queue here: planning
+        is the cost of a tick and more, too much to pay on every request from every
+        user, and Slurm's ``squeue --start`` likewise shows what its backfill pass last
+        computed. A job submitted since the last pass has no estimate yet.
+        """
+        rows = (
+            self.get_queryset()
+            .filter(state=JobState.PENDING, estimated_start_at__isnull=False)
+            .order_by("id")
+            .values_list("id", "estimated_start_at")
+        )
+        data = [{"job": job_id, "estimated_start": at} for job_id, at in rows]
+        return Response(StartEstimateSerializer(data, many=True).data)
 
     @extend_schema(responses={200: PriorityBreakdownSerializer, 409: None}, filters=False)
     @action(detail=True, methods=["get"], filter_backends=[])
