@@ -140,32 +140,40 @@ def _queued(quota: Quota, jobs: Any) -> int:
     return int(jobs.filter(state__in=QUEUED_STATES).count()) if quota.max_pending_jobs is not None else 0
 
 
+def quota_refusals(owner: Any, account: Account, walltime_seconds: int, *, lock: bool = False) -> dict[str, str]:
+    """Field -> message for every quota that would refuse one more job of ``owner`` in
+    ``account`` with this walltime; ``{}`` when none would. Reads only.
+
+    With ``lock`` (inside a transaction, as :func:`submit_job` calls it), when a
+    pending-jobs quota applies the user's and the account's rows are locked
+    (``SELECT ... FOR UPDATE``) while the queue is counted, so concurrent submissions
+    cannot overshoot it. A what-if asks without locking: it submits nothing.
+    """
+    applying = Quota.objects.filter(Q(account=account) | Q(user_id=owner.pk))
+    quotas = {("account" if q.account_id else "user"): q for q in applying}
+    if lock and any(q.max_pending_jobs is not None for q in quotas.values()):
+        # Serialise only the submissions that count the queue.
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).exists()
+        Account.objects.select_for_update().filter(pk=account.pk).exists()
+    errors: dict[str, str] = {}
+    if "account" in quotas:
+        queued = _queued(quotas["account"], Job.objects.filter(account=account))
+        errors.update(_check_quota(quotas["account"], queued, walltime_seconds, "account", f"Account {account.name}"))
+    if "user" in quotas:
+        queued = _queued(quotas["user"], Job.objects.filter(owner_id=owner.pk))
+        errors.update(_check_quota(quotas["user"], queued, walltime_seconds, "account", f"User {owner}"))
+    return errors
+
+
 def submit_job(*, owner: Any, account: Account, qos: Qos | None, **fields: Any) -> Job:
     """Create a PENDING job after checking the quotas that depend on the queue.
 
-    When a pending-jobs quota applies, the user's and the account's rows are locked
-    (``SELECT ... FOR UPDATE``) while the queue is counted, so concurrent submissions
-    cannot overshoot it. Raises ``ValidationError`` (field -> message) and writes
-    nothing when a quota refuses the job.
+    Raises ``ValidationError`` (field -> message) and writes nothing when a quota refuses
+    the job (see :func:`quota_refusals`, called here with its row locks).
     """
     now = timezone.now()
-    walltime = int(fields["walltime_seconds"])
     with transaction.atomic():
-        quotas = {
-            ("account" if q.account_id else "user"): q
-            for q in Quota.objects.filter(Q(account=account) | Q(user_id=owner.pk))
-        }
-        if any(q.max_pending_jobs is not None for q in quotas.values()):
-            # Serialise only the submissions that count the queue.
-            get_user_model().objects.select_for_update().filter(pk=owner.pk).exists()
-            Account.objects.select_for_update().filter(pk=account.pk).exists()
-        errors: dict[str, str] = {}
-        if "account" in quotas:
-            queued = _queued(quotas["account"], Job.objects.filter(account=account))
-            errors.update(_check_quota(quotas["account"], queued, walltime, "account", f"Account {account.name}"))
-        if "user" in quotas:
-            queued = _queued(quotas["user"], Job.objects.filter(owner_id=owner.pk))
-            errors.update(_check_quota(quotas["user"], queued, walltime, "account", f"User {owner}"))
+        errors = quota_refusals(owner, account, int(fields["walltime_seconds"]), lock=True)
         if errors:
             raise ValidationError(errors)
         job = Job.objects.create(owner=owner, account=account, qos=qos, submitted_at=now, **fields)
