@@ -325,6 +325,29 @@ class ShareRowSerializer(serializers.Serializer):
         return None if math.isinf(row.level_fs) else float(row.level_fs)
 
 
+class WhatIfPrioritySerializer(PriorityBreakdownSerializer):
+    """The priority a job submitted now would have (no ``job_id``: it has none yet)."""
+
+    job_id = None  # type: ignore[assignment]  # DRF: None removes an inherited field
+
+
+class WhatIfSerializer(serializers.Serializer):
+    """When a job submitted now would start, and why not sooner (nothing is submitted)."""
+
+    estimated_start = serializers.DateTimeField(
+        allow_null=True,
+        help_text="Latest expected start if every job runs to its walltime limit and nothing new arrives; "
+        "null when the queue alone does not decide it (a dependency, a quota, unavailable nodes).",
+    )
+    estimated_wait_seconds = serializers.IntegerField(allow_null=True, help_text="From now to estimated_start.")
+    would_start_now = serializers.BooleanField(help_text="Whether the next scheduling tick would start it.")
+    pending_reason = serializers.CharField(
+        allow_blank=True, help_text="Why it would wait, as a job's pending_reason ('' when it would start now)."
+    )
+    reasons = serializers.ListField(child=serializers.CharField(), help_text="The same, in sentences.")
+    priority = WhatIfPrioritySerializer(allow_null=True, help_text="Its priority factors (sprio); null under FIFO.")
+
+
 class StartEstimateSerializer(serializers.Serializer):
     """When a pending job starts at the latest if jobs run to their walltime limits and
     nothing new arrives (``squeue --start``)."""

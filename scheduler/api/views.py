@@ -22,7 +22,7 @@ from portal.access import member_account_ids, visible_jobs
 from portal.api.errors import Conflict
 from portal.models import Account
 from portal.schema import ErrorSerializer
-from scheduler import reports, services
+from scheduler import estimates, reports, services
 from scheduler.api.filters import GpuFilter, JobFilter, NodeFilter
 from scheduler.api.serializers import (
     ClusterSerializer,
@@ -36,6 +36,7 @@ from scheduler.api.serializers import (
     PriorityBreakdownSerializer,
     ShareRowSerializer,
     StartEstimateSerializer,
+    WhatIfSerializer,
 )
 from scheduler.backends import BackendError
 from scheduler.choices import JobState
@@ -56,7 +57,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return visible_jobs(self.request.user, base)
 
     def get_serializer_class(self) -> type:
-        return JobSubmitSerializer if self.action == "create" else JobSerializer
+        return JobSubmitSerializer if self.action in ("create", "estimate") else JobSerializer
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -128,7 +129,8 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         every ``SCHEDULER_ESTIMATE_SECONDS``) rather than planning the queue here: planning
         is the cost of a tick and more, too much to pay on every request from every
         user, and Slurm's ``squeue --start`` likewise shows what its backfill pass last
-        computed. A job submitted since the last pass has no estimate yet.
+        computed. A job submitted since the last pass has no estimate yet; ask
+        ``POST /api/v1/jobs/estimate/`` before submitting for one at once.
         """
         rows = (
             self.get_queryset()
@@ -138,6 +140,18 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         )
         data = [{"job": job_id, "estimated_start": at} for job_id, at in rows]
         return Response(StartEstimateSerializer(data, many=True).data)
+
+    @extend_schema(request=JobSubmitSerializer, responses={200: WhatIfSerializer}, filters=False)
+    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+    def estimate(self, request: Request) -> Response:
+        """If you submitted this job now, when would it start? Takes exactly a submission's
+        body, with the same validation and permissions (the same 400s); answers with the
+        latest expected start, why it would wait and its priority. Nothing is submitted
+        or stored."""
+        serializer = JobSubmitSerializer(data=request.data, context=self.get_serializer_context())
+        serializer.is_valid(raise_exception=True)
+        answer = estimates.what_if(owner=request.user, **serializer.validated_data)
+        return Response(WhatIfSerializer(answer).data)
 
     @extend_schema(responses={200: PriorityBreakdownSerializer, 409: None}, filters=False)
     @action(detail=True, methods=["get"], filter_backends=[])
