@@ -143,6 +143,9 @@ SPECTACULAR_SETTINGS = {
 SCHEDULER_TICK_SECONDS = env_float("SCHEDULER_TICK_SECONDS", 5.0, minimum=0.1)
 #: Seconds between backend polls.
 SCHEDULER_POLL_SECONDS = env_float("SCHEDULER_POLL_SECONDS", 5.0, minimum=0.1)
+#: Seconds between passes that store every pending job's start estimate (beat and
+#: ``run_scheduler``); each pass plans the whole queue.
+SCHEDULER_ESTIMATE_SECONDS = env_float("SCHEDULER_ESTIMATE_SECONDS", 60.0, minimum=1.0)
 #: A job stuck in DISPATCHING longer than this is dispatched again (submit is idempotent).
 SCHEDULER_REDISPATCH_SECONDS = env_int("SCHEDULER_REDISPATCH_SECONDS", 60, minimum=1)
 #: Upper bound on starts per tick (keeps one tick's transaction short).
@@ -205,6 +208,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "scheduler.poll_backends",
         "schedule": SCHEDULER_POLL_SECONDS,
         "options": {"expires": SCHEDULER_POLL_SECONDS},
+    },
+    "scheduler-refresh-estimates": {
+        "task": "scheduler.refresh_estimates",
+        "schedule": SCHEDULER_ESTIMATE_SECONDS,
+        "options": {"expires": SCHEDULER_ESTIMATE_SECONDS},
     },
 }
 

@@ -115,6 +115,11 @@ class Job(models.Model):
     pending_blockers = models.JSONField(default=list, blank=True)
     #: Runs on GPUs beyond its account's guarantee, so it is reclaimed first.
     borrowed = models.BooleanField(default=False)
+    estimated_start_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Latest expected start while pending (squeue --start), from the periodic estimate pass.",
+    )
     state_reason = models.CharField(max_length=500, blank=True)
     cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
     allocations = models.JSONField(default=list, blank=True)

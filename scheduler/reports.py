@@ -1,6 +1,7 @@
 """Read-only reports for people: ``sshare`` (fair-share tree) and ``sprio`` (why a job
-has the priority it has). Both use the same pure functions as the tick, on the stored
-usage decayed to now, and write nothing."""
+has the priority it has), and the snapshot start-time estimates plan on. All use the
+same pure functions and inputs as the tick, on the stored usage decayed to now, and
+write nothing."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler.core.estimate import estimate_starts
 from scheduler.core.fairshare import ShareRow, UsageKey, decay_usage, fair_tree_factors, sshare
 from scheduler.core.priority import PriorityBreakdown, cluster_gpu_count, job_priority
+from scheduler.core.types import Policy, Snapshot
 from scheduler.models import Job, Usage
 from scheduler.services import current_policy
 from scheduler.snapshot import (
@@ -59,14 +60,7 @@ def priority_of(job: Job, now: datetime | None = None) -> PriorityBreakdown | No
     )
 
 
-def start_estimates(job_ids: set[int], now: datetime | None = None) -> dict[int, datetime]:
-    """Latest expected starts of those of ``job_ids`` that are pending (``squeue --start``).
-
-    Plans the whole queue with the tick's own policy and inputs (usage read, not
-    charged), so a job's estimate accounts for every job ahead of it.
-    """
-    now = now or timezone.now()
-    policy = current_policy()
-    snapshot = with_policy_inputs(load_snapshot().snapshot, policy, lambda: current_usage(now))
-    estimates = estimate_starts(snapshot, policy, now)
-    return {job_id: at for job_id, at in estimates.items() if job_id in job_ids}
+def planning_snapshot(now: datetime, policy: Policy) -> Snapshot:
+    """The world as the tick would plan it at ``now``: the loaded snapshot plus the
+    policy's inputs, with usage read (decayed to ``now``), not charged."""
+    return with_policy_inputs(load_snapshot().snapshot, policy, lambda: current_usage(now))

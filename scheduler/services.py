@@ -140,32 +140,40 @@ def _queued(quota: Quota, jobs: Any) -> int:
     return int(jobs.filter(state__in=QUEUED_STATES).count()) if quota.max_pending_jobs is not None else 0
 
 
+def quota_refusals(owner: Any, account: Account, walltime_seconds: int, *, lock: bool = False) -> dict[str, str]:
+    """Field -> message for every quota that would refuse one more job of ``owner`` in
+    ``account`` with this walltime; ``{}`` when none would. Reads only.
+
+    With ``lock`` (inside a transaction, as :func:`submit_job` calls it), when a
+    pending-jobs quota applies the user's and the account's rows are locked
+    (``SELECT ... FOR UPDATE``) while the queue is counted, so concurrent submissions
+    cannot overshoot it. A what-if asks without locking: it submits nothing.
+    """
+    applying = Quota.objects.filter(Q(account=account) | Q(user_id=owner.pk))
+    quotas = {("account" if q.account_id else "user"): q for q in applying}
+    if lock and any(q.max_pending_jobs is not None for q in quotas.values()):
+        # Serialise only the submissions that count the queue.
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).exists()
+        Account.objects.select_for_update().filter(pk=account.pk).exists()
+    errors: dict[str, str] = {}
+    if "account" in quotas:
+        queued = _queued(quotas["account"], Job.objects.filter(account=account))
+        errors.update(_check_quota(quotas["account"], queued, walltime_seconds, "account", f"Account {account.name}"))
+    if "user" in quotas:
+        queued = _queued(quotas["user"], Job.objects.filter(owner_id=owner.pk))
+        errors.update(_check_quota(quotas["user"], queued, walltime_seconds, "account", f"User {owner}"))
+    return errors
+
+
 def submit_job(*, owner: Any, account: Account, qos: Qos | None, **fields: Any) -> Job:
     """Create a PENDING job after checking the quotas that depend on the queue.
 
-    When a pending-jobs quota applies, the user's and the account's rows are locked
-    (``SELECT ... FOR UPDATE``) while the queue is counted, so concurrent submissions
-    cannot overshoot it. Raises ``ValidationError`` (field -> message) and writes
-    nothing when a quota refuses the job.
+    Raises ``ValidationError`` (field -> message) and writes nothing when a quota refuses
+    the job (see :func:`quota_refusals`, called here with its row locks).
     """
     now = timezone.now()
-    walltime = int(fields["walltime_seconds"])
     with transaction.atomic():
-        quotas = {
-            ("account" if q.account_id else "user"): q
-            for q in Quota.objects.filter(Q(account=account) | Q(user_id=owner.pk))
-        }
-        if any(q.max_pending_jobs is not None for q in quotas.values()):
-            # Serialise only the submissions that count the queue.
-            get_user_model().objects.select_for_update().filter(pk=owner.pk).exists()
-            Account.objects.select_for_update().filter(pk=account.pk).exists()
-        errors: dict[str, str] = {}
-        if "account" in quotas:
-            queued = _queued(quotas["account"], Job.objects.filter(account=account))
-            errors.update(_check_quota(quotas["account"], queued, walltime, "account", f"Account {account.name}"))
-        if "user" in quotas:
-            queued = _queued(quotas["user"], Job.objects.filter(owner_id=owner.pk))
-            errors.update(_check_quota(quotas["user"], queued, walltime, "account", f"User {owner}"))
+        errors = quota_refusals(owner, account, int(fields["walltime_seconds"]), lock=True)
         if errors:
             raise ValidationError(errors)
         job = Job.objects.create(owner=owner, account=account, qos=qos, submitted_at=now, **fields)
@@ -207,6 +215,7 @@ def cancel_job(job: Job, *, by: str) -> None:
             ended_at=timezone.now(),
             pending_reason="",
             pending_blockers=[],
+            estimated_start_at=None,
         )
         if job.state in ACTIVE_STATES and job.external_id:
             _after_commit("scheduler.cancel_remote", cancel_remote, job.id)
@@ -223,6 +232,7 @@ def hold_job(job: Job, *, by: str) -> None:
         by=by,
         pending_reason=PendingReason.HELD,
         pending_blockers=held_blockers(by),
+        estimated_start_at=None,
     )
 
 
@@ -360,7 +370,8 @@ def run_tick(now: datetime | None = None, policy: Policy | None = None) -> TickR
     2. Load the snapshot in bulk.
     3. Call the pure core.
     4. Claim the started jobs that are still PENDING (see ``_claim``) and store their
-       allocations; update pending reasons that changed, one UPDATE per reason.
+       allocations; store pending reasons, blockers and borrowing that changed
+       (see ``scheduler.waiting``).
     5. After commit, dispatch each claimed job (Celery task or inline).
     """
     began = time.perf_counter()
@@ -451,7 +462,8 @@ def _claim(starts: list[Start], now: datetime, borrowed: set[int]) -> list[int]:
 
     The still-pending rows are locked first (``SELECT ... FOR UPDATE``), so a job
     cancelled or held since the snapshot is skipped and one that is cancelled now waits
-    for this commit; then one bulk UPDATE writes every claim.
+    for this commit; then one bulk UPDATE writes every claim (and clears the claimed
+    jobs' start estimates: they no longer wait).
     """
     if not starts:
         return []
@@ -471,6 +483,7 @@ def _claim(starts: list[Start], now: datetime, borrowed: set[int]) -> list[int]:
             pending_reason="",
             pending_blockers=[],
             borrowed=start.job_id in borrowed,
+            estimated_start_at=None,
             updated_at=now,
         )
         for start in starts
@@ -485,6 +498,7 @@ def _claim(starts: list[Start], now: datetime, borrowed: set[int]) -> list[int]:
             "pending_reason",
             "pending_blockers",
             "borrowed",
+            "estimated_start_at",
             "updated_at",
         ],
         batch_size=500,

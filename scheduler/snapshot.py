@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -180,8 +180,7 @@ def load_snapshot() -> LoadedSnapshot:
         pending.append(_pending_from_values(row))
         reasons[row["id"]] = row["pending_reason"]
         blockers[row["id"]] = row["pending_blockers"]
-    depends_on = {job_id for job in pending for _, job_id in job.dependencies}
-    dependency_states = dict(Job.objects.filter(pk__in=depends_on).values_list("id", "state")) if depends_on else {}
+    dependency_states = load_dependency_states(pending)
     account_limits, user_limits = load_limits()
     parents = dict(Account.objects.values_list("name", "parent__name"))
     snapshot = Snapshot(
@@ -226,8 +225,15 @@ def _pending_from_values(row: dict[str, Any]) -> PendingJob:
     )
 
 
+def load_dependency_states(jobs: Iterable[PendingJob]) -> dict[int, str]:
+    """Job id -> state of every job that one of ``jobs`` depends on (no query if none does)."""
+    depends_on = {job_id for job in jobs for _, job_id in job.dependencies}
+    return dict(Job.objects.filter(pk__in=depends_on).values_list("id", "state")) if depends_on else {}
+
+
 def pending_job(job: Job) -> PendingJob:
-    """One job as the core sees a pending job (for reports on a single job)."""
+    """One job as the core sees a pending job: for reports on a single job, and for a
+    job not yet submitted (an unsaved ``Job``; see ``scheduler.estimates.what_if``)."""
     return _pending_from_values(
         {
             **{f: getattr(job, f) for f in _PENDING_FIELDS if "__" not in f},

@@ -10,7 +10,7 @@ from typing import Any
 
 from celery import shared_task
 
-from scheduler import services
+from scheduler import estimates, services
 from scheduler.backends.base import BackendError
 
 
@@ -47,3 +47,9 @@ def cancel_remote(job_id: int) -> None:
 @shared_task(name="scheduler.poll_backends", ignore_result=True)
 def poll_backends() -> dict[str, dict[str, int]]:
     return services.poll_backends()
+
+
+@shared_task(name="scheduler.refresh_estimates", ignore_result=True)
+def refresh_estimates() -> int:
+    """Store every pending job's start estimate (beat runs it every SCHEDULER_ESTIMATE_SECONDS)."""
+    return estimates.refresh_estimates()

@@ -10,6 +10,7 @@ from portal.api.views import (
     QuotaViewSet,
 )
 from scheduler.api.urls import router as scheduler_router
+from scheduler.api.urls import urlpatterns as scheduler_urlpatterns
 from scheduler.api.views import FairShareView
 
 router = DefaultRouter()
@@ -23,5 +24,6 @@ router.registry.extend(scheduler_router.registry)
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
     path("fairshare/", FairShareView.as_view(), name="fairshare"),
+    *scheduler_urlpatterns,
     *router.urls,
 ]

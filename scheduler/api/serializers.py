@@ -79,6 +79,7 @@ class JobSerializer(serializers.ModelSerializer):
             "pending_reason",
             "pending_blockers",
             "borrowed",
+            "estimated_start_at",
             "state_reason",
             "command",
             "script",
@@ -365,6 +366,30 @@ class ShareRowSerializer(serializers.Serializer):
 
     def get_level_fs(self, row: Any) -> float | None:
         return None if math.isinf(row.level_fs) else float(row.level_fs)
+
+
+class WhatIfPrioritySerializer(PriorityBreakdownSerializer):
+    """The priority a job submitted now would have (no ``job_id``: it has none yet)."""
+
+    job_id = None  # type: ignore[assignment]  # DRF: None removes an inherited field
+
+
+class WhatIfSerializer(serializers.Serializer):
+    """When a job submitted now would start, and why not sooner (nothing is submitted)."""
+
+    estimated_start = serializers.DateTimeField(
+        allow_null=True,
+        help_text="Latest expected start if every job runs to its walltime limit and nothing new arrives; "
+        "null when the queue alone does not decide it (a dependency, a quota, unavailable nodes).",
+    )
+    estimated_wait_seconds = serializers.IntegerField(allow_null=True, help_text="From now to estimated_start.")
+    would_start_now = serializers.BooleanField(help_text="Whether the next scheduling tick would start it.")
+    pending_reason = serializers.CharField(
+        allow_blank=True, help_text="Why it would wait, as a job's pending_reason ('' when it would start now)."
+    )
+    reasons = serializers.ListField(child=serializers.CharField(), help_text="The same, in sentences.")
+    priority = WhatIfPrioritySerializer(allow_null=True, help_text="Its priority factors (sprio); null under FIFO.")
+    blockers = BlockerSerializer(many=True, help_text="Every blocker it would meet, with evidence (empty: none).")
 
 
 class StartEstimateSerializer(serializers.Serializer):

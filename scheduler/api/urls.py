@@ -1,3 +1,4 @@
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from scheduler.api.views import ClusterViewSet, GpuViewSet, JobViewSet, NodeViewSet
@@ -7,3 +8,15 @@ router.register("jobs", JobViewSet, basename="job")
 router.register("nodes", NodeViewSet, basename="node")
 router.register("gpus", GpuViewSet, basename="gpu")
 router.register("clusters", ClusterViewSet, basename="cluster")
+
+#: Routes besides the router's. ``POST /api/v1/jobs/estimate`` is the what-if without the
+#: router's trailing slash: APPEND_SLASH cannot redirect a POST (it raises under DEBUG and
+#: the client would re-send a GET otherwise). It is the same view, left out of the
+#: schema (``schema=None``) so that the operation is documented once.
+urlpatterns = [
+    path(
+        "jobs/estimate",
+        JobViewSet.as_view({"post": "estimate"}, detail=False, basename="job", schema=None),
+        name="job-estimate-no-slash",
+    ),
+]

@@ -22,7 +22,7 @@ from portal.access import member_account_ids, visible_jobs
 from portal.api.errors import Conflict
 from portal.models import Account
 from portal.schema import ErrorSerializer
-from scheduler import reports, services
+from scheduler import estimates, reports, services
 from scheduler.api.filters import GpuFilter, JobFilter, NodeFilter
 from scheduler.api.serializers import (
     ClusterSerializer,
@@ -36,6 +36,7 @@ from scheduler.api.serializers import (
     PriorityBreakdownSerializer,
     ShareRowSerializer,
     StartEstimateSerializer,
+    WhatIfSerializer,
 )
 from scheduler.backends import BackendError
 from scheduler.choices import JobState
@@ -56,7 +57,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return visible_jobs(self.request.user, base)
 
     def get_serializer_class(self) -> type:
-        return JobSubmitSerializer if self.action == "create" else JobSerializer
+        return JobSubmitSerializer if self.action in ("create", "estimate") else JobSerializer
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -112,15 +113,45 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise ValidationError({"max_bytes": "Must be an integer between 1 and 1048576."})
         return Response({"job": job.id, "log": services.read_job_log(job, int(raw))})
 
-    @extend_schema(responses={200: StartEstimateSerializer(many=True)}, filters=False)
+    @extend_schema(
+        responses={200: StartEstimateSerializer(many=True)},
+        filters=False,
+        description="Latest expected starts of your pending jobs (the account's, for coordinators), like "
+        "`squeue --start`, as of the last estimate pass (every `SCHEDULER_ESTIMATE_SECONDS`). Jobs waiting on a "
+        "dependency, a quota or down hardware, and jobs submitted since the last pass, have none.",
+    )
     @action(detail=False, methods=["get"], filter_backends=[], pagination_class=None)
     def estimates(self, request: Request) -> Response:
         """Estimated starts of your pending jobs (the account's, for coordinators), like
-        ``squeue --start``; jobs waiting on a dependency, a quota or down hardware have none."""
-        mine = set(self.get_queryset().filter(state=JobState.PENDING).values_list("id", flat=True))
-        estimates = reports.start_estimates(mine) if mine else {}
-        rows = [{"job": job_id, "estimated_start": at} for job_id, at in sorted(estimates.items())]
-        return Response(StartEstimateSerializer(rows, many=True).data)
+        ``squeue --start``; jobs waiting on a dependency, a quota or down hardware have none.
+
+        Reads the estimates the periodic pass stored (``scheduler.estimates.refresh_estimates``,
+        every ``SCHEDULER_ESTIMATE_SECONDS``) rather than planning the queue here: planning
+        is the cost of a tick and more, too much to pay on every request from every
+        user, and Slurm's ``squeue --start`` likewise shows what its backfill pass last
+        computed. A job submitted since the last pass has no estimate yet; ask
+        ``POST /api/v1/jobs/estimate/`` before submitting for one at once.
+        """
+        rows = (
+            self.get_queryset()
+            .filter(state=JobState.PENDING, estimated_start_at__isnull=False)
+            .order_by("id")
+            .values_list("id", "estimated_start_at")
+        )
+        data = [{"job": job_id, "estimated_start": at} for job_id, at in rows]
+        return Response(StartEstimateSerializer(data, many=True).data)
+
+    @extend_schema(request=JobSubmitSerializer, responses={200: WhatIfSerializer}, filters=False)
+    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+    def estimate(self, request: Request) -> Response:
+        """If you submitted this job now, when would it start? Takes exactly a submission's
+        body, with the same validation and permissions (the same 400s); answers with the
+        latest expected start, why it would wait and its priority. Nothing is submitted
+        or stored."""
+        serializer = JobSubmitSerializer(data=request.data, context=self.get_serializer_context())
+        serializer.is_valid(raise_exception=True)
+        answer = estimates.what_if(owner=request.user, **serializer.validated_data)
+        return Response(WhatIfSerializer(answer).data)
 
     @extend_schema(responses={200: PriorityBreakdownSerializer, 409: None}, filters=False)
     @action(detail=True, methods=["get"], filter_backends=[])

@@ -67,6 +67,7 @@ COLLECTIONS = {
 MUST_SUCCEED = {
     "alice": {
         "POST /api/v1/jobs/",
+        "POST /api/v1/jobs/estimate/",
         "GET /api/v1/jobs/",
         "GET /api/v1/jobs/{id}/",
         "GET /api/v1/accounts/{id}/",
@@ -135,7 +136,7 @@ def flatmap_path_parameters(context: Any, path_parameters: dict[str, Any]) -> st
 
 @schema.hook
 def before_add_examples(context: Any, examples: list[Any]) -> None:
-    if context.operation.label == "POST /api/v1/jobs/":
+    if context.operation.label in {"POST /api/v1/jobs/", "POST /api/v1/jobs/estimate/"}:
         examples.append(context.operation.Case(body=VALID_JOB, media_type="application/json"))
 
 

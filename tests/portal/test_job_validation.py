@@ -1,4 +1,5 @@
-"""Every bad job request is a 400 naming the field; nothing is written."""
+"""Every bad job request is a 400 naming the field, whether submitted or only estimated
+(the what-if takes the same body); nothing is written."""
 
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ pytestmark = pytest.mark.django_db
 GOOD = {"name": "train", "account": "lab", "command": "python train.py", "gpus_per_node": 1, "walltime_seconds": 600}
 
 
-def post(client, **changes):
+#: Submission, and the what-if that takes the same body.
+ROUTES = pytest.mark.parametrize("url", ["/api/v1/jobs/", "/api/v1/jobs/estimate/"], ids=["submit", "what-if"])
+
+
+def post(client, url="/api/v1/jobs/", **changes):
     body = {**GOOD, **changes}
     for key in [k for k, v in changes.items() if v is None]:
         del body[key]
-    return client.post("/api/v1/jobs/", body, format="json")
+    return client.post(url, body, format="json")
 
 
 @pytest.mark.parametrize(
@@ -48,17 +53,19 @@ def post(client, **changes):
     ],
     ids=lambda v: str(v)[:40],
 )
-def test_bad_request_names_the_field(world, client_for, changes, field, fragment):
-    response = post(client_for(world.alice), **changes)
+@ROUTES
+def test_bad_request_names_the_field(world, client_for, url, changes, field, fragment):
+    response = post(client_for(world.alice), url, **changes)
     assert response.status_code == 400, response.content
     assert field in response.json(), response.json()
     assert fragment in " ".join(map(str, response.json()[field]))
     assert not Job.objects.exists() and not JobEvent.objects.exists()
 
 
-def test_walltime_over_the_qos_maximum(world, client_for):
+@ROUTES
+def test_walltime_over_the_qos_maximum(world, client_for, url):
     Qos.objects.create(name="short", max_walltime_seconds=300)
-    response = post(client_for(world.alice), qos="short", walltime_seconds=301)
+    response = post(client_for(world.alice), url, qos="short", walltime_seconds=301)
     assert response.status_code == 400
     assert "QOS 'short' (300s)" in response.json()["walltime_seconds"][0]
 
@@ -71,9 +78,10 @@ def test_full_pending_quota(world, client_for):
     assert Job.objects.count() == 2
 
 
-def test_user_quota_walltime(world, client_for):
+@ROUTES
+def test_user_quota_walltime(world, client_for, url):
     Quota.objects.create(user=world.alice, max_walltime_seconds=100)
-    response = post(client_for(world.alice), walltime_seconds=101)
+    response = post(client_for(world.alice), url, walltime_seconds=101)
     assert response.status_code == 400 and "walltime_seconds" in response.json()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from scheduler.estimates import refresh_estimates
 from scheduler.models import Usage
 from tests.builders import submit
 
@@ -74,6 +75,7 @@ def test_estimates_cover_your_pending_jobs_only(world, client_for):
     world.cluster.save()
     big = [submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB") for _ in range(3)]
     hers = submit(world.charlie, world.other, gpus_per_node=8, gpu_model="H100-80GB")
+    refresh_estimates()  # the periodic pass the endpoint reads
     rows = client_for(world.alice).get("/api/v1/jobs/estimates/").json()
     assert {row["job"] for row in rows} == {j.id for j in big}
     starts = sorted(datetime.fromisoformat(row["estimated_start"]) for row in rows)
@@ -82,3 +84,13 @@ def test_estimates_cover_your_pending_jobs_only(world, client_for):
     assert (starts[-1] - starts[0]).total_seconds() == 3600
     assert hers.id not in {row["job"] for row in rows}
     assert client_for(world.charlie).get("/api/v1/jobs/estimates/").status_code == 200
+
+
+def test_a_pending_job_shows_its_stored_estimate(world, client_for):
+    job = submit(world.alice, world.lab)
+    client = client_for(world.alice)
+    assert client.get(f"/api/v1/jobs/{job.id}/").json()["estimated_start_at"] is None
+    refresh_estimates()
+    shown = client.get(f"/api/v1/jobs/{job.id}/").json()["estimated_start_at"]
+    assert shown is not None
+    assert client.get("/api/v1/jobs/estimates/").json() == [{"job": job.id, "estimated_start": shown}]

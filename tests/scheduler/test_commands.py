@@ -53,6 +53,19 @@ def test_run_scheduler_once_syncs_and_schedules(world, django_capture_on_commit_
     assert "started 1 of 1 pending" in out.getvalue()
 
 
+def test_run_scheduler_once_also_stores_start_estimates(world, django_capture_on_commit_callbacks):
+    from tests.builders import submit
+
+    for _ in range(3):  # two fill the H100 nodes, the third waits
+        submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB", command="sleep 5")
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("run_scheduler", "--once", stdout=io.StringIO())
+    waiting = Job.objects.get(state="PENDING")
+    assert waiting.estimated_start_at is not None
+    for job in Job.objects.filter(state="RUNNING"):
+        services.cancel_job(job, by="test")
+
+
 def test_run_scheduler_rejects_a_bad_interval(db):
     err = io.StringIO()
     with pytest.raises(SystemExit):

@@ -1,4 +1,4 @@
-"""Run the scheduler without Celery: tick, dispatch inline, poll, sleep, repeat."""
+"""Run the scheduler without Celery: poll, tick, refresh estimates when due, sleep, repeat."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from scheduler import services
+from scheduler import estimates, services
 
 
 class Command(BaseCommand):
     help = "Run the scheduling loop in this process (the embedded mode; no Redis or Celery needed)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--once", action="store_true", help="Run one poll and one tick, then exit.")
+        parser.add_argument(
+            "--once", action="store_true", help="Run one poll, one tick and one estimate pass, then exit."
+        )
         parser.add_argument(
             "--interval", type=float, default=None, help="Seconds between ticks (default: SCHEDULER_TICK_SECONDS)."
         )
@@ -27,7 +29,13 @@ class Command(BaseCommand):
             raise SystemExit(2)
         if settings.SCHEDULER_DISPATCH != "inline":
             self.stdout.write("SCHEDULER_DISPATCH=celery: dispatch goes to Celery workers.")
-        self.stdout.write(f"scheduler loop: tick every {interval:g}s (Ctrl-C to stop)")
+        self.stdout.write(
+            f"scheduler loop: tick every {interval:g}s, estimates every "
+            f"{settings.SCHEDULER_ESTIMATE_SECONDS:g}s (Ctrl-C to stop)"
+        )
+        # Estimates plan the whole queue, so they run on their own, slower clock; the
+        # first pass runs at once so a fresh loop shows estimates without waiting.
+        estimated_at: float | None = None
         try:
             while True:
                 polled = services.poll_backends()
@@ -37,6 +45,11 @@ class Command(BaseCommand):
                         f"tick: started {len(result.started)} of {result.pending} pending "
                         f"in {result.duration_ms:.1f} ms; clusters {polled}"
                     )
+                if estimated_at is None or time.monotonic() - estimated_at >= settings.SCHEDULER_ESTIMATE_SECONDS:
+                    written = estimates.refresh_estimates()
+                    estimated_at = time.monotonic()
+                    if options["verbosity"] > 1:
+                        self.stdout.write(f"estimates: {written} changed")
                 if options["once"]:
                     return
                 time.sleep(interval)

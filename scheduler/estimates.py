@@ -1,0 +1,188 @@
+"""Start-time estimates: stored for every pending job, and asked for a job not yet submitted.
+
+Both plan the whole queue with the tick's own policy and inputs
+(:func:`scheduler.reports.planning_snapshot`) through the core's ``estimate_starts``:
+nothing new arrives and every job runs to its walltime limit, so an estimate is a
+latest start, as ``squeue --start`` gives.
+
+- :func:`refresh_estimates` is the periodic pass (Celery task
+  ``scheduler.refresh_estimates`` and ``run_scheduler``). It stores each pending job's
+  estimate in ``Job.estimated_start_at``, so showing estimates never plans the queue
+  per request. It is the only write in this module.
+- :func:`what_if` answers "if I submitted this now, when would it start?" and writes
+  nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, TypeVar
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Case, DateTimeField, Value, When
+from django.utils import timezone
+
+from portal.models import Account, Qos
+from scheduler import services
+from scheduler.choices import JobState
+from scheduler.core.cycle import schedule
+from scheduler.core.estimate import estimate_starts
+from scheduler.core.priority import PriorityBreakdown
+from scheduler.core.types import PendingReason
+from scheduler.models import Job
+from scheduler.reports import planning_snapshot
+from scheduler.snapshot import load_dependency_states, pending_job
+from scheduler.waiting import blockers_to_json
+
+#: The id the hypothetical job of a what-if has: no stored job has it (ids count up
+#: from 1), and it loses every tie on submit time, as the next job submitted would.
+WHAT_IF_ID = 2**63 - 1
+
+#: Rows per ``UPDATE`` of the refresh pass (bounds the statement's parameters).
+BATCH = 500
+
+#: Reasons under which the queue ahead of a job decides when it starts.
+_QUEUE_WAITS = frozenset({PendingReason.RESOURCES, PendingReason.PRIORITY, PendingReason.CYCLE_LIMIT})
+
+#: Why a job submitted now would wait, per pending reason of the cycle.
+_WAITS_BECAUSE: dict[PendingReason, str] = {
+    PendingReason.RESOURCES: "The GPUs, CPUs or memory it needs are busy now.",
+    PendingReason.PRIORITY: "Jobs ahead of it in the queue wait for resources first.",
+    PendingReason.CYCLE_LIMIT: "The scheduler starts a bounded number of jobs per tick; it would wait for a later one.",
+    PendingReason.NODES_UNAVAILABLE: "No schedulable node can hold it now (the nodes that could are down or drained).",
+    PendingReason.ACCOUNT_GPU_LIMIT: "Its account (or an account above it) is at its GPU quota.",
+    PendingReason.ACCOUNT_JOB_LIMIT: "Its account (or an account above it) is at its running-jobs quota.",
+    PendingReason.USER_GPU_LIMIT: "You are at your GPU quota.",
+    PendingReason.USER_JOB_LIMIT: "You are at your running-jobs quota.",
+    PendingReason.DEPENDENCY: "It would wait for the jobs it depends on.",
+    PendingReason.DEPENDENCY_NEVER: "A job it depends on ended in a way that can never satisfy the dependency.",
+}
+
+
+# --- What-if ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    """When a job submitted now would start, and why not sooner."""
+
+    #: Latest expected start; ``None`` when the queue alone does not decide it.
+    estimated_start: datetime | None
+    estimated_wait_seconds: int | None
+    #: Whether the next tick would start it (possibly by preempting running jobs).
+    would_start_now: bool
+    #: The cycle's reason for it to wait, in ``Job.pending_reason``'s vocabulary; ``""``
+    #: when it would start now.
+    pending_reason: str
+    #: The same, and what the estimate means, in sentences for people.
+    reasons: list[str]
+    #: Its multifactor priority and factors (``sprio``); ``None`` under FIFO ordering.
+    priority: PriorityBreakdown | None
+    #: Every blocker it would meet, with evidence, as a pending job's ``pending_blockers``.
+    blockers: list[dict[str, Any]]
+
+
+def what_if(*, owner: Any, account: Account, qos: Qos | None, now: datetime | None = None, **fields: Any) -> WhatIf:
+    """When a job with these fields, submitted by ``owner`` now, would start. Writes nothing.
+
+    Takes what :func:`scheduler.services.submit_job` takes (the API validates both with
+    the same serializer) and raises the ``ValidationError`` (field -> message) it would
+    raise when a quota refuses the job.
+
+    Steps:
+    1. Check the quotas that depend on the queue, as submit does (without its locks).
+    2. Build the job as an unsaved ``Job`` and view it as the snapshot views pending jobs.
+    3. Add it, and the states of the jobs it depends on, to a fresh planning snapshot.
+    4. Run the cycle (would it start now, else why it waits; its priority) and the
+       estimate (when it starts at the latest).
+    """
+    now = now or timezone.now()
+    refusals = services.quota_refusals(owner, account, int(fields["walltime_seconds"]))
+    if refusals:
+        raise ValidationError(refusals)
+    job = pending_job(Job(id=WHAT_IF_ID, owner=owner, account=account, qos=qos, submitted_at=now, **fields))
+    policy = services.current_policy()
+    planned = planning_snapshot(now, policy)
+    snapshot = replace(
+        planned,
+        pending=(*planned.pending, job),
+        dependency_states={**planned.dependency_states, **load_dependency_states([job])},
+    )
+    decisions = schedule(snapshot, policy, now)
+    start = estimate_starts(snapshot, policy, now).get(WHAT_IF_ID)
+    starts_now = any(s.job_id == WHAT_IF_ID for s in decisions.starts)
+    reason = None if starts_now else decisions.pending_reasons.get(WHAT_IF_ID)
+    preempts = sum(1 for e in decisions.evictions if e.by == WHAT_IF_ID)
+    return WhatIf(
+        estimated_start=start,
+        estimated_wait_seconds=None if start is None else max(0, math.ceil((start - now).total_seconds())),
+        would_start_now=starts_now,
+        pending_reason=str(reason) if reason is not None else "",
+        reasons=_explain(starts_now, reason, start is not None, preempts),
+        priority=decisions.priorities.get(WHAT_IF_ID),
+        blockers=blockers_to_json(decisions.blockers.get(WHAT_IF_ID, ())),
+    )
+
+
+def _explain(starts_now: bool, reason: PendingReason | None, estimated: bool, preempts: int) -> list[str]:
+    if starts_now:
+        said = ["It fits what is free now: the next scheduling tick would start it."]
+        if preempts:
+            said.append(f"It would preempt {preempts} running job{'s' if preempts > 1 else ''} to fit.")
+        return said
+    said = [_WAITS_BECAUSE.get(reason, f"It would wait ({reason}).") if reason else "It would wait."]
+    if estimated:
+        said.append("The estimate is a latest start: it assumes every job runs to its walltime limit.")
+    elif reason in _QUEUE_WAITS:
+        said.append("No estimate: more jobs wait ahead of it than the estimate plans.")
+    else:
+        said.append("No estimate: the queue alone does not decide when it starts.")
+    return said
+
+
+# --- Stored estimates -----------------------------------------------------------------------
+
+
+def refresh_estimates(now: datetime | None = None) -> int:
+    """Store every pending job's latest expected start; clear every other stored one.
+
+    Idempotent; returns the number of rows written. Queries do not grow with the queue
+    (one ``UPDATE`` per ``BATCH`` changed rows).
+
+    Steps:
+    1. Plan the queue on a fresh snapshot, outside any transaction: on SQLite a
+       transaction holds the write lock, and planning must not stall the tick.
+    2. In one short transaction, read the stored estimates and write only those that
+       changed, with one ``UPDATE ... CASE`` per batch and only on jobs still PENDING (a
+       job the tick started meanwhile keeps the ``NULL`` its claim wrote).
+    3. In the same transaction, clear the estimates of jobs that have none now: they
+       left the queue, or wait on a dependency, a quota or hardware.
+    """
+    now = now or timezone.now()
+    policy = services.current_policy()
+    estimates = estimate_starts(planning_snapshot(now, policy), policy, now)
+    written = 0
+    with transaction.atomic():
+        stored = dict(Job.objects.filter(estimated_start_at__isnull=False).values_list("id", "estimated_start_at"))
+        changed = [(job_id, at) for job_id, at in sorted(estimates.items()) if stored.get(job_id) != at]
+        for batch in _batches(changed):
+            at_of_job = Case(
+                *(When(pk=job_id, then=Value(at, output_field=DateTimeField())) for job_id, at in batch),
+                output_field=DateTimeField(),
+            )
+            ids = [job_id for job_id, _ in batch]
+            written += Job.objects.filter(pk__in=ids, state=JobState.PENDING).update(estimated_start_at=at_of_job)
+        for gone in _batches(sorted(set(stored) - set(estimates))):
+            written += Job.objects.filter(pk__in=gone).update(estimated_start_at=None)
+    return written
+
+
+T = TypeVar("T")
+
+
+def _batches(items: Sequence[T]) -> list[Sequence[T]]:
+    return [items[i : i + BATCH] for i in range(0, len(items), BATCH)]
