@@ -188,6 +188,9 @@ class Policy:
     preemption: bool = False
     #: A running job is safe from preemption for this long after it starts.
     preempt_min_runtime_seconds: int = 0
+    #: Also plan the whole queue forward and give every waiting job a latest expected
+    #: start (``Decisions.estimates``; see ``scheduler.core.timeline.estimate_queue``).
+    estimates: bool = False
 
 
 class PendingReason(enum.StrEnum):
@@ -246,3 +249,5 @@ class Decisions:
     priorities: dict[int, PriorityBreakdown] = field(default_factory=dict)
     #: Running jobs to stop so that a started job can run.
     evictions: list[Eviction] = field(default_factory=list)
+    #: With ``Policy.estimates``: job id -> latest expected start (``squeue --start``).
+    estimates: dict[int, datetime] = field(default_factory=dict)
