@@ -310,6 +310,10 @@ class Replay:
     unplaceable: tuple[TraceJob, ...]
     capacity_gpus: int
     cycles: int
+    #: Evictions applied (a job evicted twice counts twice) and the GPU-seconds the
+    #: evicted runs had done, which their requeued runs do again.
+    preemptions: int = 0
+    lost_gpu_s: int = 0
 
 
 def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Policy) -> Replay:
@@ -324,7 +328,10 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
     4. If any job is pending, build the snapshot and call ``schedule()`` with
        ``now = EPOCH + t``; start what it says: the job holds its allocations from
        ``t`` to ``t + min(duration, walltime)``.
-    5. Repeat from 2 until no event is left.
+    5. Apply the cycle's evictions before its starts: a victim stops holding its GPUs
+       at ``t``, goes back to pending with its original submission (a requeue) and will
+       run its whole duration again; the GPU-seconds it had run are counted as lost.
+    6. Repeat from 2 until no event is left.
 
     Running and pending jobs live in insertion-ordered dicts, so each snapshot costs
     O(running + pending) and no queue is rebuilt from the trace.
@@ -356,9 +363,11 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
     allocations: list[tuple[Allocation, ...]] = [()] * len(jobs)
     pending: dict[int, PendingJob] = {}
     running: dict[int, RunningJob] = {}
-    ends: list[tuple[int, int]] = []  # heap of (end_s, sim id)
+    ends: list[tuple[int, int]] = []  # heap of (end_s, sim id); an evicted run's entry is stale
+    end_of: dict[int, int] = {}  # sim id -> end of its current run
     next_submit = 0
     cycles = 0
+    preemptions = lost_gpu_s = 0
 
     while next_submit < len(jobs) or ends:
         # 2.
@@ -367,7 +376,11 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
             t = min(t, jobs[next_submit].submit_s)
         # 3.
         while ends and ends[0][0] == t:
-            ended = running.pop(heapq.heappop(ends)[1])
+            end_s, sim_id = heapq.heappop(ends)
+            if end_of.get(sim_id) != end_s or sim_id not in running:
+                continue  # the run it ended was evicted
+            ended = running.pop(sim_id)
+            del end_of[sim_id]
             if usage is not None:
                 usage.ended.append((ended, t))
         while next_submit < len(jobs) and jobs[next_submit].submit_s == t:
@@ -382,6 +395,17 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
             snapshot = replace(snapshot, fairshare_tree=usage.tree, usage=usage.as_of(t, running.values()))
         decisions = schedule(snapshot, policy, now)
         cycles += 1
+        for eviction in decisions.evictions:
+            victim = running.pop(eviction.victim_id, None)
+            if victim is None:
+                raise SimulationError(f"policy evicted job {eviction.victim_id}, which is not running at t={t}")
+            del end_of[eviction.victim_id]
+            if usage is not None:
+                usage.ended.append((victim, t))
+            preemptions += 1
+            lost_gpu_s += (t - starts[eviction.victim_id]) * victim.gpus
+            starts[eviction.victim_id] = -1
+            pending[eviction.victim_id] = requests[eviction.victim_id]
         for start in decisions.starts:
             if pending.pop(start.job_id, None) is None:
                 raise SimulationError(f"policy started job {start.job_id}, which is not pending at t={t}")
@@ -397,6 +421,7 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
                 user=job.account,
             )
             heapq.heappush(ends, (t + job.run_s, start.job_id))
+            end_of[start.job_id] = t + job.run_s
 
     if pending:
         raise SimulationError(
@@ -405,7 +430,7 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
         )
     records = tuple(JobRecord(job, starts[i], starts[i] + job.run_s, allocations[i]) for i, job in enumerate(jobs))
     capacity = sum(len(n.gpus) for n in nodes if n.schedulable)
-    return Replay(records, tuple(unplaceable), capacity, cycles)
+    return Replay(records, tuple(unplaceable), capacity, cycles, preemptions, lost_gpu_s)
 
 
 class _UsageBook:
@@ -488,6 +513,8 @@ class Metrics:
       (A GPU-share-versus-demand index would be 1.0 on any replay that runs every job
       to completion, so it would not tell policies apart.)
     - ``unplaceable`` jobs (bigger than the cluster) are not in any other figure.
+    - ``preemptions`` counts evictions; ``lost_gpu_s`` the GPU-seconds the evicted runs
+      had done (redone by the requeued run). A record's start is that of its last run.
     """
 
     jobs: int = field(metadata=_unit("jobs"))
@@ -506,6 +533,8 @@ class Metrics:
     makespan_s: float = field(metadata=_unit("s"))
     utilization: float = field(metadata=_unit("ratio"))
     jain_fairness: float = field(metadata=_unit("ratio"))
+    preemptions: int = field(default=0, metadata=_unit("evictions"))
+    lost_gpu_s: float = field(default=0.0, metadata=_unit("GPU-s"))
 
 
 def measure(result: Replay) -> Metrics:
@@ -539,6 +568,8 @@ def measure(result: Replay) -> Metrics:
         makespan_s=float(makespan),
         utilization=gpu_seconds / (result.capacity_gpus * makespan) if makespan > 0 else 1.0,
         jain_fairness=jain_index(statistics.fmean(s) for s in by_account.values()),
+        preemptions=result.preemptions,
+        lost_gpu_s=float(result.lost_gpu_s),
     )
 
 
@@ -704,7 +735,8 @@ def run(options: argparse.Namespace, out: Writer) -> None:
     Every line is ``{"metric", "value", "unit", "policy", "trace", "nodes",
     "gpus_per_node"}``. The trace's :class:`Bounds` come first with ``"policy": null``;
     then each policy's :class:`Metrics`, its ``schedule_calls`` and its
-    ``replay_wall_s`` (the simulator's own run time, not a property of the policy).
+    ``replay_wall_s`` (the simulator's own run time, not a property of the policy), and
+    the headline ``sim_*`` lines (:data:`SUMMARY`).
     Raises :class:`SimulationError` on an unreadable or empty selection.
     """
     start, end = options.window_start, options.window_end
@@ -738,6 +770,29 @@ def run(options: argparse.Namespace, out: Writer) -> None:
             emit(f.name, getattr(metrics, f.name), f.metadata["unit"], name)
         emit("schedule_calls", result.cycles, "calls", name)
         emit("replay_wall_s", round(wall, 3), "s", name)
+        for metric, value, unit in _summary(metrics):
+            emit(metric, value, unit, name)
+
+
+#: The headline figures under the names the benchmarks and reports compare
+#: (``sim_*``), from :class:`Metrics` fields of the same meaning.
+SUMMARY = (
+    ("sim_avg_jct_s", "avg_jct_s"),
+    ("sim_avg_wait_s", "avg_wait_s"),
+    ("sim_p99_wait_s", "p99_wait_s"),
+    ("sim_utilization", "utilization"),
+    ("sim_jain", "jain_fairness"),
+    ("sim_makespan_s", "makespan_s"),
+    ("sim_preemptions", "preemptions"),
+    ("sim_lost_gpu_s", "lost_gpu_s"),
+)
+
+
+def _summary(metrics: Metrics) -> list[tuple[str, float, str]]:
+    """The :data:`SUMMARY` lines. The wall time is not among them: the same replay must
+    print the same figures (``benchmarks/replay.py`` adds ``sim_wall_s``)."""
+    units = {f.name: f.metadata["unit"] for f in fields(Metrics)}
+    return [(metric, float(getattr(metrics, source)), units[source]) for metric, source in SUMMARY]
 
 
 def main(argv: Sequence[str] | None = None, out: Writer | None = None) -> int:
