@@ -93,7 +93,7 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     """
     decisions = Decisions()
     ledger = Ledger.from_snapshot(snapshot)
-    idle = IdleCluster(snapshot.nodes)
+    idle = IdleCluster.shared(snapshot.nodes)
     failed: set[tuple[object, ...]] = set()
     blocked = False
     reservations: list[Reservation] = []

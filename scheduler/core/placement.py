@@ -99,9 +99,21 @@ class Ledger:
                 self.by_cluster.setdefault(node.cluster, []).append(capacity)
 
     @classmethod
+    def idle(cls, nodes: tuple[NodeView, ...]) -> Ledger:
+        """A ledger of ``nodes`` with everything free.
+
+        The last one built is kept and copied (for the same tuple object): a replay
+        passes the same nodes every cycle and the sort and set-up are then paid once.
+        """
+        global _last_idle
+        if _last_idle is None or _last_idle[0] is not nodes:
+            _last_idle = (nodes, cls(nodes))
+        return _last_idle[1].copy()
+
+    @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Ledger:
         """Capacity left after subtracting what running jobs hold."""
-        ledger = cls(snapshot.nodes)
+        ledger = cls.idle(snapshot.nodes)
         for job in snapshot.running:
             ledger.take(job.allocations)
         return ledger
@@ -178,6 +190,9 @@ class Ledger:
                 capacity.give_back(allocation)
 
 
+_last_idle: tuple[tuple[NodeView, ...], Ledger] | None = None
+
+
 class IdleCluster:
     """Answers "could this job start if every schedulable node were idle?".
 
@@ -190,12 +205,24 @@ class IdleCluster:
         self._ledger = Ledger(nodes)
         self._answers: dict[tuple[object, ...], bool] = {}
 
+    @classmethod
+    def shared(cls, nodes: tuple[NodeView, ...]) -> IdleCluster:
+        """The same answers as ``IdleCluster(nodes)``, reused while the same tuple object
+        is passed (the answers depend on nothing else): a replay builds it once."""
+        global _last_cluster
+        if _last_cluster is None or _last_cluster[0] is not nodes:
+            _last_cluster = (nodes, cls(nodes))
+        return _last_cluster[1]
+
     def fits(self, job: PendingJob) -> bool:
         shape = request_shape(job)
         answer = self._answers.get(shape)
         if answer is None:
             answer = self._answers[shape] = self._ledger.first_fit(job) is not None
         return answer
+
+
+_last_cluster: tuple[tuple[NodeView, ...], IdleCluster] | None = None
 
 
 def request_shape(job: PendingJob) -> tuple[object, ...]:
