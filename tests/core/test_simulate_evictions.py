@@ -16,7 +16,7 @@ from scheduler.core.types import Decisions, Eviction, Policy, Snapshot, Start
 def test_an_evicted_job_is_requeued_and_its_lost_gpu_seconds_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     """Job 0 (2 GPUs) runs from 0; at t=30 job 1 evicts it and takes the node for 100 s;
     job 0 then runs its full 100 s again from 130: 60 GPU-seconds lost."""
-    real = simulate.schedule
+    real = simulate.schedule  # type: ignore[attr-defined]
 
     def preempting(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         running = {r.id: r for r in snapshot.running}
