@@ -1,10 +1,17 @@
 """How long one scheduling tick takes at site scale (default 1,000 nodes x 8 GPUs, 10,000
 pending jobs), on a throwaway database (see ``benchmarks/_common.py``).
 
-Usage: ``DEBUG=1 python benchmarks/tick.py [--nodes N] [--pending N] [--repeat N]``
-(``DATABASE_URL=postgres://...`` to measure on PostgreSQL).
+Usage: ``DEBUG=1 python benchmarks/tick.py [--nodes N] [--pending N] [--repeat N]
+[--core-pending 1000,10000,100000] [--core-only]`` (``DATABASE_URL=postgres://...`` to
+measure on PostgreSQL).
 
 Figures (one JSON line each, the median of ``--repeat`` runs after one warm-up run):
+
+- ``tick_schedule_ms`` with ``"snapshot": "in-memory"``: the pure core alone, on the
+  synthetic site of ``benchmarks/_core_site.py`` (1,000 nodes x 8 GPUs, some split into
+  MIG slices, 5,000 running jobs, 50 accounts in a 3-level tree, limits) with the full
+  policy (multifactor priority with Fair Tree, EASY backfill, limits, estimates for
+  every waiting job), once per ``--core-pending`` size, to show how it grows.
 
 - ``tick_snapshot_load_ms``: ``scheduler.snapshot.load_snapshot()``, the bulk read.
 - ``tick_schedule_ms``: one pure ``scheduler.core.schedule()`` call on that snapshot,
@@ -51,6 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--nodes", type=int, default=1000, help="8-GPU nodes (default 1000)")
     parser.add_argument("--pending", type=int, default=10_000, help="pending jobs (default 10000)")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per figure (default 5)")
+    parser.add_argument(
+        "--core-pending",
+        default="1000,10000,100000",
+        help="pending-queue sizes of the in-memory core figure, comma-separated (default 1000,10000,100000)",
+    )
+    parser.add_argument("--core-only", action="store_true", help="only the in-memory core figures (no database)")
     args = parser.parse_args(argv)
     if min(args.nodes, args.pending, args.repeat) < 1:
         parser.error("--nodes, --pending and --repeat must be >= 1")
@@ -79,9 +92,47 @@ def reset_jobs() -> None:
     vacuum_analyze()
 
 
+def core_figures(args: argparse.Namespace) -> None:
+    """``tick_schedule_ms`` of the pure core on the in-memory site, per queue size.
+
+    Fewer repeats for the biggest queues: a figure of many seconds needs no median of five.
+    """
+    from dataclasses import replace
+
+    from benchmarks._core_site import NOW, SiteShape, build_snapshot, site_policy
+    from scheduler.core import schedule
+
+    policy = replace(site_policy(), estimates=True)
+    for size in (int(part) for part in args.core_pending.split(",") if part.strip()):
+        snapshot = build_snapshot(SiteShape(nodes=args.nodes, pending=size))
+        repeat = args.repeat if size <= 10_000 else 1
+        samples = []
+        for _ in range(repeat + 1):
+            t0 = time.perf_counter()
+            decisions = schedule(snapshot, policy, NOW)
+            samples.append((time.perf_counter() - t0) * 1000)
+        emit(
+            "tick_schedule_ms",
+            median_ms(samples[1:]),
+            "ms",
+            snapshot="in-memory",
+            pending=size,
+            running=len(snapshot.running),
+            nodes=len(snapshot.nodes),
+            gpus=sum(len(n.gpus) for n in snapshot.nodes),
+            started=len(decisions.starts),
+            estimated=len(decisions.estimates),
+            policy="multifactor+fairtree+easy-backfill+limits+estimates",
+            repeat=repeat,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     began = time.perf_counter()
+    core_figures(args)
+    if args.core_only:
+        return 0
     with throwaway_database() as db:
         from unittest import mock
 

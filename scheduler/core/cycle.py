@@ -20,6 +20,7 @@ from scheduler.core.placement import IdleCluster, Ledger, request_shape
 from scheduler.core.preemption import candidates, plan_preemption
 from scheduler.core.priority import cluster_gpu_count, order_by_priority, priority_breakdowns
 from scheduler.core.reasons import Circumstances, explain
+from scheduler.core.timeline import estimate_queue
 from scheduler.core.types import (
     Allocation,
     Decisions,
@@ -85,6 +86,8 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
        With backfill it gets a reservation (up to ``policy.reservations`` of them) and
        later jobs may still start if they cannot delay it; those that cannot start get
        ``Priority``.
+    7. With ``policy.estimates``, plan the rest of the queue forward from this cycle's
+       final ledger and releases (see ``scheduler.core.timeline.estimate_queue``).
 
     Capacity only shrinks during a cycle, so a request that failed once against the
     same held-back resources is not tried again, and feasibility on the idle cluster
@@ -92,12 +95,13 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     """
     decisions = Decisions()
     ledger = Ledger.from_snapshot(snapshot, policy.sharing_overhead)
-    idle = IdleCluster(snapshot.nodes, policy.sharing_overhead)
+    idle = IdleCluster.shared(snapshot.nodes, policy.sharing_overhead)
     failed: set[tuple[object, ...]] = set()
     blocked = False
     reservations: list[Reservation] = []
     failed_jobs: list[int] = []  # blocked jobs, in order; the first K get reservations
-    releases = [Release(latest_end(r, now), r.allocations, r.id) for r in snapshot.running] if policy.backfill else []
+    plans_ahead = policy.backfill or policy.estimates
+    releases = [Release(latest_end(r, now), r.allocations, r.id) for r in snapshot.running] if plans_ahead else []
     evictable = {r.id: r for r in snapshot.running}
     limits = (
         LimitBook(
@@ -164,7 +168,7 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             decisions.starts.append(start)
             if reservations:
                 decisions.backfilled.add(job.id)
-            if policy.backfill:
+            if plans_ahead:
                 releases.append(Release(now + timedelta(seconds=job.walltime_seconds), start.allocations, job.id))
             continue
         failed.add(key)
@@ -186,6 +190,10 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     if policy.explain:
         decisions.blockers = explain(
             order, decisions, Circumstances(snapshot, ledger, idle, limits, guarantees, reservations, policy.max_starts)
+        )
+    if policy.estimates:
+        decisions.estimates = estimate_queue(
+            order, decisions, ledger, ((r.at, r.allocations) for r in releases), now, policy
         )
     return decisions
 

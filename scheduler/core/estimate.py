@@ -3,66 +3,42 @@
 Assume nothing new arrives and every job runs to its walltime limit. Jobs the cycle
 would start now start now; every other job, in queue order, gets the earliest start at
 which it fits without overlapping any job placed before it (a conservative-backfill
-plan of the queue). A job running shorter than its limit only makes starts earlier, so
-each estimate is a latest start under those assumptions. Jobs waiting on a dependency,
-a quota limit or hardware that is not up get no estimate: their start does not depend
-on the queue alone.
+plan of the queue; under a strict-order policy, no earlier than the job ahead of it).
+Jobs waiting on a dependency, a quota limit or hardware that is not up get no
+estimate: their start does not depend on the queue alone.
+
+The plan is a product of the cycle itself (``Policy.estimates``): it starts from the
+cycle's own final ledger and releases, so no second cycle is run.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import datetime
 
-from scheduler.core.backfill import Release, plan_reservation
-from scheduler.core.cycle import latest_end, queue_order, schedule
-from scheduler.core.placement import Ledger
-from scheduler.core.types import Decisions, PendingReason, Policy, Reservation, Snapshot
-
-#: Reasons under which the queue alone does not decide when a job starts.
-_NOT_ESTIMATED = frozenset(
-    {
-        PendingReason.NODES_UNAVAILABLE,
-        PendingReason.DEPENDENCY,
-        PendingReason.DEPENDENCY_NEVER,
-        PendingReason.ACCOUNT_GPU_LIMIT,
-        PendingReason.ACCOUNT_JOB_LIMIT,
-        PendingReason.USER_GPU_LIMIT,
-        PendingReason.USER_JOB_LIMIT,
-    }
-)
+from scheduler.core.cycle import queue_order, schedule
+from scheduler.core.types import Decisions, Policy, Snapshot
 
 
-def estimate_starts(snapshot: Snapshot, policy: Policy, now: datetime, horizon: int = 500) -> dict[int, datetime]:
-    """Job id -> latest expected start, for the first ``horizon`` waiting jobs in queue order.
+def estimate_starts(
+    snapshot: Snapshot, policy: Policy, now: datetime, horizon: int | None = None
+) -> dict[int, datetime]:
+    """Job id -> latest expected start: the jobs the cycle starts (``now``) and the
+    waiting jobs it can estimate, all of them, or only the first ``horizon`` waiting
+    ones in queue order.
 
-    Steps:
-    1. Run the cycle: what it starts, starts ``now``; evicted jobs free their resources.
-    2. Replay the ends of running and just-started jobs at their walltime limits.
-    3. Walk the rest of the queue in order, planning each job at the earliest instant it
-       fits alongside every job planned before it.
+    Cutting the plan at ``horizon`` changes no estimate: jobs are planned in queue
+    order, so a job's estimate never depends on the jobs behind it.
     """
-    decisions = schedule(snapshot, policy, now)
-    estimates = {start.job_id: now for start in decisions.starts}
-    evicted = {e.victim_id for e in decisions.evictions}
-    ledger = Ledger.from_snapshot(snapshot, policy.sharing_overhead)
-    for victim in snapshot.running:
-        if victim.id in evicted:
-            ledger.release(victim.allocations)
-    by_id = {job.id: job for job in snapshot.pending}
-    releases = [Release(latest_end(r, now), r.allocations, r.id) for r in snapshot.running if r.id not in evicted]
-    for start in decisions.starts:
-        ledger.commit(start)
-        walltime = timedelta(seconds=by_id[start.job_id].walltime_seconds)
-        releases.append(Release(now + walltime, start.allocations, start.job_id))
-
-    planned: list[Reservation] = []
+    decisions = schedule(snapshot, replace(policy, estimates=True), now)
+    estimates = decisions.estimates
+    if horizon is None:
+        return estimates
+    started = {start.job_id for start in decisions.starts}
+    kept: dict[int, datetime] = {job_id: estimates[job_id] for job_id in started}
     for job in queue_order(snapshot, policy, now, Decisions()):
-        if len(planned) >= horizon:
+        if len(kept) - len(started) >= horizon:
             break
-        if job.id in estimates or decisions.pending_reasons.get(job.id) in _NOT_ESTIMATED:
-            continue
-        reservation = plan_reservation(job, ledger, releases, planned, policy.placement)
-        if reservation is not None:
-            planned.append(reservation)
-            estimates[job.id] = reservation.start_at
-    return estimates
+        if job.id in estimates and job.id not in started:
+            kept[job.id] = estimates[job.id]
+    return kept

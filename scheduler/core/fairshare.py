@@ -398,10 +398,22 @@ def fair_tree_factors(tree: FairShareTree, usage: Mapping[UsageKey, float]) -> d
     users, two tied). A user with no effective shares (its own or an ancestor account's
     shares are 0) is not ranked and gets 0.0. Raises ``ValueError`` on negative or
     non-finite usage. See :func:`sshare` for the ranking rules.
+
+    The last answer is remembered (for the same tree object and equal usage): a
+    replay calls this every cycle while usage changes every few minutes. Callers must
+    not modify the returned dict.
     """
-    return {
+    last = _last_factors
+    if last is not None and last[0] is tree and last[1] == usage:
+        return last[2]
+    factors = {
         (row.account, row.user): row.fairshare for row in sshare(tree, usage) if row.user and row.fairshare is not None
     }
+    globals()["_last_factors"] = (tree, dict(usage), factors)
+    return factors
+
+
+_last_factors: tuple[FairShareTree, dict[UsageKey, float], dict[UsageKey, float]] | None = None
 
 
 def sshare(tree: FairShareTree, usage: Mapping[UsageKey, float]) -> list[ShareRow]:

@@ -39,6 +39,9 @@ class LimitBook:
         self.models = {(n.name, g.index): g.model for n in nodes for g in n.gpus}
         self.accounts: dict[str, _Usage] = defaultdict(_Usage)
         self.users: dict[str, _Usage] = defaultdict(_Usage)
+        self._lineages: dict[str, list[str]] = {}
+        #: Per account, whether it or an ancestor has a limit (most accounts have none).
+        self._limited: dict[str, bool] = {}
         for job in running:
             self._charge(job.account, job.user, self._models_of(job.allocations))
 
@@ -47,12 +50,19 @@ class LimitBook:
         return [(self.models.get((a.node, i), ""), a.gpu_share or 1.0) for a in allocations for i in a.gpu_indices]
 
     def lineage(self, account: str) -> list[str]:
-        """The account and its ancestors, nearest first (cycles in bad data are cut)."""
+        """The account and its ancestors, nearest first (cycles in bad data are cut).
+
+        Computed once per account: the tree does not change during a cycle.
+        """
+        cached = self._lineages.get(account)
+        if cached is not None:
+            return cached
         chain: list[str] = []
         current: str | None = account
         while current and current not in chain:
             chain.append(current)
             current = self.parents.get(current)
+        self._lineages[account] = chain
         return chain
 
     def _charge(self, account: str, user: str, models: list[tuple[str, float]], sign: int = 1) -> None:
@@ -64,6 +74,11 @@ class LimitBook:
 
     def blocker(self, job: PendingJob) -> PendingReason | None:
         """The first limit this job would break by starting, on its request alone."""
+        limited = self._limited.get(job.account)
+        if limited is None:
+            limited = self._limited[job.account] = any(a in self.account_limits for a in self.lineage(job.account))
+        if not limited and job.user not in self.user_limits:
+            return None
         first = next(self._violations(job), None)
         return first.code if first else None
 

@@ -155,9 +155,22 @@ class Ledger:
                 self.by_cluster.setdefault(node.cluster, []).append(capacity)
 
     @classmethod
+    def idle(cls, nodes: tuple[NodeView, ...], sharing_overhead: float = 0.0) -> Ledger:
+        """A ledger of ``nodes`` with everything free.
+
+        The last one built is kept and copied (for the same tuple object and overhead):
+        a replay passes the same nodes every cycle and the sort and set-up are then paid
+        once.
+        """
+        global _last_idle
+        if _last_idle is None or _last_idle[0] is not nodes or _last_idle[1] != sharing_overhead:
+            _last_idle = (nodes, sharing_overhead, cls(nodes, sharing_overhead))
+        return _last_idle[2].copy()
+
+    @classmethod
     def from_snapshot(cls, snapshot: Snapshot, sharing_overhead: float = 0.0) -> Ledger:
         """Capacity left after subtracting what running jobs hold."""
-        ledger = cls(snapshot.nodes, sharing_overhead)
+        ledger = cls.idle(snapshot.nodes, sharing_overhead)
         for job in snapshot.running:
             ledger.take(job.allocations)
         return ledger
@@ -234,6 +247,9 @@ class Ledger:
                 capacity.give_back(allocation)
 
 
+_last_idle: tuple[tuple[NodeView, ...], float, Ledger] | None = None
+
+
 class IdleCluster:
     """Answers "could this job start if every schedulable node were idle?".
 
@@ -246,12 +262,25 @@ class IdleCluster:
         self._ledger = Ledger(nodes, sharing_overhead)
         self._answers: dict[tuple[object, ...], bool] = {}
 
+    @classmethod
+    def shared(cls, nodes: tuple[NodeView, ...], sharing_overhead: float = 0.0) -> IdleCluster:
+        """The same answers as ``IdleCluster(nodes, sharing_overhead)``, reused while the
+        same tuple object and overhead are passed (the answers depend on nothing else):
+        a replay builds it once."""
+        global _last_cluster
+        if _last_cluster is None or _last_cluster[0] is not nodes or _last_cluster[1] != sharing_overhead:
+            _last_cluster = (nodes, sharing_overhead, cls(nodes, sharing_overhead))
+        return _last_cluster[2]
+
     def fits(self, job: PendingJob) -> bool:
         shape = request_shape(job)
         answer = self._answers.get(shape)
         if answer is None:
             answer = self._answers[shape] = self._ledger.first_fit(job) is not None
         return answer
+
+
+_last_cluster: tuple[tuple[NodeView, ...], float, IdleCluster] | None = None
 
 
 def request_shape(job: PendingJob) -> tuple[object, ...]:

@@ -136,18 +136,36 @@ def priority_breakdowns(
     qos_priorities: Mapping[str, int],
     cluster_gpus: int,
 ) -> list[PriorityBreakdown]:
-    """:func:`job_priority` of every job, in the order given (``sprio`` for the queue)."""
-    return [
-        job_priority(
-            job,
-            now=now,
-            weights=weights,
-            fairshare=fairshare,
-            qos_priorities=qos_priorities,
-            cluster_gpus=cluster_gpus,
-        )
-        for job in jobs
-    ]
+    """:func:`job_priority` of every job, in the order given (``sprio`` for the queue).
+
+    The same numbers as calling :func:`job_priority` per job, but the factors that
+    depend only on a job's QOS, size or association are computed once per distinct
+    value: a cycle over 100,000 jobs pays for a few hundred of them.
+    """
+    max_age = weights.max_age.total_seconds()
+    qos_parts: dict[str, float] = {}
+    size_parts: dict[int, float] = {}
+    fairshare_parts: dict[tuple[str, str], float] = {}
+    breakdowns = []
+    for job in jobs:
+        key = (job.account, job.user)
+        fairshare_part = fairshare_parts.get(key)
+        if fairshare_part is None:
+            fs = fairshare.get(key, 0.0)
+            if not 0.0 <= fs <= 1.0:
+                raise ValueError(f"fair-share factor of {key!r} must be in [0, 1], got {fs!r}")
+            fairshare_part = fairshare_parts[key] = weights.fairshare * fs
+        qos = qos_parts.get(job.qos)
+        if qos is None:
+            qos = qos_parts[job.qos] = weights.qos * qos_factor(job.qos, qos_priorities)
+        gpus = job.gpus
+        jobsize = size_parts.get(gpus)
+        if jobsize is None:
+            jobsize = size_parts[gpus] = weights.jobsize * job_size_factor(gpus, cluster_gpus, weights.favor_small)
+        age = weights.age * (min(max((now - job.submitted_at).total_seconds(), 0.0), max_age) / max_age)
+        total = age + fairshare_part + jobsize + qos - job.nice
+        breakdowns.append(PriorityBreakdown(job.id, total, age, fairshare_part, jobsize, qos, job.nice))
+    return breakdowns
 
 
 def order_by_priority(jobs: Sequence[PendingJob], breakdowns: Iterable[PriorityBreakdown]) -> list[PendingJob]:

@@ -57,7 +57,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -67,7 +67,7 @@ from scheduler.core.cycle import schedule
 from scheduler.core.fairshare import AccountNode, FairShareTree, UsageInterval, UsagePolicy, charge, decay_usage_map
 from scheduler.core.placement import IdleCluster
 from scheduler.core.priority import PriorityWeights
-from scheduler.core.types import Allocation, GpuView, NodeView, PendingJob, Policy, RunningJob, Snapshot
+from scheduler.core.types import Allocation, GpuView, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
 
 #: ``submit_s`` 0 of every trace.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -83,15 +83,22 @@ GPU_MODEL = "GPU"
 GPU_MEMORY_MIB = 80 * 1024
 GPU_COMPUTE_CAPABILITY = (9, 0)
 
-#: Policies by name: strict-order FIFO, FIFO with EASY backfill, and multifactor
-#: priority with Fair Tree fair-share (each trace account one association, equal
-#: shares) plus backfill; all with pack placement. Preemption registers here when the
-#: replay applies evictions.
+#: Policies by name: strict-order FIFO, FIFO with EASY backfill, multifactor priority
+#: with Fair Tree fair-share (each trace account one association, equal shares) plus
+#: backfill, and the same with guarantees that are reclaimed by preemption (see
+#: :data:`GUARANTEED`); all with pack placement. Replays need no blockers, so
+#: ``explain`` is off.
 POLICIES: dict[str, Policy] = {
-    "fifo": Policy(),
-    "fifo-backfill": Policy(backfill=True),
-    "fairshare-backfill": Policy(backfill=True, priority=PriorityWeights()),
+    "fifo": Policy(explain=False),
+    "fifo-backfill": Policy(backfill=True, explain=False),
+    "fairshare-backfill": Policy(backfill=True, priority=PriorityWeights(), explain=False),
+    "fairshare-backfill-preempt": Policy(backfill=True, priority=PriorityWeights(), explain=False, reclaim=True),
 }
+
+#: Policies replayed with guarantees (see :func:`guarantees_for`): accounts borrow idle
+#: GPUs beyond them and reclaim them by preemption, as Philly's virtual clusters did
+#: with their quotas.
+GUARANTEED = frozenset({"fairshare-backfill-preempt"})
 
 #: How often (simulated seconds) fair-share usage is brought up to date, as Slurm's
 #: ``PriorityCalcPeriod`` (5 minutes by default).
@@ -310,9 +317,29 @@ class Replay:
     unplaceable: tuple[TraceJob, ...]
     capacity_gpus: int
     cycles: int
+    #: Evictions applied (a job evicted twice counts twice) and the GPU-seconds the
+    #: evicted runs had done, which their requeued runs do again.
+    preemptions: int = 0
+    lost_gpu_s: int = 0
 
 
-def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Policy) -> Replay:
+def guarantees_for(trace: Sequence[TraceJob], capacity_gpus: int) -> dict[str, Limits]:
+    """Each trace account's guaranteed GPUs: its share of the trace's GPU-seconds times
+    the cluster's GPUs, rounded down (so the guarantees never add up to more than the
+    cluster). A documented, deterministic rule: a trace carries no quotas."""
+    demand: dict[str, float] = {}
+    for job in trace:
+        demand[job.account] = demand.get(job.account, 0.0) + job.gpus * job.duration_s
+    total = sum(demand.values()) or 1.0
+    return {a: Limits(guaranteed_gpus=int(capacity_gpus * d / total)) for a, d in sorted(demand.items())}
+
+
+def replay(
+    trace: Sequence[TraceJob],
+    cluster: Sequence[NodeView],
+    policy: Policy,
+    guarantees: Mapping[str, Limits] | None = None,
+) -> Replay:
     """Replay ``trace`` on ``cluster`` under ``policy``, calling the real ``schedule()``.
 
     Steps:
@@ -324,7 +351,11 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
     4. If any job is pending, build the snapshot and call ``schedule()`` with
        ``now = EPOCH + t``; start what it says: the job holds its allocations from
        ``t`` to ``t + min(duration, walltime)``.
-    5. Repeat from 2 until no event is left.
+    5. Apply the cycle's evictions (with ``guarantees``, reclaims of borrowed GPUs)
+       before its starts: a victim stops holding its GPUs
+       at ``t``, goes back to pending with its original submission (a requeue) and will
+       run its whole duration again; the GPU-seconds it had run are counted as lost.
+    6. Repeat from 2 until no event is left.
 
     Running and pending jobs live in insertion-ordered dicts, so each snapshot costs
     O(running + pending) and no queue is rebuilt from the trace.
@@ -336,6 +367,7 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
     if not nodes:
         raise SimulationError("the cluster has no nodes")
     gpus_per_node = max(len(n.gpus) for n in nodes)
+    parents: dict[str, str | None] = {account: None for account in guarantees or {}}
     idle = IdleCluster(nodes)
 
     # 1. Submission order; the simulator's ids are positions in it.
@@ -356,9 +388,11 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
     allocations: list[tuple[Allocation, ...]] = [()] * len(jobs)
     pending: dict[int, PendingJob] = {}
     running: dict[int, RunningJob] = {}
-    ends: list[tuple[int, int]] = []  # heap of (end_s, sim id)
+    ends: list[tuple[int, int]] = []  # heap of (end_s, sim id); an evicted run's entry is stale
+    end_of: dict[int, int] = {}  # sim id -> end of its current run
     next_submit = 0
     cycles = 0
+    preemptions = lost_gpu_s = 0
 
     while next_submit < len(jobs) or ends:
         # 2.
@@ -367,7 +401,11 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
             t = min(t, jobs[next_submit].submit_s)
         # 3.
         while ends and ends[0][0] == t:
-            ended = running.pop(heapq.heappop(ends)[1])
+            end_s, sim_id = heapq.heappop(ends)
+            if end_of.get(sim_id) != end_s or sim_id not in running:
+                continue  # the run it ended was evicted
+            ended = running.pop(sim_id)
+            del end_of[sim_id]
             if usage is not None:
                 usage.ended.append((ended, t))
         while next_submit < len(jobs) and jobs[next_submit].submit_s == t:
@@ -377,11 +415,28 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
             continue
         # 4.
         now = EPOCH + timedelta(seconds=t)
-        snapshot = Snapshot(nodes, tuple(running.values()), tuple(pending.values()))
+        snapshot = Snapshot(
+            nodes,
+            tuple(running.values()),
+            tuple(pending.values()),
+            account_limits=guarantees or {},
+            account_parents=parents,
+        )
         if usage is not None:
             snapshot = replace(snapshot, fairshare_tree=usage.tree, usage=usage.as_of(t, running.values()))
         decisions = schedule(snapshot, policy, now)
         cycles += 1
+        for eviction in decisions.evictions:
+            victim = running.pop(eviction.victim_id, None)
+            if victim is None:
+                raise SimulationError(f"policy evicted job {eviction.victim_id}, which is not running at t={t}")
+            del end_of[eviction.victim_id]
+            if usage is not None:
+                usage.ended.append((victim, t))
+            preemptions += 1
+            lost_gpu_s += (t - starts[eviction.victim_id]) * victim.gpus
+            starts[eviction.victim_id] = -1
+            pending[eviction.victim_id] = requests[eviction.victim_id]
         for start in decisions.starts:
             if pending.pop(start.job_id, None) is None:
                 raise SimulationError(f"policy started job {start.job_id}, which is not pending at t={t}")
@@ -397,6 +452,7 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
                 user=job.account,
             )
             heapq.heappush(ends, (t + job.run_s, start.job_id))
+            end_of[start.job_id] = t + job.run_s
 
     if pending:
         raise SimulationError(
@@ -405,7 +461,7 @@ def replay(trace: Sequence[TraceJob], cluster: Sequence[NodeView], policy: Polic
         )
     records = tuple(JobRecord(job, starts[i], starts[i] + job.run_s, allocations[i]) for i, job in enumerate(jobs))
     capacity = sum(len(n.gpus) for n in nodes if n.schedulable)
-    return Replay(records, tuple(unplaceable), capacity, cycles)
+    return Replay(records, tuple(unplaceable), capacity, cycles, preemptions, lost_gpu_s)
 
 
 class _UsageBook:
@@ -488,6 +544,8 @@ class Metrics:
       (A GPU-share-versus-demand index would be 1.0 on any replay that runs every job
       to completion, so it would not tell policies apart.)
     - ``unplaceable`` jobs (bigger than the cluster) are not in any other figure.
+    - ``preemptions`` counts evictions; ``lost_gpu_s`` the GPU-seconds the evicted runs
+      had done (redone by the requeued run). A record's start is that of its last run.
     """
 
     jobs: int = field(metadata=_unit("jobs"))
@@ -506,6 +564,8 @@ class Metrics:
     makespan_s: float = field(metadata=_unit("s"))
     utilization: float = field(metadata=_unit("ratio"))
     jain_fairness: float = field(metadata=_unit("ratio"))
+    preemptions: int = field(default=0, metadata=_unit("evictions"))
+    lost_gpu_s: float = field(default=0.0, metadata=_unit("GPU-s"))
 
 
 def measure(result: Replay) -> Metrics:
@@ -539,6 +599,8 @@ def measure(result: Replay) -> Metrics:
         makespan_s=float(makespan),
         utilization=gpu_seconds / (result.capacity_gpus * makespan) if makespan > 0 else 1.0,
         jain_fairness=jain_index(statistics.fmean(s) for s in by_account.values()),
+        preemptions=result.preemptions,
+        lost_gpu_s=float(result.lost_gpu_s),
     )
 
 
@@ -704,13 +766,14 @@ def run(options: argparse.Namespace, out: Writer) -> None:
     Every line is ``{"metric", "value", "unit", "policy", "trace", "nodes",
     "gpus_per_node"}``. The trace's :class:`Bounds` come first with ``"policy": null``;
     then each policy's :class:`Metrics`, its ``schedule_calls`` and its
-    ``replay_wall_s`` (the simulator's own run time, not a property of the policy).
+    ``replay_wall_s`` (the simulator's own run time, not a property of the policy), and
+    the headline ``sim_*`` lines (:data:`SUMMARY`).
     Raises :class:`SimulationError` on an unreadable or empty selection.
     """
     start, end = options.window_start, options.window_end
     if start is not None and end is not None and start >= end:
         raise SimulationError(f"--window-start ({start}) must be before --window-end ({end})")
-    names = list(dict.fromkeys(options.policy or ["fifo"]))
+    names = list(dict.fromkeys(options.policy or list(POLICIES)))
     trace = select(
         load_philly_csv(options.trace, walltime_noise=options.walltime_noise, seed=options.seed),
         window_start=start,
@@ -731,13 +794,42 @@ def run(options: argparse.Namespace, out: Writer) -> None:
         emit(f.name, getattr(trace_bounds, f.name), f.metadata["unit"], None)
     for name in names:
         began = time.perf_counter()
-        result = replay(trace, cluster, policy_named(name))
+        result = replay(
+            trace,
+            cluster,
+            policy_named(name),
+            guarantees_for(trace, options.nodes * options.gpus_per_node) if name in GUARANTEED else None,
+        )
         metrics = measure(result)
         wall = time.perf_counter() - began
         for f in fields(Metrics):
             emit(f.name, getattr(metrics, f.name), f.metadata["unit"], name)
         emit("schedule_calls", result.cycles, "calls", name)
         emit("replay_wall_s", round(wall, 3), "s", name)
+        emit("sim_wall_s", round(wall, 3), "s", name)
+        for metric, value, unit in _summary(metrics):
+            emit(metric, value, unit, name)
+
+
+#: The headline figures under the names the benchmarks and reports compare
+#: (``sim_*``), from :class:`Metrics` fields of the same meaning.
+SUMMARY = (
+    ("sim_avg_jct_s", "avg_jct_s"),
+    ("sim_avg_wait_s", "avg_wait_s"),
+    ("sim_p99_wait_s", "p99_wait_s"),
+    ("sim_utilization", "utilization"),
+    ("sim_jain", "jain_fairness"),
+    ("sim_makespan_s", "makespan_s"),
+    ("sim_preemptions", "preemptions"),
+    ("sim_lost_gpu_s", "lost_gpu_s"),
+)
+
+
+def _summary(metrics: Metrics) -> list[tuple[str, float, str]]:
+    """The :data:`SUMMARY` lines. The wall time is not among them: the same replay must
+    print the same figures (``benchmarks/replay.py`` adds ``sim_wall_s``)."""
+    units = {f.name: f.metadata["unit"] for f in fields(Metrics)}
+    return [(metric, float(getattr(metrics, source)), units[source]) for metric, source in SUMMARY]
 
 
 def main(argv: Sequence[str] | None = None, out: Writer | None = None) -> int:

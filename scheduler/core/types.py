@@ -232,6 +232,9 @@ class Policy:
     #: Virtualization overhead of a shared GPU: a share ``s`` takes ``s * (1 + overhead)``
     #: of the GPU's capacity (time-slicing's context switches, MPS's server).
     sharing_overhead: float = 0.1
+    #: Also plan the whole queue forward and give every waiting job a latest expected
+    #: start (``Decisions.estimates``; see ``scheduler.core.timeline.estimate_queue``).
+    estimates: bool = False
 
 
 class PendingReason(enum.StrEnum):
@@ -311,3 +314,5 @@ class Decisions:
     blockers: dict[int, tuple[Blocker, ...]] = field(default_factory=dict)
     #: Running and started jobs that use capacity beyond their account's guarantee.
     borrowed: set[int] = field(default_factory=set)
+    #: With ``Policy.estimates``: job id -> latest expected start (``squeue --start``).
+    estimates: dict[int, datetime] = field(default_factory=dict)

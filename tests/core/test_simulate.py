@@ -24,6 +24,7 @@ from scheduler.core.simulate import (
     SimulationError,
     TraceJob,
     bounds,
+    guarantees_for,
     homogeneous_cluster,
     jain_index,
     load_philly_csv,
@@ -38,6 +39,7 @@ from scheduler.core.simulate import (
     select,
     standard_walltime,
 )
+from scheduler.core.types import Limits
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "philly-sample.csv"
 H = 3600
@@ -208,6 +210,32 @@ def test_fairshare_lets_the_light_account_go_before_the_heavy_one() -> None:
     assert fair[4] < fair[3]
 
 
+def test_guarantees_follow_each_accounts_share_of_the_trace_rounded_down() -> None:
+    trace = [job(1, 0, 300, 2, account="big"), job(2, 0, 100, 1, account="small"), job(3, 0, 100, 2, account="big")]
+    # GPU-seconds: big 800, small 100 -> 8/9 and 1/9 of 16 GPUs
+    assert {a: lim.guaranteed_gpus for a, lim in guarantees_for(trace, 16).items()} == {"big": 14, "small": 1}
+
+
+def test_preempt_policy_reclaims_borrowed_gpus_for_an_account_under_its_guarantee() -> None:
+    # "flood" fills the only node while "owner" is idle; when owner submits, the newest
+    # flood job (on borrowed GPUs) is requeued and owner starts at once.
+    trace = [
+        job(1, 0, 10_000, 1, account="flood"),
+        job(2, 10, 10_000, 1, account="flood"),
+        job(3, 100, 50, 1, account="owner"),
+    ]
+    cluster = homogeneous_cluster(1, 2)
+    guarantees = {"flood": Limits(guaranteed_gpus=1), "owner": Limits(guaranteed_gpus=1)}
+    result = replay(trace, cluster, POLICIES["fairshare-backfill-preempt"], guarantees)
+    starts = {r.job.id: r.start_s for r in result.records}
+    assert starts[3] == 100
+    assert starts[2] > 100  # requeued, rerun from scratch after the owner's job
+    assert result.preemptions == 1
+    assert measure(result).lost_gpu_s == 90
+    plain = {r.job.id: r.start_s for r in replay(trace, cluster, POLICIES["fairshare-backfill"]).records}
+    assert plain[3] > 100
+
+
 def test_measure_of_nothing_is_an_error() -> None:
     result = replay([job(1, 0, 10, 16)], homogeneous_cluster(1, 8), FIFO)
     assert result.unplaceable and not result.records
@@ -275,9 +303,11 @@ def test_homogeneous_cluster() -> None:
 
 
 def test_unknown_policy_lists_the_known_ones() -> None:
-    assert policy_named("fifo") is FIFO
+    assert policy_named("fifo") == FIFO
     with pytest.raises(
-        SimulationError, match="unknown policy 'nope'; known policies: fairshare-backfill, fifo, fifo-backfill"
+        SimulationError,
+        match=r"unknown policy 'nope'; known policies: fairshare-backfill, fairshare-backfill-preempt, fifo, "
+        r"fifo-backfill",
     ):
         policy_named("nope")
 
@@ -431,7 +461,8 @@ def test_main_prints_bounds_and_one_line_per_metric() -> None:
     [
         (
             ["--policy", "fairshare-preempt"],
-            "unknown policy 'fairshare-preempt'; known policies: fairshare-backfill, fifo, fifo-backfill",
+            "unknown policy 'fairshare-preempt'; known policies: fairshare-backfill, fairshare-backfill-preempt, fifo, "
+            "fifo-backfill",
         ),
         (["--nodes", "0"], "--nodes: must be >= 1"),
         (["--gpus-per-node", "x"], "--gpus-per-node: must be a whole number"),
@@ -468,15 +499,22 @@ def test_manage_py_simulate_delegates_without_a_database() -> None:
     figures = _figures(out.getvalue())
     assert figures[("fifo", "jobs")] + figures[("fifo", "unplaceable")] == 200
     reference = io.StringIO()
-    main([str(SAMPLE), "--nodes", "4", "--limit", "200"], reference)
+    main([str(SAMPLE), "--nodes", "4", "--limit", "200", "--policy", "fifo"], reference)
     same = _figures(reference.getvalue())
-    assert {k: v for k, v in figures.items() if k[1] != "replay_wall_s"} == {
-        k: v for k, v in same.items() if k[1] != "replay_wall_s"
+    clocks = {"replay_wall_s", "sim_wall_s"}
+    assert {k: v for k, v in figures.items() if k[1] not in clocks} == {
+        k: v for k, v in same.items() if k[1] not in clocks
     }
 
 
+def test_every_policy_is_replayed_when_none_is_named() -> None:
+    out = io.StringIO()
+    main([str(SAMPLE), "--nodes", "4", "--limit", "50"], out)
+    assert {policy for policy, metric in _figures(out.getvalue()) if metric == "sim_wall_s"} == set(POLICIES)
+
+
 def test_manage_py_simulate_errors_are_command_errors() -> None:
-    with pytest.raises(CommandError, match="known policies: fairshare-backfill, fifo"):
+    with pytest.raises(CommandError, match="known policies: fairshare-backfill, fairshare-backfill-preempt, fifo"):
         call_command("simulate", str(SAMPLE), "--policy", "nope", stdout=io.StringIO())
     with pytest.raises(CommandError, match="cannot read trace"):
         call_command("simulate", "/nonexistent/trace.csv", stdout=io.StringIO())
