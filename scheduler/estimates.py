@@ -112,8 +112,8 @@ def what_if(*, owner: Any, account: Account, qos: Qos | None, now: datetime | No
         pending=(*planned.pending, job),
         dependency_states={**planned.dependency_states, **load_dependency_states([job])},
     )
-    decisions = schedule(snapshot, policy, now)
-    start = estimate_starts(snapshot, policy, now).get(WHAT_IF_ID)
+    decisions = schedule(snapshot, replace(policy, estimates=True), now)
+    start = decisions.estimates.get(WHAT_IF_ID)
     starts_now = any(s.job_id == WHAT_IF_ID for s in decisions.starts)
     reason = None if starts_now else decisions.pending_reasons.get(WHAT_IF_ID)
     preempts = sum(1 for e in decisions.evictions if e.by == WHAT_IF_ID)
