@@ -13,7 +13,7 @@ from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState, Usage
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "enabled", "created_at"]
+    list_display = ["name", "kind", "enabled", "reachable", "last_error", "last_contact_at"]
     actions = ["sync_inventory"]
 
     @admin.action(description="Sync nodes and GPUs from the backend")

@@ -22,6 +22,11 @@ class Cluster(models.Model):
     config = models.JSONField(default=dict, blank=True)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    #: Whether the last poll reached the workload manager; while it does not, nothing is
+    #: placed on the cluster's nodes and waiting jobs say why.
+    reachable = models.BooleanField(default=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    last_contact_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

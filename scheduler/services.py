@@ -729,7 +729,13 @@ def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int
 
 
 def poll_backends(now: datetime | None = None) -> dict[str, dict[str, int]]:
-    """Poll every enabled cluster; one cluster's outage does not stop the others."""
+    """Poll every enabled cluster; one cluster's outage does not stop the others.
+
+    A cluster whose backend cannot be reached is marked unreachable with the error
+    (the tick then places nothing on its nodes, and waiting jobs say why); the next
+    successful poll marks it reachable again.
+    """
+    now = now or timezone.now()
     report: dict[str, dict[str, int]] = {}
     for cluster in Cluster.objects.filter(enabled=True):
         try:
@@ -737,6 +743,9 @@ def poll_backends(now: datetime | None = None) -> dict[str, dict[str, int]]:
         except BackendError as exc:
             log.warning("polling cluster %s failed: %s", cluster.name, exc)
             report[cluster.name] = {"error": 1}
+            Cluster.objects.filter(pk=cluster.pk).update(reachable=False, last_error=exc.message[:500])
+        else:
+            Cluster.objects.filter(pk=cluster.pk).update(reachable=True, last_error="", last_contact_at=now)
     return report
 
 

@@ -29,7 +29,7 @@ from scheduler.core.types import (
     Snapshot,
     parse_compute_capability,
 )
-from scheduler.models import Gpu, Job, Node
+from scheduler.models import Cluster, Gpu, Job, Node
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def load_nodes() -> tuple[NodeView, ...]:
             )
         )
     nodes = Node.objects.filter(cluster__enabled=True).values(
-        "id", "name", "cluster__name", "state", "cpus", "memory_mib", "labels"
+        "id", "name", "cluster__name", "cluster__reachable", "state", "cpus", "memory_mib", "labels"
     )
     return tuple(
         NodeView(
@@ -91,7 +91,7 @@ def load_nodes() -> tuple[NodeView, ...]:
             cpus=row["cpus"],
             memory_mib=row["memory_mib"],
             gpus=tuple(sorted(gpus_by_node[row["id"]], key=lambda g: g.index)),
-            schedulable=row["state"] == NodeState.UP,
+            schedulable=row["state"] == NodeState.UP and row["cluster__reachable"],
             labels=row["labels"] or {},
         )
         for row in nodes
@@ -191,6 +191,9 @@ def load_snapshot() -> LoadedSnapshot:
         user_limits=user_limits,
         account_parents=parents,
         dependency_states=dependency_states,
+        unreachable_clusters=dict(
+            Cluster.objects.filter(enabled=True, reachable=False).values_list("name", "last_error")
+        ),
         qos_max_walltime={
             name: limit
             for name, limit in Qos.objects.filter(max_walltime_seconds__isnull=False).values_list(

@@ -310,8 +310,8 @@ class ClusterSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Cluster
-        fields = ["id", "name", "kind", "config", "enabled", "created_at"]
-        read_only_fields = ["created_at"]
+        fields = ["id", "name", "kind", "config", "enabled", "created_at", "reachable", "last_error", "last_contact_at"]
+        read_only_fields = ["created_at", "reachable", "last_error", "last_contact_at"]
 
     def validate_config(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):

@@ -57,7 +57,7 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
     jobs before a job in it.
     """
     free_now = _Cached(lambda job: _resources(job, c.ledger))
-    never = _Cached(lambda job: _never_fits(job, c.snapshot.nodes))
+    never = _Cached(lambda job: _never_fits(job, c.snapshot.nodes, c.snapshot.unreachable_clusters))
     reserved = {r.job_id: r for r in c.reservations}
     first_reservation = c.reservations[0] if c.reservations else None
     head: PendingJob | None = None  # the first job waiting for resources
@@ -295,7 +295,7 @@ def _usable(capacity: NodeCapacity, job: PendingJob) -> int:
     return len(capacity.usable_gpus(job))
 
 
-def _never_fits(job: PendingJob, nodes: Sequence[NodeView]) -> Blocker:
+def _never_fits(job: PendingJob, nodes: Sequence[NodeView], unreachable: Mapping[str, str]) -> Blocker:
     """Why no schedulable node set can hold the job even when idle (cluster-wide)."""
     what = constraint_text(job)
     matching = {n.name: sum(1 for g in n.gpus if job.accepts(g)) for n in nodes}
@@ -330,10 +330,18 @@ def _never_fits(job: PendingJob, nodes: Sequence[NodeView]) -> Blocker:
     for node in roomy:
         (up if node.schedulable else down)[node.cluster] += 1
     best_cluster = max(roomy, key=lambda n: (up[n.cluster], down[n.cluster])).cluster
-    return Blocker(
-        code,
+    evidence: dict[str, object] = {
+        "nodes": job.nodes,
+        "nodes_up": up[best_cluster],
+        "nodes_down": down[best_cluster],
+        "cluster": best_cluster,
+    }
+    message = (
         f"needs {job.nodes} node{'s' if job.nodes != 1 else ''} in one cluster that can hold "
         f"{job.gpus_per_node} {what}; "
-        f"{up[best_cluster]} in {best_cluster} are up and {down[best_cluster]} more are down or drained",
-        {"nodes": job.nodes, "nodes_up": up[best_cluster], "nodes_down": down[best_cluster], "cluster": best_cluster},
+        f"{up[best_cluster]} in {best_cluster} are up and {down[best_cluster]} more are down or drained"
     )
+    if best_cluster in unreachable:
+        evidence["cluster_error"] = unreachable[best_cluster]
+        message += f" (cluster {best_cluster} is unreachable: {unreachable[best_cluster]})"
+    return Blocker(code, message, evidence)

@@ -189,6 +189,9 @@ class Snapshot:
     dependency_states: Mapping[int, str] = field(default_factory=dict)
     #: QOS name -> the longest walltime a job in it may ask for.
     qos_max_walltime: Mapping[str, int] = field(default_factory=dict)
+    #: Clusters whose workload manager cannot be reached now -> the error (their nodes
+    #: come in unschedulable).
+    unreachable_clusters: Mapping[str, str] = field(default_factory=dict)
 
 
 class PlacementStrategy(enum.Enum):
