@@ -105,6 +105,9 @@ class Job(models.Model):
         default=0.0, help_text="A fraction of one shared GPU per node (0 < share < 1); 0 means whole GPUs."
     )
     gpu_memory_mib_share = models.PositiveIntegerField(default=0, help_text="GPU memory the share reserves.")
+    node_labels = models.JSONField(
+        default=dict, blank=True, help_text='Labels every node of the job must carry, e.g. {"rack": "r1"}.'
+    )
     cpus_per_node = models.PositiveIntegerField(default=1)
     memory_mib_per_node = models.PositiveIntegerField(default=0)
     walltime_seconds = models.PositiveIntegerField()

@@ -140,6 +140,7 @@ _PENDING_FIELDS = (
     "dependencies",
     "gpu_share",
     "gpu_memory_mib_share",
+    "node_labels",
 )
 
 
@@ -225,6 +226,7 @@ def _pending_from_values(row: dict[str, Any]) -> PendingJob:
         dependencies=tuple((str(d["type"]), int(d["job"])) for d in row["dependencies"] or []),
         gpu_share=row["gpu_share"],
         gpu_memory_mib_share=row["gpu_memory_mib_share"],
+        node_labels=tuple(sorted((str(k), str(v)) for k, v in (row["node_labels"] or {}).items())),
     )
 
 

@@ -93,6 +93,7 @@ class JobSerializer(serializers.ModelSerializer):
             "min_compute_capability",
             "gpu_share",
             "gpu_memory_mib_share",
+            "node_labels",
             "cpus_per_node",
             "memory_mib_per_node",
             "walltime_seconds",
@@ -146,6 +147,12 @@ class JobSubmitSerializer(serializers.Serializer):
     gpu_memory_mib_share = serializers.IntegerField(
         min_value=0, max_value=MAX_INT, default=0, help_text="GPU memory (MiB) a fractional job reserves on its GPU."
     )
+    node_labels = serializers.DictField(
+        child=serializers.CharField(max_length=128),
+        required=False,
+        default=dict,
+        help_text='Labels every node of the job must carry (Slurm --constraint, a node selector), e.g. {"rack": "r1"}.',
+    )
     cpus_per_node = serializers.IntegerField(min_value=1, max_value=100_000, default=1)
     memory_mib_per_node = serializers.IntegerField(min_value=0, max_value=MAX_INT, default=0)
     walltime_seconds = serializers.IntegerField(min_value=1, max_value=MAX_WALLTIME)
@@ -183,6 +190,13 @@ class JobSubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError(f"Invalid variable names: {', '.join(sorted(bad)[:5])}.")
         if any("\x00" in v for v in value.values()):
             raise serializers.ValidationError("Values may not contain NUL characters.")
+        return value
+
+    def validate_node_labels(self, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 20:
+            raise serializers.ValidationError("At most 20 labels.")
+        if any(not key or len(key) > 128 or "\x00" in key + text for key, text in value.items()):
+            raise serializers.ValidationError("Label names must be 1-128 characters, without NUL characters.")
         return value
 
     def validate_gpu_share(self, value: float) -> float:
@@ -238,6 +252,7 @@ class JobSubmitSerializer(serializers.Serializer):
             min_compute_capability=parse_compute_capability(cc) if cc else None,
             gpu_share=attrs["gpu_share"],
             gpu_memory_mib_share=attrs["gpu_memory_mib_share"],
+            node_labels=tuple(sorted(attrs.get("node_labels", {}).items())),
         )
         for field, message in load_inventory().check(request).items():
             errors.setdefault(field, message)

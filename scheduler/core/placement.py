@@ -45,7 +45,7 @@ class NodeCapacity:
         offered, and its CPUs and memory count as used (conservatively: never lets a
         job in that could delay the reservation).
         """
-        if not self.node.schedulable:
+        if not self.node.schedulable or (job.node_labels and not job.fits_node(self.node)):
             return None
         held_gpus = frozenset(held.gpu_indices) if held else frozenset()
         held_cpus, held_memory = (held.cpus, held.memory_mib) if held else (0, 0)
@@ -295,4 +295,5 @@ def request_shape(job: PendingJob) -> tuple[object, ...]:
         job.min_compute_capability,
         job.gpu_share,
         job.gpu_memory_mib_share,
+        job.node_labels,
     )

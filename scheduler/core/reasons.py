@@ -298,8 +298,13 @@ def _usable(capacity: NodeCapacity, job: PendingJob) -> int:
 def _never_fits(job: PendingJob, nodes: Sequence[NodeView], unreachable: Mapping[str, str]) -> Blocker:
     """Why no schedulable node set can hold the job even when idle (cluster-wide)."""
     what = constraint_text(job)
-    matching = {n.name: sum(1 for g in n.gpus if job.accepts(g)) for n in nodes}
     code = PendingReason.NODES_UNAVAILABLE
+    if job.node_labels:
+        nodes = [n for n in nodes if job.fits_node(n)]
+        if not nodes:
+            wanted = ", ".join(f"{k}={v}" for k, v in job.node_labels)
+            return Blocker(code, f"no node has the labels {wanted}", {"nodes_matching": 0, "node_labels": wanted})
+    matching = {n.name: sum(1 for g in n.gpus if job.accepts(g)) for n in nodes}
     if job.gpus_per_node and not any(matching.values()):
         return Blocker(code, f"no node has {what}", {"nodes_matching": 0, "constraint": what})
     big = [n for n in nodes if matching[n.name] >= job.gpus_per_node]

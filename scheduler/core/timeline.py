@@ -186,11 +186,21 @@ class Planner:
 
     def _accepts(self, job: PendingJob) -> list[int]:
         """Per node, the mask of GPUs that satisfy the job's per-GPU constraints."""
-        key = (job.gpu_model, job.min_gpu_memory_mib, job.min_compute_capability)
+        key = (
+            job.gpu_model,
+            job.min_gpu_memory_mib,
+            job.min_compute_capability,
+            job.gpu_share > 0,
+            job.gpu_memory_mib_share,
+            job.node_labels,
+        )
         masks = self._accepting.get(key)
         if masks is None:
             masks = self._accepting[key] = [
-                sum(1 << p for p, gpu in enumerate(line.node.gpus) if job.accepts(gpu)) for line in self.lines
+                sum(1 << p for p, gpu in enumerate(line.node.gpus) if job.accepts(gpu))
+                if job.fits_node(line.node)
+                else 0
+                for line in self.lines
             ]
         return masks
 
@@ -262,7 +272,7 @@ class Planner:
 
     def _share(self, line: NodeTimeline, job: PendingJob, accepts: int, start: int, end: int) -> tuple[int, ...] | None:
         """The GPU indices one share of ``job`` gets on ``line`` for ``[start, end)``, or ``None``."""
-        if not line.node.schedulable:
+        if not line.node.schedulable or (job.node_labels and not job.fits_node(line.node)):
             return None
         mask, cpus, memory = line.window(start, end)
         if cpus < job.cpus_per_node or memory < job.memory_mib_per_node:

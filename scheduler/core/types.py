@@ -141,10 +141,17 @@ class PendingJob:
     #: ``gpu_memory_mib_share`` of its memory; ``gpus_per_node`` is then 1.
     gpu_share: float = 0.0
     gpu_memory_mib_share: int = 0
+    #: Node labels every node of the job must carry (``key``, ``value``), sorted: Slurm's
+    #: ``--constraint`` or a Kubernetes node selector (``rack=r1``, ``network=infiniband``).
+    node_labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    def fits_node(self, node: NodeView) -> bool:
+        """Whether ``node`` carries every label the job asks for."""
+        return all(node.labels.get(key) == value for key, value in self.node_labels)
 
     @property
     def gpu_amount(self) -> float:

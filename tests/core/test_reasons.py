@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from scheduler.core import PendingReason, Policy, schedule
-from scheduler.core.types import Allocation, Blocker, Limits, RunningJob, Snapshot
+from scheduler.core.types import Allocation, Blocker, Limits, NodeView, RunningJob, Snapshot
 from tests.builders import T0, node, pending
 
 NOW = T0 + timedelta(hours=1)
@@ -168,3 +168,18 @@ def test_started_jobs_have_no_blockers_and_every_waiting_job_has_its_reason_firs
 def test_explain_can_be_turned_off_for_replays() -> None:
     snapshot = Snapshot(nodes=(node("n1"),), running=(), pending=(pending(1, gpu_model="L4"),))
     assert schedule(snapshot, Policy(explain=False), NOW).blockers == {}
+
+
+def test_node_labels_narrow_placement_and_a_missing_label_is_explained() -> None:
+    rack1 = NodeView("r1n1", "c1", 64, 512_000, node("x").gpus, labels={"rack": "r1"})
+    rack2 = NodeView("r2n1", "c1", 64, 512_000, node("x").gpus, labels={"rack": "r2"})
+    snapshot = Snapshot(
+        nodes=(rack1, rack2),
+        running=(),
+        pending=(pending(1, node_labels=(("rack", "r2"),)), pending(2, node_labels=(("rack", "r9"),))),
+    )
+    decisions = schedule(snapshot, Policy(), NOW)
+    assert [(s.job_id, s.allocations[0].node) for s in decisions.starts] == [(1, "r2n1")]
+    assert [(b.code, b.message) for b in decisions.blockers[2]] == [
+        (R.NODES_UNAVAILABLE, "no node has the labels rack=r9")
+    ]

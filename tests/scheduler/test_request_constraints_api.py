@@ -1,4 +1,4 @@
-"""Fractional jobs through the API and the tick: a share of a time-sliced GPU."""
+"""Requests beyond GPU counts, through the API and the tick: a share of a time-sliced GPU, node labels."""
 
 from __future__ import annotations
 
@@ -59,3 +59,19 @@ def test_a_share_on_a_site_without_shared_gpus_is_refused(world, client_for):
     response = client_for(world.alice).post("/api/v1/jobs/", {**BASE, "gpu_share": 0.5}, format="json")
     assert response.status_code == 400
     assert "No node has a shared GPU" in response.json()["gpu_share"][0]
+
+
+def test_node_labels_pin_a_job_to_matching_nodes_and_unknown_labels_are_refused(world, client_for, tick):
+    from scheduler.models import Node
+
+    Node.objects.filter(name="h100-02").update(labels={"rack": "r2"})
+    client = client_for(world.alice)
+    wanted = {**BASE, "account": "lab", "gpu_model": "H100-80GB", "node_labels": {"rack": "r2"}}
+    assert client.post("/api/v1/jobs/", wanted, format="json").status_code == 201
+    refused = client.post("/api/v1/jobs/", {**wanted, "node_labels": {"rack": "r9"}}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["node_labels"] == ["No node has the labels rack=r9."]
+    tick()
+    job = Job.objects.get()
+    assert job.state == JobState.RUNNING and job.allocations[0]["node"] == "h100-02"
+    services.cancel_job(job, by="test")
