@@ -70,6 +70,22 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_weights(name: str) -> dict[str, float]:
+    """``"H100-80GB=2, L4=0.5"`` -> ``{"H100-80GB": 2.0, "L4": 0.5}``: a finite weight >= 0
+    per name (a GPU model, say)."""
+    weights: dict[str, float] = {}
+    for item in env_list(name, []):
+        key, sep, raw = item.partition("=")
+        try:
+            value = float(raw)
+        except ValueError:
+            value = float("nan")
+        if not sep or not key.strip() or not value >= 0 or value == float("inf"):
+            raise ImproperlyConfigured(f"{name} must look like 'MODEL=2.0, OTHER=0.5' with weights >= 0, got {item!r}")
+        weights[key.strip()] = value
+    return weights
+
+
 def env_secret(name: str, *, debug: bool, debug_default: str) -> str:
     """A secret that must be set outside DEBUG; DEBUG gets a fixed, clearly unsafe value."""
     value = os.environ.get(name, "")

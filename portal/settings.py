@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from portal.env import env_bool, env_choice, env_float, env_int, env_list, env_secret, env_str
+from portal.env import env_bool, env_choice, env_float, env_int, env_list, env_secret, env_str, env_weights
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("QM_VAR_DIR", str(BASE_DIR / "var")))
@@ -168,6 +168,9 @@ PRIORITY_WEIGHT_JOBSIZE = env_float("PRIORITY_WEIGHT_JOBSIZE", 1000, minimum=0)
 PRIORITY_WEIGHT_QOS = env_float("PRIORITY_WEIGHT_QOS", 1000, minimum=0)
 PRIORITY_MAX_AGE_DAYS = env_float("PRIORITY_MAX_AGE_DAYS", 7, minimum=0.001)
 PRIORITY_FAVOR_SMALL = env_bool("PRIORITY_FAVOR_SMALL", True)
+#: What one GPU-second of each model costs in fair-share usage (Slurm's
+#: TRESBillingWeights), e.g. "H100-80GB=2,A100-40GB=1,L4=0.5"; unlisted models cost 1.
+SCHEDULER_BILLING_WEIGHTS = env_weights("SCHEDULER_BILLING_WEIGHTS")
 #: Fair-share usage half-life in days (Slurm's PriorityDecayHalfLife).
 SCHEDULER_USAGE_HALF_LIFE_DAYS = env_float("SCHEDULER_USAGE_HALF_LIFE_DAYS", 7, minimum=0.001)
 #: A blocked job whose QOS may preempt others (QOS.may_preempt) evicts running jobs.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 
@@ -22,11 +23,15 @@ from scheduler.snapshot import allocations_from_json
 
 
 def usage_policy(half_life_days: float, sharing_overhead: float = 0.0) -> UsagePolicy:
-    """The usage rules: the half-life, each QOS's usage factor from the database, and the
+    """The usage rules: the half-life, each GPU model's billing weight
+    (``SCHEDULER_BILLING_WEIGHTS``), each QOS's usage factor from the database, and the
     overhead charged on shared GPUs."""
     factors = {name: float(f) for name, f in Qos.objects.values_list("name", "usage_factor")}
     return UsagePolicy(
-        half_life=timedelta(days=half_life_days), qos_usage_factors=factors, sharing_overhead=sharing_overhead
+        half_life=timedelta(days=half_life_days),
+        billing_weights=settings.SCHEDULER_BILLING_WEIGHTS,
+        qos_usage_factors=factors,
+        sharing_overhead=sharing_overhead,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_choice, env_float, env_int, env_list, env_secret
+from portal.env import env_bool, env_choice, env_float, env_int, env_list, env_secret, env_weights
 
 
 @pytest.mark.parametrize("raw,expected", [("1", True), ("yes", True), ("ON", True), ("0", False), ("off", False)])
@@ -58,3 +58,12 @@ def test_choice_names_the_allowed_values(monkeypatch):
         env_choice("MODE", "a", ["a", "b"])
     monkeypatch.setenv("MODE", "b")
     assert env_choice("MODE", "a", ["a", "b"]) == "b"
+
+
+def test_weights_parse_names_and_refuse_bad_entries(monkeypatch):
+    monkeypatch.setenv("W", " H100-80GB=2, L4=0.5 ")
+    assert env_weights("W") == {"H100-80GB": 2.0, "L4": 0.5}
+    for bad in ("H100", "=2", "H100=-1", "H100=fast", "H100=inf", "H100=nan"):
+        monkeypatch.setenv("W", bad)
+        with pytest.raises(ImproperlyConfigured, match="W must look like"):
+            env_weights("W")

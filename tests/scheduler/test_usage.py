@@ -66,6 +66,26 @@ def test_qos_usage_factor_scales_the_charge(world, hour_old_job):
     assert charged(world) == 0.0
 
 
+def test_billing_weights_price_each_gpu_model(world, hour_old_job, settings):
+    from scheduler.models import Gpu
+
+    node = Job.objects.get(pk=hour_old_job.pk).allocations[0]["node"]
+    model = Gpu.objects.filter(node__name=node).values_list("model", flat=True)[0]
+    settings.SCHEDULER_BILLING_WEIGHTS = {model: 2.0, "some-other-model": 10.0}
+    update_usage(timezone.now(), load_nodes(), usage_policy(7))
+    # 2 GPUs of a model billed at 2.0 for an hour: 2 x 7,200
+    assert 2 * 7200 * 0.5 ** (1 / 168) < charged(world) <= 2 * 7200
+
+
+def test_a_share_of_a_gpu_is_charged_with_the_sharing_overhead(world, hour_old_job):
+    stored = Job.objects.get(pk=hour_old_job.pk).allocations[0]
+    allocation = {**stored, "gpu_indices": stored["gpu_indices"][:1], "gpu_share": 0.5, "gpu_memory_mib": 0}
+    Job.objects.filter(pk=hour_old_job.pk).update(allocations=[allocation])
+    update_usage(timezone.now(), load_nodes(), usage_policy(7, sharing_overhead=0.1))
+    # 0.5 x 1.1 GPUs for an hour
+    assert 0.55 * 3600 * 0.5 ** (1 / 168) < charged(world) <= 0.55 * 3600
+
+
 def test_usage_decays_by_half_each_half_life(world, hour_old_job):
     Job.objects.filter(pk=hour_old_job.pk).update(state="COMPLETED", ended_at=timezone.now() - timedelta(hours=1))
     Usage.objects.create(account=world.lab, user=world.alice, gpu_seconds=1000.0, as_of=timezone.now())
