@@ -16,8 +16,10 @@ prints one JSON object per figure and line (see :func:`run`).
 
 Modelling rules (each is a decision a reader of the figures needs to know):
 
-1. **Cluster**: ``N`` identical nodes of ``G`` GPUs (model ``"GPU"``, 80 GiB, compute
-   capability 9.0). GPUs are the only resource: jobs ask for no CPUs and no memory.
+1. **Cluster**: ``N`` identical nodes of ``G`` GPUs, or the node groups of a JSON
+   cluster file (``--cluster``, :func:`load_cluster_file`); GPUs are model ``"GPU"``,
+   80 GiB, compute capability 9.0 unless the file says otherwise. GPUs are the only
+   resource: jobs ask for no CPUs and no memory; ``G`` below is the largest node's GPUs.
 2. **Request shape**: a job of ``g <= G`` GPUs asks for 1 node x ``g`` GPUs; a job of
    ``g > G`` GPUs is a gang of ``ceil(g / G)`` whole nodes x ``G`` GPUs. When ``g`` is
    not a multiple of ``G`` (Philly has 7 jobs of 12 GPUs) it is rounded UP to whole
@@ -233,6 +235,39 @@ def select(
 
 
 # --- Cluster and requests -----------------------------------------------------------
+
+
+def load_cluster_file(path: str | Path) -> tuple[NodeView, ...]:
+    """A heterogeneous cluster from a JSON file: ``{"nodes": [{"name": "big", "count": 4,
+    "gpus": 8}, {"name": "small", "count": 10, "gpus": 4, "model": "L4",
+    "gpu_memory_mib": 24576}]}``. Each group of ``count`` nodes is named ``<name>-001``...
+    Raises :class:`SimulationError` naming the group and field on anything else."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise SimulationError(f"cannot read cluster file {str(path)!r}: {exc}") from None
+    groups = data.get("nodes") if isinstance(data, dict) else None
+    if not isinstance(groups, list) or not groups:
+        raise SimulationError(f'cluster file {str(path)!r} needs a non-empty list under "nodes"')
+    nodes: list[NodeView] = []
+    for position, group in enumerate(groups):
+        where = f"{path}: nodes[{position}]"
+        if not isinstance(group, dict) or set(group) - {"name", "count", "gpus", "model", "gpu_memory_mib"}:
+            raise SimulationError(f"{where} must be an object with name, count, gpus[, model, gpu_memory_mib]")
+        name, count, gpus = group.get("name"), group.get("count", 1), group.get("gpus")
+        memory = group.get("gpu_memory_mib", GPU_MEMORY_MIB)
+        for field_name, value in (("count", count), ("gpus", gpus), ("gpu_memory_mib", memory)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise SimulationError(f"{where}.{field_name} must be an integer >= 1, got {value!r}")
+        assert isinstance(gpus, int) and isinstance(count, int)  # checked just above
+        if not isinstance(name, str) or not name:
+            raise SimulationError(f"{where}.name must be a non-empty string")
+        model = group.get("model", GPU_MODEL)
+        gpu_list = tuple(GpuView(i, str(model), memory, GPU_COMPUTE_CAPABILITY) for i in range(gpus))
+        nodes.extend(NodeView(f"{name}-{i:03d}", "sim", 0, 0, gpu_list) for i in range(1, count + 1))
+    if len({n.name for n in nodes}) != len(nodes):
+        raise SimulationError(f"cluster file {str(path)!r} names a node twice")
+    return tuple(nodes)
 
 
 def homogeneous_cluster(nodes: int, gpus_per_node: int, *, name: str = "sim") -> tuple[NodeView, ...]:
@@ -712,6 +747,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="GPUs per node (default 8)",
     )
     parser.add_argument(
+        "--cluster",
+        dest="cluster_file",
+        default=None,
+        metavar="FILE",
+        help="a JSON cluster file (heterogeneous nodes; see load_cluster_file); replaces --nodes/--gpus-per-node",
+    )
+    parser.add_argument(
         "--policy",
         dest="policy",
         type=_policy_names,
@@ -719,7 +761,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="NAME",
         help=f"policy to replay; repeat or comma-separate to compare (known: {', '.join(sorted(POLICIES))}; "
-        "default fifo)",
+        "default: all)",
     )
     parser.add_argument(
         "--limit", type=_positive_int, default=None, metavar="N", help="replay only the first N selected jobs"
@@ -782,14 +824,24 @@ def run(options: argparse.Namespace, out: Writer) -> None:
     )
     if not trace:
         raise SimulationError(f"no job of {options.trace!r} is in the selection (window/limit)")
-    cluster = homogeneous_cluster(options.nodes, options.gpus_per_node)
-    context = {"trace": options.trace, "nodes": options.nodes, "gpus_per_node": options.gpus_per_node}
+    if options.cluster_file:
+        cluster = load_cluster_file(options.cluster_file)
+        context: dict[str, object] = {
+            "trace": options.trace,
+            "cluster": options.cluster_file,
+            "nodes": len(cluster),
+            "gpus_per_node": max(len(n.gpus) for n in cluster),
+        }
+    else:
+        cluster = homogeneous_cluster(options.nodes, options.gpus_per_node)
+        context = {"trace": options.trace, "nodes": options.nodes, "gpus_per_node": options.gpus_per_node}
+    capacity = sum(len(n.gpus) for n in cluster)
 
     def emit(metric: str, value: float, unit: str, policy: str | None) -> None:
         line = {"metric": metric, "value": value, "unit": unit, "policy": policy, **context}
         out.write(json.dumps(line) + "\n")
 
-    trace_bounds = bounds(trace, options.nodes * options.gpus_per_node)
+    trace_bounds = bounds(trace, capacity)
     for f in fields(Bounds):
         emit(f.name, getattr(trace_bounds, f.name), f.metadata["unit"], None)
     for name in names:
@@ -798,7 +850,7 @@ def run(options: argparse.Namespace, out: Writer) -> None:
             trace,
             cluster,
             policy_named(name),
-            guarantees_for(trace, options.nodes * options.gpus_per_node) if name in GUARANTEED else None,
+            guarantees_for(trace, capacity) if name in GUARANTEED else None,
         )
         metrics = measure(result)
         wall = time.perf_counter() - began

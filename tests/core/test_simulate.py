@@ -27,6 +27,7 @@ from scheduler.core.simulate import (
     guarantees_for,
     homogeneous_cluster,
     jain_index,
+    load_cluster_file,
     load_philly_csv,
     main,
     measure,
@@ -439,7 +440,7 @@ def test_replay_never_over_allocates_and_runs_jobs_exactly(world: tuple[list[Tra
 def _figures(text: str) -> dict[tuple[str | None, str], Any]:
     lines = [json.loads(line) for line in text.splitlines()]
     for line in lines:
-        assert set(line) == {"metric", "value", "unit", "policy", "trace", "nodes", "gpus_per_node"}
+        assert set(line) - {"cluster"} == {"metric", "value", "unit", "policy", "trace", "nodes", "gpus_per_node"}
     return {(line["policy"], line["metric"]): line["value"] for line in lines}
 
 
@@ -518,3 +519,33 @@ def test_manage_py_simulate_errors_are_command_errors() -> None:
         call_command("simulate", str(SAMPLE), "--policy", "nope", stdout=io.StringIO())
     with pytest.raises(CommandError, match="cannot read trace"):
         call_command("simulate", "/nonexistent/trace.csv", stdout=io.StringIO())
+
+
+def test_a_cluster_file_gives_a_heterogeneous_cluster(tmp_path: Path) -> None:
+    spec = {"nodes": [{"name": "big", "count": 2, "gpus": 8}, {"name": "small", "count": 3, "gpus": 4, "model": "L4"}]}
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(spec))
+    out = io.StringIO()
+    main([str(SAMPLE), "--cluster", str(path), "--limit", "100", "--policy", "fifo-backfill"], out)
+    figures = _figures(out.getvalue())
+    assert figures[("fifo-backfill", "jobs")] + figures[("fifo-backfill", "unplaceable")] == 100
+    nodes = load_cluster_file(path)
+    assert [n.name for n in nodes] == ["big-001", "big-002", "small-001", "small-002", "small-003"]
+    assert {g.model for n in nodes for g in n.gpus} == {"GPU", "L4"}
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("not json", "cannot read cluster file"),
+        ('{"nodes": []}', "needs a non-empty list"),
+        ('{"nodes": [{"name": "a", "gpus": 0}]}', r"nodes\[0\]\.gpus must be an integer >= 1"),
+        ('{"nodes": [{"name": "a", "gpus": 2, "colour": "red"}]}', "must be an object with"),
+        ('{"nodes": [{"name": "a", "gpus": 2}, {"name": "a", "gpus": 2}]}', "names a node twice"),
+    ],
+)
+def test_bad_cluster_files_are_refused_naming_the_problem(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "cluster.json"
+    path.write_text(content)
+    with pytest.raises(SimulationError, match=message):
+        load_cluster_file(path)
