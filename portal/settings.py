@@ -177,6 +177,14 @@ SCHEDULER_USAGE_HALF_LIFE_DAYS = env_float("SCHEDULER_USAGE_HALF_LIFE_DAYS", 7, 
 SCHEDULER_PREEMPTION = env_bool("SCHEDULER_PREEMPTION", True)
 #: What happens to a preempted job: requeue (a new attempt) or cancel (ends PREEMPTED).
 SCHEDULER_PREEMPT_MODE = env_choice("SCHEDULER_PREEMPT_MODE", "requeue", ["requeue", "cancel"])
+#: A job whose node failed (or that the backend lost) is requeued as a new attempt, up
+#: to this many attempts; after that, or with requeue off, it ends NODE_FAIL.
+SCHEDULER_REQUEUE_ON_NODE_FAIL = env_bool("SCHEDULER_REQUEUE_ON_NODE_FAIL", True)
+SCHEDULER_MAX_REQUEUES = env_int("SCHEDULER_MAX_REQUEUES", 3, minimum=0)
+#: An UP node the backend has not listed for this long is marked DOWN.
+SCHEDULER_NODE_TIMEOUT_SECONDS = env_int("SCHEDULER_NODE_TIMEOUT_SECONDS", 300, minimum=1)
+#: Cancel backend jobs that carry our key but that no active job holds.
+SCHEDULER_CANCEL_ORPHANS = env_bool("SCHEDULER_CANCEL_ORPHANS", True)
 #: A job cannot be preempted during its first N seconds.
 SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS = env_int("SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS", 300, minimum=0)
 #: A preempted job gets SIGTERM and this many seconds to checkpoint before SIGKILL.

@@ -27,6 +27,8 @@ class Cluster(models.Model):
     reachable = models.BooleanField(default=True)
     last_error = models.CharField(max_length=500, blank=True)
     last_contact_at = models.DateTimeField(null=True, blank=True)
+    #: Backend jobs with our key that no active job holds, as of the last poll.
+    orphans = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -25,6 +25,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from portal.models import Account, Qos, Quota
+from scheduler import reconcile
 from scheduler.backends import load_backend
 from scheduler.backends.base import (
     Backend,
@@ -251,7 +252,7 @@ def release_job(job: Job, *, by: str) -> None:
 
 
 #: What a job forgets when it goes back to the queue as a new attempt.
-_FRESH_ATTEMPT: dict[str, Any] = {
+FRESH_ATTEMPT: dict[str, Any] = {
     "allocations": [],
     "cluster": None,
     "external_id": "",
@@ -281,11 +282,17 @@ def requeue_job(job: Job, *, by: str) -> None:
             verb="requeued",
             event=EventKind.REQUEUED,
             by=by,
-            **{**_FRESH_ATTEMPT, "attempt": job.attempt + 1},
+            **{**FRESH_ATTEMPT, "attempt": job.attempt + 1},
         )
         if job.state in ACTIVE_STATES and job.external_id:
             cluster_id, external_id = job.cluster_id, job.external_id
-            transaction.on_commit(lambda: _cancel_quietly(cluster_id, external_id))
+            cancel_remote_after_commit(cluster_id, external_id)
+
+
+def cancel_remote_after_commit(cluster_id: int | None, external_id: str, grace_seconds: float | None = None) -> None:
+    """Once the surrounding transaction commits, cancel a remote job (errors are logged:
+    the orphan sweep in ``scheduler.reconcile`` catches a cancel that did not happen)."""
+    transaction.on_commit(partial(_cancel_quietly, cluster_id, external_id, grace_seconds), robust=True)
 
 
 def _cancel_quietly(cluster_id: int | None, external_id: str, grace_seconds: float | None = None) -> None:
@@ -424,7 +431,7 @@ def _evict(evictions: list[Eviction], now: datetime) -> None:
             continue
         data = {"by": eviction.by}
         if requeue:
-            fields: dict[str, Any] = {**_FRESH_ATTEMPT, "attempt": victim.attempt + 1}
+            fields: dict[str, Any] = {**FRESH_ATTEMPT, "attempt": victim.attempt + 1}
             moved = transition(
                 victim.id,
                 ACTIVE_STATES,
@@ -446,14 +453,8 @@ def _evict(evictions: list[Eviction], now: datetime) -> None:
                 state_reason=eviction.reason,
             )
         if moved and victim.external_id:
-            transaction.on_commit(
-                partial(
-                    _cancel_quietly,
-                    victim.cluster_id,
-                    victim.external_id,
-                    grace_seconds=settings.SCHEDULER_PREEMPT_GRACE_SECONDS,
-                ),
-                robust=True,
+            cancel_remote_after_commit(
+                victim.cluster_id, victim.external_id, grace_seconds=settings.SCHEDULER_PREEMPT_GRACE_SECONDS
             )
 
 
@@ -602,6 +603,8 @@ def _apply_poll_result(job_id: int, result: PollResult) -> bool:
     if not result.state.is_terminal:
         return False
     reason = result.reason or ("the backend no longer knows this job" if result.state is RemoteState.UNKNOWN else "")
+    if result.state in (RemoteState.NODE_FAIL, RemoteState.UNKNOWN):
+        return reconcile.lost(job_id, reason or "its node failed", result.ended_at or timezone.now())
     return transition(
         job_id,
         [JobState.RUNNING],
@@ -621,7 +624,8 @@ def sync_nodes(cluster: Cluster, backend: Backend, now: datetime) -> int:
 
     New nodes and GPUs are created in bulk; seen nodes get a heartbeat; a node the
     backend reports down is marked down, and comes back up when the backend reports it
-    up again (an admin's drain is left alone). Returns the number of nodes seen.
+    up again, as does one marked down for a missing heartbeat (an admin's drain is left
+    alone). Returns the number of nodes seen.
     """
     infos = backend.list_nodes()
     taken = dict(
@@ -658,8 +662,8 @@ def sync_nodes(cluster: Cluster, backend: Backend, now: datetime) -> int:
             state=NodeState.DOWN, reason="reported down by backend"
         )
         up = [i.name for i in infos if i.state == "up"]
-        Node.objects.filter(
-            cluster=cluster, name__in=up, state=NodeState.DOWN, reason="reported down by backend"
+        Node.objects.filter(cluster=cluster, name__in=up, state=NodeState.DOWN).filter(
+            Q(reason="reported down by backend") | Q(reason__startswith="no heartbeat")
         ).update(state=NodeState.UP, reason="")
     return len(infos)
 
@@ -700,6 +704,7 @@ def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int
     2. Poll every RUNNING job of the cluster in one backend call; record ends.
     3. Re-dispatch jobs stuck in DISPATCHING longer than ``SCHEDULER_REDISPATCH_SECONDS``
        (their worker died mid-submit; submit is idempotent so this cannot duplicate).
+    4. Reconcile (``scheduler.reconcile``): silent nodes, jobs on down nodes, orphans.
     """
     now = now or timezone.now()
     backend = backend_for(cluster)
@@ -725,7 +730,8 @@ def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int
     for job_id in stuck:
         Job.objects.filter(pk=job_id, state=JobState.DISPATCHING).update(dispatched_at=now)
         _after_commit("scheduler.dispatch_job", dispatch_job, job_id)
-    return {"nodes": nodes_seen, "running": len(running), "ended": ended, "redispatched": len(stuck)}
+    report = {"nodes": nodes_seen, "running": len(running), "ended": ended, "redispatched": len(stuck)}
+    return report | reconcile.reconcile(cluster, backend, now)
 
 
 def poll_backends(now: datetime | None = None) -> dict[str, dict[str, int]]:

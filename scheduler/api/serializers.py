@@ -325,8 +325,19 @@ class ClusterSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Cluster
-        fields = ["id", "name", "kind", "config", "enabled", "created_at", "reachable", "last_error", "last_contact_at"]
-        read_only_fields = ["created_at", "reachable", "last_error", "last_contact_at"]
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "config",
+            "enabled",
+            "created_at",
+            "reachable",
+            "last_error",
+            "last_contact_at",
+            "orphans",
+        ]
+        read_only_fields = ["created_at", "reachable", "last_error", "last_contact_at", "orphans"]
 
     def validate_config(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):

@@ -1,0 +1,129 @@
+"""Keep the portal's view true when the cluster's differs: lost jobs, silent nodes, orphans.
+
+Each poll of a cluster ends with a reconciliation (see ``services.poll_cluster``):
+
+1. **Lost or node-failed jobs** (the backend no longer knows a job the portal thinks
+   runs, or reports NODE_FAIL) are requeued as a new attempt, as Slurm requeues batch
+   jobs on node failure, up to ``SCHEDULER_MAX_REQUEUES`` attempts; after that, or with
+   requeue off, they end NODE_FAIL.
+2. **Silent nodes**: an UP node without a heartbeat for ``SCHEDULER_NODE_TIMEOUT_SECONDS``
+   is marked DOWN with the reason; jobs on DOWN nodes are requeued (or end NODE_FAIL)
+   and their remote jobs cancelled.
+3. **Orphans**: jobs at the backend that carry our key (``<uuid>.<attempt>``) but that no
+   active job of this cluster holds (a cancel whose hand-off failed, a database restored
+   from backup) are recorded on the cluster and, with ``SCHEDULER_CANCEL_ORPHANS``,
+   cancelled: left alone they would hold GPUs the scheduler believes free. Backends list
+   them with an optional ``list_jobs()``; one without it is not swept.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from scheduler.backends.base import Backend, BackendError
+from scheduler.choices import ACTIVE_STATES, EventKind, JobState, NodeState
+from scheduler.models import Cluster, Job, Node
+
+log = logging.getLogger(__name__)
+
+
+def lost(job_id: int, reason: str, now: datetime) -> bool:
+    """A running job the backend lost or whose node failed: requeue it or end it NODE_FAIL.
+
+    Returns whether the job moved (it was still active).
+    """
+    from scheduler.services import FRESH_ATTEMPT, cancel_remote_after_commit, transition
+
+    job = Job.objects.filter(pk=job_id, state__in=ACTIVE_STATES).values("attempt", "cluster_id", "external_id").first()
+    if job is None:
+        return False
+    if settings.SCHEDULER_REQUEUE_ON_NODE_FAIL and job["attempt"] < settings.SCHEDULER_MAX_REQUEUES:
+        moved = transition(
+            job_id,
+            ACTIVE_STATES,
+            JobState.PENDING,
+            event=EventKind.REQUEUED,
+            message=f"{reason}; requeued as attempt {job['attempt'] + 1}",
+            data={"reason": reason},
+            **{**FRESH_ATTEMPT, "attempt": job["attempt"] + 1},
+        )
+    else:
+        moved = transition(
+            job_id,
+            ACTIVE_STATES,
+            JobState.NODE_FAIL,
+            message=reason,
+            ended_at=now,
+            state_reason=reason[:500],
+        )
+    if moved and job["external_id"]:
+        cancel_remote_after_commit(job["cluster_id"], job["external_id"])
+    return moved
+
+
+def mark_silent_nodes(cluster: Cluster, now: datetime) -> list[str]:
+    """Mark UP nodes without a recent heartbeat DOWN; returns their names."""
+    cutoff = now - timedelta(seconds=settings.SCHEDULER_NODE_TIMEOUT_SECONDS)
+    silent = Node.objects.filter(cluster=cluster, state=NodeState.UP).filter(
+        Q(last_heartbeat__lt=cutoff) | Q(last_heartbeat__isnull=True)
+    )
+    names = list(silent.values_list("name", flat=True))
+    if names:
+        silent.update(state=NodeState.DOWN, reason=f"no heartbeat for {settings.SCHEDULER_NODE_TIMEOUT_SECONDS}s")
+        log.warning("cluster %s: nodes stopped heartbeating: %s", cluster.name, ", ".join(names))
+    return names
+
+
+def jobs_on_down_nodes(cluster: Cluster, now: datetime) -> list[int]:
+    """Requeue (or fail) every active job that holds a GPU on a DOWN node of ``cluster``."""
+    down = dict(Node.objects.filter(cluster=cluster, state=NodeState.DOWN).values_list("name", "reason"))
+    if not down:
+        return []
+    moved = []
+    for job_id, allocations in Job.objects.filter(cluster=cluster, state__in=ACTIVE_STATES).values_list(
+        "id", "allocations"
+    ):
+        hit = next((a["node"] for a in allocations or [] if a.get("node") in down), None)
+        if hit is not None and lost(job_id, f"node {hit} is down ({down[hit] or 'no reason given'})", now):
+            moved.append(job_id)
+    return moved
+
+
+def sweep_orphans(cluster: Cluster, backend: Backend) -> list[str]:
+    """Record (and, if configured, cancel) backend jobs with our key that no active job holds."""
+    list_jobs: Any = getattr(backend, "list_jobs", None)
+    if list_jobs is None:
+        return []
+    remote = set(list_jobs())
+    known = set(
+        Job.objects.filter(cluster=cluster, state__in=ACTIVE_STATES)
+        .exclude(external_id="")
+        .values_list("external_id", flat=True)
+    )
+    orphans = sorted(remote - known)
+    Cluster.objects.filter(pk=cluster.pk).update(orphans=orphans[:1000])
+    if orphans:
+        log.warning("cluster %s: %d orphaned backend job(s): %s", cluster.name, len(orphans), ", ".join(orphans[:10]))
+    if orphans and settings.SCHEDULER_CANCEL_ORPHANS:
+        for external_id in orphans:
+            try:
+                backend.cancel(external_id)
+            except BackendError as exc:
+                log.warning("cluster %s: cancelling orphan %s failed: %s", cluster.name, external_id, exc)
+    return orphans
+
+
+def reconcile(cluster: Cluster, backend: Backend, now: datetime) -> dict[str, int]:
+    """Steps 2 and 3 of the module docstring for one cluster (step 1 happens as polls
+    come in). Returns counts for the poll report."""
+    with transaction.atomic():
+        silent = mark_silent_nodes(cluster, now)
+        requeued = jobs_on_down_nodes(cluster, now)
+    orphans = sweep_orphans(cluster, backend)
+    return {"silent_nodes": len(silent), "requeued_from_down_nodes": len(requeued), "orphans": len(orphans)}

@@ -1,0 +1,109 @@
+"""Reconciliation: lost jobs requeued, silent nodes marked down, orphans found and cancelled."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from scheduler import services
+from scheduler.backends.base import JobSpec, Placement, RemoteState
+from scheduler.choices import JobState, NodeState
+from scheduler.models import Cluster, Job, Node
+from tests.builders import submit
+from tests.scheduler.waiting import wait_for
+
+pytestmark = pytest.mark.django_db
+
+
+def running_job(world, tick, **fields):  # type: ignore[no-untyped-def]
+    job = submit(world.alice, world.lab, command="sleep 60", **fields)
+    tick()
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    return job
+
+
+def kill_runner(world, job: Job) -> None:
+    backend = services.backend_for(world.cluster)
+    info = json.loads((Path(backend.state_dir) / "jobs" / job.external_id / "runner.json").read_text())
+    os.kill(info["pid"], signal.SIGKILL)
+    wait_for(lambda: backend.poll([job.external_id])[job.external_id].state is RemoteState.NODE_FAIL)
+
+
+def test_a_job_whose_runner_died_is_requeued_as_a_new_attempt(world, tick):
+    job = running_job(world, tick)
+    kill_runner(world, job)
+    services.poll_backends()
+    job.refresh_from_db()
+    assert (job.state, job.attempt, job.external_id) == (JobState.PENDING, 1, "")
+    assert "requeued as attempt 1" in job.events.get(kind="requeued").message
+
+
+def test_after_the_last_allowed_requeue_the_job_ends_node_fail(world, tick, settings):
+    settings.SCHEDULER_MAX_REQUEUES = 0
+    job = running_job(world, tick)
+    kill_runner(world, job)
+    services.poll_backends()
+    job.refresh_from_db()
+    assert job.state == JobState.NODE_FAIL and job.ended_at is not None
+
+
+def test_a_silent_node_is_marked_down_and_its_jobs_requeued_and_cancelled(world, tick, settings):
+    job = running_job(world, tick)
+    node = job.allocations[0]["node"]
+    old_key = job.external_id
+    backend = services.backend_for(world.cluster)
+    settings.SCHEDULER_NODE_TIMEOUT_SECONDS = 60
+    later = timezone.now() + timedelta(minutes=5)
+    Node.objects.filter(name=node).update(last_heartbeat=timezone.now() - timedelta(minutes=10))
+    report = services.reconcile.reconcile(world.cluster, backend, later)
+    assert report["silent_nodes"] >= 1 and report["requeued_from_down_nodes"] == 1
+    down = Node.objects.get(name=node)
+    assert down.state == NodeState.DOWN and down.reason == "no heartbeat for 60s"
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING and job.attempt == 1
+    assert f"node {node} is down (no heartbeat for 60s)" in job.events.get(kind="requeued").message
+    wait_for(lambda: backend.poll([old_key])[old_key].state.is_terminal)
+
+    services.poll_backends()  # the backend lists the node again: it is back
+    assert Node.objects.get(name=node).state == NodeState.UP
+
+
+def stray_spec(key: str) -> JobSpec:
+    """A job submitted straight to the backend, behind the portal's back."""
+    return JobSpec(
+        key=key,
+        name="stray",
+        owner="nobody",
+        account="none",
+        command="sleep 60",
+        script="",
+        walltime_seconds=600,
+        placements=(Placement("h100-01", (0,)),),
+    )
+
+
+def test_orphans_are_recorded_and_cancelled(world, settings):
+    backend = services.backend_for(world.cluster)
+    spec = stray_spec("00000000-0000-0000-0000-000000000001.0")
+    orphan = backend.submit(spec)
+    report = services.poll_backends()
+    assert report[world.cluster.name]["orphans"] == 1
+    assert Cluster.objects.get(pk=world.cluster.pk).orphans == [orphan]
+    wait_for(lambda: backend.poll([orphan])[orphan].state is RemoteState.CANCELLED)
+
+
+def test_orphans_are_only_reported_when_cancelling_is_off(world, settings):
+    settings.SCHEDULER_CANCEL_ORPHANS = False
+    backend = services.backend_for(world.cluster)
+    spec = stray_spec("00000000-0000-0000-0000-000000000002.0")
+    orphan = backend.submit(spec)
+    services.poll_backends()
+    assert backend.poll([orphan])[orphan].state is RemoteState.RUNNING
+    backend.cancel(orphan)
