@@ -6,13 +6,13 @@ import json
 import os
 import signal
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
 from scheduler import services
 from scheduler.backends.base import JobSpec, Placement, RemoteState
+from scheduler.backends.local import LocalBackend
 from scheduler.choices import JobState, NodeState
 from scheduler.models import Cluster, Job, Node
 from tests.builders import submit
@@ -31,7 +31,8 @@ def running_job(world, tick, **fields):  # type: ignore[no-untyped-def]
 
 def kill_runner(world, job: Job) -> None:
     backend = services.backend_for(world.cluster)
-    info = json.loads((Path(backend.state_dir) / "jobs" / job.external_id / "runner.json").read_text())
+    assert isinstance(backend, LocalBackend)
+    info = json.loads((backend.state_dir / "jobs" / job.external_id / "runner.json").read_text())
     os.kill(info["pid"], signal.SIGKILL)
     wait_for(lambda: backend.poll([job.external_id])[job.external_id].state is RemoteState.NODE_FAIL)
 
