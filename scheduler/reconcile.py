@@ -9,11 +9,13 @@ Each poll of a cluster ends with a reconciliation (see ``services.poll_cluster``
 2. **Silent nodes**: an UP node without a heartbeat for ``SCHEDULER_NODE_TIMEOUT_SECONDS``
    is marked DOWN with the reason; jobs on DOWN nodes are requeued (or end NODE_FAIL)
    and their remote jobs cancelled.
-3. **Orphans**: jobs at the backend that carry our key (``<uuid>.<attempt>``) but that no
-   active job of this cluster holds (a cancel whose hand-off failed, a database restored
+3. **Orphans**: jobs at the backend that carry our key (``<uuid>.<attempt>``) but whose
+   attempt is not an active job (a cancel whose hand-off failed, a database restored
    from backup) are recorded on the cluster and, with ``SCHEDULER_CANCEL_ORPHANS``,
-   cancelled: left alone they would hold GPUs the scheduler believes free. Backends list
-   them with an optional ``list_jobs()``; one without it is not swept.
+   cancelled: left alone they would hold GPUs the scheduler believes free. Keys, not
+   backend ids, are compared: a job being dispatched has no backend id yet, but its key
+   is known. Backends list their live jobs with an optional ``list_jobs()`` (key ->
+   backend id); one without it is not swept.
 """
 
 from __future__ import annotations
@@ -100,22 +102,21 @@ def sweep_orphans(cluster: Cluster, backend: Backend) -> list[str]:
     list_jobs: Any = getattr(backend, "list_jobs", None)
     if list_jobs is None:
         return []
-    remote = set(list_jobs())
-    known = set(
-        Job.objects.filter(cluster=cluster, state__in=ACTIVE_STATES)
-        .exclude(external_id="")
-        .values_list("external_id", flat=True)
-    )
-    orphans = sorted(remote - known)
+    remote: dict[str, str] = dict(list_jobs())
+    known = {
+        f"{uuid}.{attempt}"
+        for uuid, attempt in Job.objects.filter(state__in=ACTIVE_STATES).values_list("uuid", "attempt")
+    }
+    orphans = sorted(set(remote) - known)
     Cluster.objects.filter(pk=cluster.pk).update(orphans=orphans[:1000])
     if orphans:
         log.warning("cluster %s: %d orphaned backend job(s): %s", cluster.name, len(orphans), ", ".join(orphans[:10]))
     if orphans and settings.SCHEDULER_CANCEL_ORPHANS:
-        for external_id in orphans:
+        for key in orphans:
             try:
-                backend.cancel(external_id)
+                backend.cancel(remote[key])
             except BackendError as exc:
-                log.warning("cluster %s: cancelling orphan %s failed: %s", cluster.name, external_id, exc)
+                log.warning("cluster %s: cancelling orphan %s failed: %s", cluster.name, key, exc)
     return orphans
 
 

@@ -413,13 +413,14 @@ class LocalBackend:
                 raise BackendError(f"local backend {self.name!r}: poll {external_id}: {exc}", permanent=False) from exc
         return results
 
-    def list_jobs(self) -> list[str]:
-        """Keys of the jobs this backend still runs (or is about to), for the orphan sweep."""
+    def list_jobs(self) -> dict[str, str]:
+        """Key -> backend id of the jobs this backend still runs (or is about to), for the
+        orphan sweep. Here the two are the same: a job's directory is named by its key."""
         try:
             keys = sorted(entry.name for entry in self._jobs.iterdir()) if self._jobs.is_dir() else []
         except OSError as exc:
             raise BackendError(f"local backend {self.name!r}: list jobs: {exc}", permanent=False) from exc
-        return [key for key, result in self.poll(keys).items() if not result.state.is_terminal]
+        return {key: key for key, result in self.poll(keys).items() if not result.state.is_terminal}
 
     def list_nodes(self) -> list[NodeInfo]:
         """The configured inventory (fresh copies: callers may not alter ours)."""

@@ -149,3 +149,58 @@ def test_celery_worker_and_beat_run_a_submitted_job(world, spawn, tmp_path):
     job_id = submit_over_api(world)
     wait_until_ended(job_id)
     assert_ran_to_completion(job_id)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.redis
+def test_a_redis_restart_loses_no_job_and_ticks_resume(world, spawn, tmp_path):
+    """The broker goes away while the scheduler runs and a job is submitted; when it is
+    back, beat ticks again and both jobs run exactly once. A private redis-server (the
+    same binary as the site's) is restarted, so the shared one is left alone."""
+    port = free_port()
+    broker = f"redis://127.0.0.1:{port}/0"
+    redis_cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"]
+    redis = spawn(redis_cmd, dict(os.environ))
+    wait_for(lambda: subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).stdout == b"PONG\n")
+    env = child_env(
+        CELERY_BROKER_URL=broker, CELERY_QUEUE=f"qm-test-{uuid.uuid4().hex[:8]}", SCHEDULER_DISPATCH="celery"
+    )
+    spawn(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "--beat",
+            "--loglevel=INFO",
+            "--concurrency=2",
+            "--pool=prefork",
+            "--schedule",
+            str(tmp_path / "beat-schedule"),
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        env,
+    )
+    first = submit_over_api(world)
+    wait_until_ended(first)
+
+    redis.terminate()
+    redis.wait(timeout=15)
+    second = submit_over_api(world)  # submitting needs only the database
+    assert Job.objects.get(pk=second).state == "PENDING"
+    spawn(redis_cmd, dict(os.environ))
+    wait_until_ended(second)
+
+    for job_id in (first, second):
+        assert_ran_to_completion(job_id)
+        assert Job.objects.get(pk=job_id).attempt == 0
