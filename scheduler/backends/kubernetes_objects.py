@@ -135,12 +135,12 @@ class KubeNode:
         split = {gpu.parent_index for gpu in self.info.gpus if gpu.parent_index is not None}
         counts: Counter[str] = Counter()
         for index in indices:
-            if index not in self.resources:
-                raise ValueError(f"node {self.info.name} has no GPU {index!r} (has {sorted(self.resources)})")
             if index in split:
                 raise ValueError(
                     f"GPU {index} on {self.info.name} is split into MIG slices; place the job on its slices"
                 )
+            if index not in self.resources:
+                raise ValueError(f"node {self.info.name} has no GPU {index!r} (has {sorted(self.resources)})")
             counts[self.resources[index]] += 1
         return dict(sorted(counts.items()))
 
