@@ -20,7 +20,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,9 @@ import pytest
 from scheduler.backends import load_backend, local_runner
 from scheduler.backends.base import Backend, BackendError, JobSpec, Placement, PollResult, RemoteState
 from scheduler.backends.local import LocalBackend
+from tests.backends.kube.apiserver import FakeKube
+from tests.backends.kube.builders import contract_nodes
+from tests.backends.kube.real_cluster import real_cluster_case
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_INVENTORY = REPO_ROOT / "scheduler/backends/local_clusters/demo.yaml"
@@ -109,14 +114,9 @@ def _local_case(tmp_path: Path, **extra: Any) -> Case:
     )
 
 
-#: Every backend we can build here, and how to build it.
-BACKENDS: dict[str, dict[str, Any]] = {"local": {}, "local-simulate": {"simulate": SIMULATED_SECONDS}}
-#: Those that really run commands (logs, exit codes, process groups are observable).
-EXECUTING = [name for name, extra in BACKENDS.items() if "simulate" not in extra]
-
-
-def _built(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
-    built = _local_case(tmp_path, **BACKENDS[request.param])
+@contextmanager
+def _local(tmp_path: Path, **extra: Any) -> Iterator[Case]:
+    built = _local_case(tmp_path, **extra)
     yield built
     # Leave no processes behind, whatever the test did.
     jobs = tmp_path / "state/jobs"
@@ -124,15 +124,50 @@ def _built(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
         built.backend.cancel(job_dir.name)
 
 
+@contextmanager
+def _kubernetes(tmp_path: Path) -> Iterator[Case]:
+    """Against the fake API server of tests/backends/kube (its controller runs nothing:
+    see tests/backends/kube/program.py for the commands it understands)."""
+    with FakeKube(nodes=contract_nodes()) as kube:
+        config = {"api_server": kube.url, "kill_grace_seconds": 1}
+
+        def build() -> Backend:
+            return load_backend("kubernetes", "testcluster", config, work_dir=tmp_path / "work")
+
+        yield Case(backend=build(), runs_commands=False, reopen=build, kill_supervisor=None)
+
+
+@contextmanager
+def _kubernetes_cluster(tmp_path: Path) -> Iterator[Case]:
+    """Against the real cluster of ``$KUBECONFIG`` (opt-in; see README, "Kubernetes")."""
+    with real_cluster_case(tmp_path) as (build, node, gpus):
+        yield Case(backend=build(), runs_commands=False, reopen=build, kill_supervisor=None, node=node, gpus=gpus)
+
+
+#: Every backend we can build here: name -> a context manager that yields its Case.
+BACKENDS: dict[str, Callable[[Path], AbstractContextManager[Case]]] = {
+    "local": _local,
+    "local-simulate": partial(_local, simulate=SIMULATED_SECONDS),
+    "kubernetes": _kubernetes,
+}
+if os.environ.get("KUBECONFIG"):
+    BACKENDS["kubernetes-cluster"] = _kubernetes_cluster
+#: Those that really run commands (logs, exit codes, process groups are observable).
+EXECUTING = ["local"]
+
+
 @pytest.fixture(params=list(BACKENDS))
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
-    yield from _built(request, tmp_path)
+    with BACKENDS[request.param](tmp_path) as built:
+        yield built
 
 
 @pytest.fixture(params=EXECUTING)
 def executing(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     """Only backends that really run commands: tests of logs, exit codes, signals."""
-    yield from _built(request, tmp_path)
+    with BACKENDS[request.param](tmp_path) as built:
+        assert built.runs_commands
+        yield built
 
 
 def job(case: Case, command: str = "true", **fields: Any) -> JobSpec:
@@ -279,7 +314,8 @@ def test_walltime_enforced_as_timeout(case: Case) -> None:
 
 
 def test_job_survives_new_backend_instance(case: Case) -> None:
-    external_id = case.backend.submit(job(case, "sleep 30"))
+    spec = job(case, "sleep 30")
+    external_id = case.backend.submit(spec)
     wait_for(case.backend, external_id, running)
 
     restarted = case.reopen()
@@ -287,7 +323,7 @@ def test_job_survives_new_backend_instance(case: Case) -> None:
     assert restarted.poll([external_id])[external_id].state is RemoteState.RUNNING
     restarted.cancel(external_id)
     assert wait_for(case.backend, external_id).state is RemoteState.CANCELLED
-    assert restarted.submit(job(case, "sleep 30", key=external_id)) == external_id
+    assert restarted.submit(spec) == external_id
 
 
 def test_placement_on_unknown_node_rejected(case: Case) -> None:

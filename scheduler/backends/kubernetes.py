@@ -1,0 +1,433 @@
+"""The ``kubernetes`` backend: each attempt of a job is a batch/v1 Job.
+
+What it creates (see :mod:`scheduler.backends.kubernetes_objects` for the manifest): one
+Job per attempt, named from the spec key, in the namespace of the job's account; one pod
+per placement (an Indexed Job when there are several), pinned to the placed nodes,
+asking for ``nvidia.com/gpu`` or ``nvidia.com/mig-<profile>``, ``backoffLimit: 0`` and
+``activeDeadlineSeconds`` = walltime. Every Job and pod carries our labels
+(``app.kubernetes.io/managed-by=quartermaster``, ``quartermaster.io/cluster``,
+``quartermaster.io/key``), which is how ``poll`` finds them in one list call per
+namespace and how :meth:`KubernetesBackend.find_orphans` finds Jobs the portal forgot.
+
+External ids are ``<namespace>/<job name>``, so a poll or cancel needs no config lookup
+and still works after an account moves to another namespace.
+
+Cancel, and why a cancelled Job stays readable: ``cancel`` annotates the Job
+(``quartermaster.io/cancelled-at``), adds the finalizer ``quartermaster.io/cancel-record``
+and deletes it with foreground propagation. Kubernetes deletes the pods, then keeps the
+Job object (terminating, no pods) because of our finalizer, so a later poll still says
+CANCELLED and a retried submit of the same key still finds it. ``poll`` removes the
+finalizer once the record is older than ``record_seconds`` (default a day) and then the
+API server removes the Job.
+
+Config (validated at construction; a bad value is a permanent error naming it)::
+
+    api_server: https://10.0.0.1:6443   # exactly one of api_server, kubeconfig, in_cluster
+    kubeconfig: /etc/qm/kubeconfig       #   (with optional context: name)
+    in_cluster: true                     #   (the portal runs in a pod with a service account)
+    token: ... | token_file: /path       # bearer token, with api_server only
+    ca_file: /path/ca.crt                # with api_server only; verify_tls: false to skip
+    namespace: gpu-jobs                  # default "default"
+    namespaces: {physics: phys-gpu}      # account -> namespace, overrides namespace
+    image: ubuntu:24.04                  # when the job names none
+    kill_grace_seconds: 30               # pods' terminationGracePeriodSeconds
+    timeout_seconds: 10                  # per API request
+    record_seconds: 86400                # how long a cancelled Job is kept as a record
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState
+from scheduler.backends.kubernetes_api import Conflict, KubeApi, NotFound, Obj
+from scheduler.backends.kubernetes_objects import (
+    CANCELLED_ANNOTATION,
+    KEY_LABEL,
+    RECORD_FINALIZER,
+    JobTarget,
+    KubeNode,
+    build_job,
+    format_time,
+    is_dns_label,
+    is_label_value,
+    job_name,
+    node_from_object,
+    parse_time,
+    poll_result,
+    selector,
+)
+from scheduler.backends.local import _ConfigReader
+
+log = logging.getLogger(__name__)
+
+_CONFIG_KEYS = frozenset(
+    {
+        "api_server",
+        "kubeconfig",
+        "context",
+        "in_cluster",
+        "token",
+        "token_file",
+        "ca_file",
+        "verify_tls",
+        "namespace",
+        "namespaces",
+        "image",
+        "kill_grace_seconds",
+        "timeout_seconds",
+        "record_seconds",
+    }
+)
+DEFAULT_IMAGE = "ubuntu:24.04"
+#: How often cancel re-reads a Job that changed under it before giving up (transient).
+_PATCH_ATTEMPTS = 3
+
+
+class _Reader(_ConfigReader):
+    """The local backend's config checks, with this backend's name in the messages."""
+
+    def bad(self, message: str) -> BackendError:
+        return BackendError(f"kubernetes backend {self.cluster!r}: bad config: {message}", permanent=True)
+
+    def flag(self, config: Mapping[str, Any], key: str, default: bool) -> bool:
+        value = config.get(key, default)
+        if not isinstance(value, bool):
+            raise self.bad(f"config.{key} must be true or false, got {value!r}")
+        return value
+
+    def namespace(self, value: Any, where: str) -> str:
+        if not isinstance(value, str) or not is_dns_label(value):
+            raise self.bad(f"{where} must be a namespace name (a DNS-1123 label), got {value!r}")
+        return value
+
+
+def _terminal(job: Obj) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
+
+
+class KubernetesBackend:
+    """A Kubernetes cluster reached through its API server.
+
+    Construction validates the config and raises ``BackendError(permanent=True)`` naming
+    the bad value; it makes no request and reads no file (the kubeconfig or token file is
+    read on first use). Every method raises only :class:`BackendError`.
+    """
+
+    kind: ClassVar[str] = "kubernetes"
+
+    def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path) -> None:
+        reader = _Reader(name)
+        if not is_label_value(name) or not name:
+            raise reader.bad(f"cluster name {name!r} must be a valid label value (63 characters: A-Z a-z 0-9 . _ -)")
+        config = reader.mapping(config, "config")
+        reader.check_keys(config, _CONFIG_KEYS, "config")
+        self.name = name
+        sources = [key for key in ("api_server", "kubeconfig") if key in config]
+        if reader.flag(config, "in_cluster", False):
+            sources.append("in_cluster")
+        if len(sources) != 1:
+            raise reader.bad("exactly one of 'api_server', 'kubeconfig' or 'in_cluster: true' is required")
+        self._source = sources[0]
+        for key in ("api_server", "kubeconfig", "context", "token", "token_file", "ca_file", "image"):
+            if key in config:
+                reader.string(config, key, "config")
+        if self._source != "kubeconfig" and "context" in config:
+            raise reader.bad("config.context needs config.kubeconfig")
+        if self._source != "api_server":
+            for key in ("token", "token_file", "ca_file", "verify_tls"):
+                if key in config:
+                    raise reader.bad(f"config.{key} applies to api_server only (a kubeconfig carries its own)")
+        if "token" in config and "token_file" in config:
+            raise reader.bad("config.token and config.token_file are exclusive")
+        self._config = dict(config)
+        self.verify_tls = reader.flag(config, "verify_tls", True)
+        self.default_namespace = reader.namespace(config.get("namespace", "default"), "config.namespace")
+        accounts = reader.mapping(config.get("namespaces", {}), "config.namespaces")
+        self.namespaces = {
+            str(account): reader.namespace(ns, f"config.namespaces.{account}") for account, ns in accounts.items()
+        }
+        self.image = reader.string(config, "image", "config", default=DEFAULT_IMAGE)
+        if not self.image.strip():
+            raise reader.bad("config.image must not be empty")
+        self.kill_grace_seconds = reader.integer(config, "kill_grace_seconds", "config", default=30)
+        self.timeout_seconds = reader.number(config.get("timeout_seconds", 10), "config.timeout_seconds")
+        if self.timeout_seconds == 0:
+            raise reader.bad("config.timeout_seconds must be positive")
+        self.record_seconds = reader.number(config.get("record_seconds", 86400), "config.record_seconds")
+        self._api: KubeApi | None = None
+
+    # -- connection -------------------------------------------------------------------------
+
+    @property
+    def api(self) -> KubeApi:
+        """The API client, built on first use (reads the kubeconfig or token file)."""
+        if self._api is None:
+            self._api = KubeApi(self._configuration(), where=f"kubernetes {self.name!r}", timeout=self.timeout_seconds)
+        return self._api
+
+    def _configuration(self) -> k8s.Configuration:
+        config = self._config
+        configuration = k8s.Configuration()
+        try:
+            if self._source == "kubeconfig":
+                k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=config["kubeconfig"],
+                    context=config.get("context"),
+                    client_configuration=configuration,
+                    persist_config=False,
+                )
+            elif self._source == "in_cluster":
+                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            else:
+                configuration.host = str(config["api_server"]).rstrip("/")
+                token = config.get("token")
+                if "token_file" in config:
+                    token = Path(config["token_file"]).read_text(encoding="utf-8").strip()
+                if token:
+                    configuration.api_key = {"BearerToken": f"Bearer {token}"}
+                configuration.ssl_ca_cert = config.get("ca_file")
+                configuration.verify_ssl = self.verify_tls
+        except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
+            raise BackendError(f"kubernetes {self.name!r}: cannot load credentials: {exc}", permanent=True) from exc
+        return configuration
+
+    def namespace_for(self, account: str) -> str:
+        return self.namespaces.get(account, self.default_namespace)
+
+    @staticmethod
+    def _split(external_id: str) -> tuple[str, str] | None:
+        """``<namespace>/<name>`` -> (namespace, name); None for anything malformed."""
+        namespace, slash, name = external_id.partition("/")
+        if not slash or not is_dns_label(namespace) or not is_dns_label(name):
+            return None
+        return namespace, name
+
+    # -- Backend protocol ---------------------------------------------------------------------
+
+    def submit(self, spec: JobSpec) -> str:
+        """Create the Job for ``spec`` unless it exists; return ``<namespace>/<name>``.
+
+        Steps: 1. check the spec; 2. return the existing Job's id if there is one (it must
+        carry this key); 3. read the placed nodes (unknown node or GPU: permanent);
+        4. create the Job; a 409 means a concurrent submit won, whose Job is ours too.
+        """
+        self._check(spec)
+        namespace, name = self.namespace_for(spec.account), job_name(spec.key)
+        external_id = f"{namespace}/{name}"
+        if self._existing(spec, namespace, name):
+            return external_id
+        nodes: dict[str, KubeNode] = {}
+        for placement in spec.placements:
+            try:
+                nodes[placement.node] = node_from_object(self.api.read_node(placement.node), self.name)
+            except NotFound:
+                raise self._reject(spec, f"placement on unknown node {placement.node!r}") from None
+        target = JobTarget(self.name, namespace, name, self.image, self.kill_grace_seconds, nodes)
+        try:
+            manifest = build_job(spec, target)
+        except ValueError as exc:
+            raise self._reject(spec, str(exc)) from exc
+        try:
+            self.api.create_job(namespace, manifest)
+        except Conflict:
+            if not self._existing(spec, namespace, name):
+                raise BackendError(
+                    f"kubernetes {self.name!r}: {external_id} was created and deleted under us", permanent=False
+                ) from None
+        except NotFound as exc:
+            raise self._reject(spec, f"cannot create Job in namespace {namespace!r}: {exc}") from exc
+        return external_id
+
+    def cancel(self, external_id: str, *, grace_seconds: float | None = None) -> None:
+        """Mark the Job cancelled and delete it with its pods. Idempotent.
+
+        A finished, already cancelled or unknown Job is left as it is. ``grace_seconds``
+        is passed to the pods' deletion (otherwise ``kill_grace_seconds`` applies).
+        """
+        where = self._split(external_id)
+        if where is None:
+            return
+        namespace, name = where
+        for _ in range(_PATCH_ATTEMPTS):
+            try:
+                job = self.api.read_job(namespace, name)
+            except NotFound:
+                return
+            annotations = (job.get("metadata") or {}).get("annotations") or {}
+            if _terminal(job) and CANCELLED_ANNOTATION not in annotations:
+                return
+            if CANCELLED_ANNOTATION in annotations:
+                break
+            finalizers = list((job.get("metadata") or {}).get("finalizers") or [])
+            patch = {
+                "metadata": {
+                    "resourceVersion": job["metadata"].get("resourceVersion"),
+                    "annotations": {CANCELLED_ANNOTATION: format_time(datetime.now(UTC))},
+                    "finalizers": [*finalizers, RECORD_FINALIZER],
+                }
+            }
+            try:
+                self.api.patch_job(namespace, name, patch)
+                break
+            except NotFound:
+                return
+            except Conflict:
+                continue  # changed since we read it: read again
+        else:
+            raise BackendError(
+                f"kubernetes {self.name!r}: cancel {external_id}: the Job keeps changing", permanent=False
+            )
+        key = str(((job.get("metadata") or {}).get("labels") or {}).get(KEY_LABEL, ""))
+        if grace_seconds is not None and key:
+            grace = max(0, math.ceil(grace_seconds))
+            self.api.delete_pods(namespace, selector(self.name, key), grace_seconds=grace)
+        with contextlib.suppress(NotFound):  # already gone: nothing to stop
+            self.api.delete_job(namespace, name, propagation="Foreground")
+
+    def poll(self, external_ids: Sequence[str]) -> dict[str, PollResult]:
+        """States of many Jobs: per namespace, one Job list and one Pod list by label.
+
+        Ids that are malformed or whose Job is gone come back UNKNOWN. Cancel records
+        older than ``record_seconds`` are released on the way (see the module docstring).
+        """
+        results = {i: PollResult(i, RemoteState.UNKNOWN, reason="no such Job") for i in external_ids}
+        wanted: dict[str, list[str]] = {}
+        for external_id in external_ids:
+            where = self._split(external_id)
+            if where is not None:
+                wanted.setdefault(where[0], []).append(external_id)
+        for namespace, ids in wanted.items():
+            jobs = {j["metadata"]["name"]: j for j in self.api.list_jobs(namespace, selector(self.name))}
+            pods_by_key: dict[str, list[Obj]] = {}
+            for pod in self.api.list_pods(namespace, selector(self.name)):
+                key = ((pod.get("metadata") or {}).get("labels") or {}).get(KEY_LABEL, "")
+                pods_by_key.setdefault(key, []).append(pod)
+            for external_id in ids:
+                job = jobs.get(external_id.partition("/")[2])
+                if job is not None:
+                    key = (job["metadata"].get("labels") or {}).get(KEY_LABEL, "")
+                    results[external_id] = poll_result(external_id, job, pods_by_key.get(key, []))
+            self._release_old_records(namespace, jobs.values(), pods_by_key)
+        return results
+
+    def list_nodes(self) -> list[NodeInfo]:
+        """Every Node, with GPUs from capacity and GFD labels and health from Ready."""
+        return [node_from_object(obj, self.name).info for obj in self.api.list_nodes()]
+
+    def read_log(self, external_id: str, max_bytes: int = 65536) -> str:
+        """The tail of the Job's pods' logs ('' for unknown Jobs or pods not started).
+
+        Several pods (a multi-node job) are joined in index order under a header each.
+        """
+        where = self._split(external_id)
+        if where is None or max_bytes <= 0:
+            return ""
+        namespace, name = where
+        pods = [
+            p
+            for p in self.api.list_pods(namespace, f"batch.kubernetes.io/job-name={name}")
+            if (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+        ]
+        pods.sort(
+            key=lambda p: (p["metadata"].get("annotations") or {}).get("batch.kubernetes.io/job-completion-index", "")
+        )
+        parts: list[str] = []
+        for pod in pods:
+            try:
+                text = self.api.read_pod_log(namespace, pod["metadata"]["name"])
+            except NotFound:
+                continue
+            parts.append(f"==> {pod['metadata']['name']} <==\n{text}" if len(pods) > 1 else text)
+        data = "".join(parts).encode("utf-8")
+        return data[-max_bytes:].decode("utf-8", errors="replace")
+
+    # -- beyond the protocol ------------------------------------------------------------------
+
+    def find_orphans(self, known_external_ids: Collection[str]) -> list[str]:
+        """Our labelled Jobs (in every configured namespace) the portal does not know.
+
+        Reads only; the caller decides whether to cancel them. Each orphan is also logged.
+        """
+        known = set(known_external_ids)
+        orphans: list[str] = []
+        for namespace in sorted({self.default_namespace, *self.namespaces.values()}):
+            for job in self.api.list_jobs(namespace, selector(self.name)):
+                external_id = f"{namespace}/{job['metadata']['name']}"
+                if external_id not in known:
+                    orphans.append(external_id)
+                    log.warning(
+                        "kubernetes %s: orphan Job %s (key %s)",
+                        self.name,
+                        external_id,
+                        (job["metadata"].get("labels") or {}).get(KEY_LABEL),
+                    )
+        return sorted(orphans)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _reject(self, spec: JobSpec, message: str) -> BackendError:
+        return BackendError(f"kubernetes {self.name!r}: job {spec.key!r}: {message}", permanent=True)
+
+    def _check(self, spec: JobSpec) -> None:
+        if not spec.key or not is_label_value(spec.key):
+            raise self._reject(spec, "key must be a label value (63 characters: A-Z a-z 0-9 . _ -)")
+        walltime = spec.walltime_seconds
+        if isinstance(walltime, bool) or not isinstance(walltime, int) or walltime <= 0:
+            raise self._reject(spec, f"walltime_seconds must be a positive integer, got {walltime!r}")
+        if not (spec.script or spec.command):
+            raise self._reject(spec, "has neither a command nor a script")
+        if not spec.placements:
+            raise self._reject(spec, "has no placements")
+        seen: set[str] = set()
+        for placement in spec.placements:
+            if placement.node in seen:
+                raise self._reject(spec, f"node {placement.node!r} is placed twice")
+            seen.add(placement.node)
+            if len(set(placement.gpu_indices)) != len(placement.gpu_indices):
+                raise self._reject(spec, f"GPU indices on {placement.node} repeat: {placement.gpu_indices}")
+        for key, value in spec.env.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise self._reject(spec, f"env must map strings to strings, got {key!r}: {value!r}")
+
+    def _existing(self, spec: JobSpec, namespace: str, name: str) -> bool:
+        """Whether the Job for ``spec`` exists; a same-named Job of another key is an error."""
+        try:
+            job = self.api.read_job(namespace, name)
+        except NotFound:
+            return False
+        found = (job.get("metadata", {}).get("labels") or {}).get(KEY_LABEL)
+        if found != spec.key:
+            raise self._reject(spec, f"Job {namespace}/{name} exists but belongs to key {found!r}")
+        return True
+
+    def _release_old_records(self, namespace: str, jobs: Collection[Obj], pods_by_key: Mapping[str, list[Obj]]) -> None:
+        """Drop our finalizer from cancel records past ``record_seconds`` whose pods are gone."""
+        now = datetime.now(UTC)
+        for job in jobs:
+            metadata = job["metadata"]
+            finalizers = list(metadata.get("finalizers") or [])
+            cancelled = parse_time((metadata.get("annotations") or {}).get(CANCELLED_ANNOTATION))
+            key = (metadata.get("labels") or {}).get(KEY_LABEL, "")
+            if (
+                RECORD_FINALIZER not in finalizers
+                or not metadata.get("deletionTimestamp")
+                or cancelled is None
+                or (now - cancelled).total_seconds() < self.record_seconds
+                or pods_by_key.get(key)
+            ):
+                continue
+            finalizers.remove(RECORD_FINALIZER)
+            patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"), "finalizers": finalizers}}
+            with contextlib.suppress(NotFound, Conflict):  # gone, or changed: the next poll looks again
+                self.api.patch_job(namespace, metadata["name"], patch)

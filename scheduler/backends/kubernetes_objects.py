@@ -1,0 +1,427 @@
+"""Pure translations between our types and Kubernetes objects (plain JSON dicts).
+
+No I/O here: :mod:`scheduler.backends.kubernetes` fetches and sends, this module decides
+what a Job manifest looks like, what a Node means as inventory, and what a Job with its
+Pods means as a :class:`PollResult`.
+
+Naming. A Job is named from the spec key: ``<uuid>.<attempt>`` becomes
+``qm-<uuid>-<attempt>`` (reversible, readable in ``kubectl get jobs``); any other key
+becomes ``qm-<sanitised prefix>-<10 hex of its sha256>``. Either way the name is a
+DNS-1123 label of at most 50 characters, so the pods of an Indexed Job
+(``<job>-<index>-<5 random>``) and their hostnames (``<job>-<index>``) stay valid too.
+
+GPU numbering follows the local backend: whole GPUs are ``0..n-1``, MIG slices follow with
+``parent_index`` set. Kubernetes only counts devices (``nvidia.com/gpu: 4``,
+``nvidia.com/mig-3g.20gb: 4``), so our indices are bookkeeping: a placement on GPUs
+``(1, 3)`` asks for two ``nvidia.com/gpu`` on that node and the device plugin picks which.
+Kubernetes does not say which GPU a MIG slice lives on either; slices are dealt round-robin
+to the GPUs that are not whole (``nvidia.com/gpu.count`` minus ``nvidia.com/gpu``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+from scheduler.backends.base import GpuInfo, JobSpec, NodeInfo, PollResult, RemoteState
+
+Obj = dict[str, Any]
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "quartermaster"
+CLUSTER_LABEL = "quartermaster.io/cluster"
+KEY_LABEL = "quartermaster.io/key"
+#: Set on a Job by ``cancel`` before deleting it: the Job then reads as CANCELLED.
+CANCELLED_ANNOTATION = "quartermaster.io/cancelled-at"
+#: Keeps a cancelled Job readable (as a record) after its pods are gone; see the adapter.
+RECORD_FINALIZER = "quartermaster.io/cancel-record"
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MEMORY_LABEL = "nvidia.com/gpu.memory"
+CONTAINER = "job"
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_CANONICAL_KEY = re.compile(
+    r"(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.(?P<n>[0-9]{1,9})"
+)
+_MIG_PROFILE = re.compile(r"[1-7]g\.(?P<gb>[1-9][0-9]*)gb(?:\+me)?")
+_MAX_NAME = 50
+_UUID_NAMESPACE = uuid.UUID("0b5ad1f0-8f43-5c7e-9d1c-2a6f4e8b7c31")
+#: Pod disruption reasons (the DisruptionTarget condition) and what they mean for us.
+_DISRUPTIONS = {
+    "PreemptionByScheduler": RemoteState.PREEMPTED,
+    "DeletionByTaintManager": RemoteState.NODE_FAIL,
+    "EvictionByEvictionAPI": RemoteState.NODE_FAIL,
+    "DeletionByPodGC": RemoteState.NODE_FAIL,
+    "TerminationByKubelet": RemoteState.NODE_FAIL,
+}
+
+
+def is_dns_label(value: str, max_length: int = 63) -> bool:
+    return len(value) <= max_length and _DNS_LABEL.fullmatch(value) is not None
+
+
+def is_label_value(value: str) -> bool:
+    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
+def job_name(key: str) -> str:
+    """The Job name for a spec key: a DNS-1123 label, the same for the same key."""
+    canonical = _CANONICAL_KEY.fullmatch(key)
+    if canonical:
+        return f"qm-{canonical['uuid']}-{canonical['n']}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+    prefix = re.sub(r"[^a-z0-9]+", "-", key.lower()).strip("-")[: _MAX_NAME - len("qm--") - len(digest)]
+    return "-".join(part for part in ("qm", prefix.strip("-"), digest) if part)
+
+
+def selector(cluster: str, key: str | None = None) -> str:
+    """The label selector for this cluster's objects (one job's, with ``key``)."""
+    terms = [f"{MANAGED_BY}={MANAGER}", f"{CLUSTER_LABEL}={cluster}"]
+    if key is not None:
+        terms.append(f"{KEY_LABEL}={key}")
+    return ",".join(terms)
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp as the API writes it ('2026-01-01T10:00:00Z'), or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def format_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _quantity(value: Any) -> Decimal:
+    try:
+        return Decimal(parse_quantity(value))  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError):
+        return Decimal(0)
+
+
+# --- Nodes -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KubeNode:
+    """A Node as inventory, plus what each of our GPU indices is in Kubernetes' terms."""
+
+    info: NodeInfo
+    #: GPU index -> the extended resource that stands for it.
+    resources: Mapping[int, str]
+
+    def request_for(self, indices: Sequence[int]) -> dict[str, int]:
+        """The extended resources a placement on ``indices`` asks for.
+
+        Raises ValueError naming the index that is missing or a MIG-split GPU.
+        """
+        split = {gpu.parent_index for gpu in self.info.gpus if gpu.parent_index is not None}
+        counts: Counter[str] = Counter()
+        for index in indices:
+            if index in split:
+                raise ValueError(
+                    f"GPU {index} on {self.info.name} is split into MIG slices; place the job on its slices"
+                )
+            if index not in self.resources:
+                raise ValueError(f"node {self.info.name} has no GPU {index!r} (has {sorted(self.resources)})")
+            counts[self.resources[index]] += 1
+        return dict(sorted(counts.items()))
+
+
+def _gpu_uuid(prefix: str, cluster: str, node: str, index: int) -> str:
+    return f"{prefix}-{uuid.uuid5(_UUID_NAMESPACE, f'{cluster}/{node}/{index}')}"
+
+
+def _int_label(labels: Mapping[str, str], key: str, default: int = 0) -> int:
+    try:
+        return int(labels.get(key, default))
+    except ValueError:
+        return default
+
+
+def node_from_object(obj: Obj, cluster: str) -> KubeNode:
+    """Read one Node: allocatable CPU and memory, GPUs from capacity and GFD labels, health.
+
+    State: ``down`` unless the Ready condition is True (its message is the reason);
+    ``drain`` when cordoned (``spec.unschedulable``); else ``up``. When fewer GPUs are
+    allocatable than installed, the node stays up and the reason says so.
+    """
+    metadata, status = obj.get("metadata") or {}, obj.get("status") or {}
+    name = str(metadata.get("name", ""))
+    labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+    capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+
+    whole = int(_quantity(capacity.get(GPU_RESOURCE, 0)))
+    replicas = max(1, _int_label(labels, "nvidia.com/gpu.replicas", 1))
+    shared = replicas > 1 or labels.get("nvidia.com/gpu.sharing-strategy", "none") in ("time-slicing", "mps")
+    whole //= replicas
+    physical = max(whole, _int_label(labels, "nvidia.com/gpu.count"))
+    model = labels.get(PRODUCT_LABEL, "unknown")
+    memory = _int_label(labels, MEMORY_LABEL)
+    major, minor = labels.get("nvidia.com/gpu.compute.major"), labels.get("nvidia.com/gpu.compute.minor")
+    capability = f"{major}.{minor}" if major and minor else ""
+
+    slices: list[tuple[str, int]] = []
+    for resource in sorted(capacity):
+        profile = resource[len(MIG_RESOURCE_PREFIX) :] if resource.startswith(MIG_RESOURCE_PREFIX) else ""
+        match = _MIG_PROFILE.fullmatch(profile)
+        if match:
+            slice_memory = _int_label(labels, f"{MIG_RESOURCE_PREFIX}{profile}.memory", int(match["gb"]) * 1024)
+            slices += [(profile, slice_memory)] * int(_quantity(capacity[resource]))
+    parents = list(range(whole, physical)) or ([physical] if slices else [])
+    physical = max(physical, parents[-1] + 1) if parents else physical
+
+    gpus = [
+        GpuInfo(i, model, memory, capability, uuid=_gpu_uuid("GPU", cluster, name, i), shared=shared and i < whole)
+        for i in range(physical)
+    ]
+    resources = {i: GPU_RESOURCE for i in range(whole)}
+    for j, (profile, slice_memory) in enumerate(slices):
+        index = physical + j
+        gpus.append(
+            GpuInfo(
+                index,
+                model,
+                slice_memory,
+                capability,
+                uuid=_gpu_uuid("MIG", cluster, name, index),
+                mig_profile=profile,
+                parent_index=parents[j % len(parents)],
+            )
+        )
+        resources[index] = MIG_RESOURCE_PREFIX + profile
+
+    state, reason = "up", ""
+    if allocatable.get(GPU_RESOURCE) is not None and int(_quantity(allocatable[GPU_RESOURCE])) < whole * replicas:
+        reason = f"{allocatable[GPU_RESOURCE]} of {whole * replicas} {GPU_RESOURCE} allocatable"
+    if (obj.get("spec") or {}).get("unschedulable"):
+        state, reason = "drain", "cordoned (spec.unschedulable)"
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    if ready is None or ready.get("status") != "True":
+        state = "down"
+        reason = str((ready or {}).get("message") or "node is not Ready")
+    return KubeNode(
+        info=NodeInfo(
+            name=name,
+            cpus=int(_quantity(allocatable.get("cpu", 0))),
+            memory_mib=int(_quantity(allocatable.get("memory", 0)) // (1024 * 1024)),
+            gpus=tuple(gpus),
+            state=state,
+            reason=reason,
+            labels=labels,
+        ),
+        resources=resources,
+    )
+
+
+# --- Job manifests -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobTarget:
+    """Where and how a spec becomes a Job: everything the manifest needs besides the spec."""
+
+    cluster: str
+    namespace: str
+    name: str
+    image: str
+    kill_grace_seconds: int
+    nodes: Mapping[str, KubeNode]
+
+
+def _same_label(nodes: Sequence[KubeNode], label: str) -> list[str] | None:
+    """The values of a GFD label over ``nodes``, or None if some node lacks it."""
+    values = [node.info.labels.get(label) for node in nodes]
+    if any(v is None for v in values):
+        return None
+    return sorted({str(v) for v in values})
+
+
+def build_job(spec: JobSpec, target: JobTarget) -> Obj:
+    """The batch/v1 Job for one attempt.
+
+    One pod per placement (an Indexed Job when there are several), each pinned to the
+    placement's nodes by a ``metadata.name`` node affinity, kept on GPU nodes of the
+    placed product and memory by GFD labels, one per node by pod anti-affinity. Raises
+    ValueError when the placements cannot be expressed (unknown node or GPU, or nodes that
+    would need different requests, since all pods of a Job share one template).
+    """
+    nodes = [target.nodes[p.node] for p in spec.placements]
+    requests = [node.request_for(p.gpu_indices) for node, p in zip(nodes, spec.placements, strict=True)]
+    if any(r != requests[0] for r in requests):
+        raise ValueError(f"a multi-node job needs the same GPUs on every node, got {requests}")
+    labels = {MANAGED_BY: MANAGER, CLUSTER_LABEL: target.cluster, KEY_LABEL: spec.key}
+    annotations = {
+        "quartermaster.io/name": spec.name,
+        "quartermaster.io/owner": spec.owner,
+        "quartermaster.io/account": spec.account,
+    }
+    env = {
+        **spec.env,
+        "QM_JOB_KEY": spec.key,
+        "QM_NODELIST": ",".join(p.node for p in spec.placements),
+        "QM_GPUS": ";".join(f"{p.node}:{','.join(str(i) for i in p.gpu_indices)}" for p in spec.placements),
+    }
+    resources: Obj = {"requests": {"cpu": str(spec.cpus_per_node)}}
+    if spec.memory_mib_per_node:
+        resources["requests"]["memory"] = f"{spec.memory_mib_per_node}Mi"
+    if requests[0]:
+        resources["limits"] = {name: str(count) for name, count in requests[0].items()}
+
+    term: Obj = {
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": sorted({n.info.name for n in nodes})}]
+    }
+    expressions = [
+        {"key": label, "operator": "In", "values": values}
+        for label in (PRODUCT_LABEL, MEMORY_LABEL)
+        if requests[0] and (values := _same_label(nodes, label))
+    ]
+    if expressions:
+        term["matchExpressions"] = expressions
+    affinity: Obj = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    count = len(spec.placements)
+    if count > 1:
+        affinity["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {KEY_LABEL: spec.key}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    job_spec: Obj = {
+        "backoffLimit": 0,
+        "activeDeadlineSeconds": spec.walltime_seconds,
+        "completions": count,
+        "parallelism": count,
+        "template": {
+            "metadata": {"labels": dict(labels), "annotations": dict(annotations)},
+            "spec": {
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": target.kill_grace_seconds,
+                "containers": [
+                    {
+                        "name": CONTAINER,
+                        "image": spec.image or target.image,
+                        "command": ["/bin/bash", "-c", spec.script or spec.command],
+                        "env": [{"name": k, "value": v} for k, v in env.items()],
+                        "resources": resources,
+                    }
+                ],
+                "affinity": affinity,
+                "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+            },
+        },
+    }
+    if count > 1:
+        job_spec["completionMode"] = "Indexed"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": target.name, "namespace": target.namespace, "labels": labels, "annotations": annotations},
+        "spec": job_spec,
+    }
+
+
+# --- Poll ------------------------------------------------------------------------------------
+
+
+def _true_condition(obj: Obj, kind: str) -> Obj | None:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == kind and c.get("status") == "True"), None)
+
+
+def _terminated(pod: Obj) -> Obj | None:
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated:
+            return dict(terminated)
+    return None
+
+
+def _pod_index(pod: Obj) -> int:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    try:
+        return int(annotations.get("batch.kubernetes.io/job-completion-index", 0))
+    except ValueError:
+        return 0
+
+
+def _failure(pods: Sequence[Obj]) -> tuple[RemoteState, int | None, str]:
+    """Why a Job's pods failed: a disruption (preempted, node trouble) or an exit code."""
+    for pod in sorted(pods, key=_pod_index):
+        disruption = _true_condition(pod, "DisruptionTarget")
+        if disruption and disruption.get("reason") in _DISRUPTIONS:
+            return _DISRUPTIONS[disruption["reason"]], None, str(disruption.get("message") or disruption["reason"])
+        if (pod.get("status") or {}).get("reason") in ("Evicted", "NodeLost", "UnexpectedAdmissionError"):
+            return RemoteState.NODE_FAIL, None, str(pod["status"].get("message") or pod["status"]["reason"])
+    for pod in sorted(pods, key=_pod_index):
+        terminated = _terminated(pod)
+        if terminated and terminated.get("exitCode", 0) != 0:
+            reason = f"pod {pod['metadata']['name']}: {terminated.get('reason', 'Error')}"
+            return RemoteState.FAILED, int(terminated["exitCode"]), reason
+    return RemoteState.FAILED, None, ""
+
+
+def _pending_reason(pods: Sequence[Obj]) -> str:
+    for pod in pods:
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (container.get("state") or {}).get("waiting")
+            if waiting:
+                return f"{waiting.get('reason', 'Waiting')}: {waiting.get('message', '')}".rstrip(": ")
+        scheduled = next(
+            (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), None
+        )
+        if scheduled and scheduled.get("status") == "False":
+            return f"{scheduled.get('reason', 'Unschedulable')}: {scheduled.get('message', '')}".rstrip(": ")
+    return "waiting for pods" if not pods else "pods pending"
+
+
+def poll_result(external_id: str, job: Obj, pods: Sequence[Obj]) -> PollResult:
+    """One Job and its Pods as our state.
+
+    Order matters: our cancel annotation wins (the pods die of it); then the terminal
+    conditions (``FailureTarget`` and ``SuccessCriteriaMet`` are not terminal yet: the
+    controller is still stopping pods); then a deletion by someone else; then running or
+    pending.
+    """
+    metadata, status = job.get("metadata") or {}, job.get("status") or {}
+    started = parse_time(status.get("startTime"))
+    cancelled_at = (metadata.get("annotations") or {}).get(CANCELLED_ANNOTATION)
+    if cancelled_at is not None:
+        ended = parse_time(cancelled_at) or parse_time(metadata.get("deletionTimestamp"))
+        return PollResult(external_id, RemoteState.CANCELLED, reason="cancelled", started_at=started, ended_at=ended)
+    complete = _true_condition(job, "Complete")
+    if complete:
+        ended = parse_time(status.get("completionTime")) or parse_time(complete.get("lastTransitionTime"))
+        return PollResult(external_id, RemoteState.COMPLETED, exit_code=0, started_at=started, ended_at=ended)
+    failed = _true_condition(job, "Failed")
+    if failed:
+        ended = parse_time(failed.get("lastTransitionTime"))
+        message = str(failed.get("message") or failed.get("reason") or "")
+        if failed.get("reason") == "DeadlineExceeded":
+            return PollResult(external_id, RemoteState.TIMEOUT, reason=message, started_at=started, ended_at=ended)
+        state, exit_code, why = _failure(pods)
+        reason = f"{message}; {why}" if why else message
+        return PollResult(external_id, state, exit_code=exit_code, reason=reason, started_at=started, ended_at=ended)
+    if metadata.get("deletionTimestamp"):
+        ended = parse_time(metadata["deletionTimestamp"])
+        reason = "the Job was deleted outside the portal"
+        return PollResult(external_id, RemoteState.CANCELLED, reason=reason, started_at=started, ended_at=ended)
+    if any((pod.get("status") or {}).get("phase") == "Running" for pod in pods):
+        return PollResult(external_id, RemoteState.RUNNING, started_at=started)
+    return PollResult(external_id, RemoteState.PENDING, reason=_pending_reason(pods), started_at=None)

@@ -1,0 +1,565 @@
+"""The Kubernetes backend beyond the shared contract: manifests, config, errors, inventory.
+
+Manifests are checked against the official batch/v1 Job schema (tests/backends/kube/
+job-batch-v1.schema.json, from kubernetes-validate 1.37). Everything that talks to an API
+server talks real HTTP to the fake one in tests/backends/kube. No Django here.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from scheduler.backends.base import BackendError, JobSpec, Placement, PollResult, RemoteState
+from scheduler.backends.kubernetes import KubernetesBackend
+from scheduler.backends.kubernetes_objects import (
+    RECORD_FINALIZER,
+    JobTarget,
+    build_job,
+    is_dns_label,
+    job_name,
+    node_from_object,
+    poll_result,
+)
+from tests.backends.kube.apiserver import JOB_SCHEMA, FakeKube, job_violations
+from tests.backends.kube.builders import A100_40, contract_nodes, gpu_node
+
+
+@pytest.fixture(autouse=True)
+def _isolated_scheduler_settings() -> None:
+    """Replaces the Django-side autouse fixture of tests/conftest.py: no Django here."""
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKube]:
+    with FakeKube(nodes=contract_nodes(), namespaces=("default", "physics-gpu")) as server:
+        yield server
+
+
+def backend_for(kube: FakeKube, tmp_path: Path, **config: Any) -> KubernetesBackend:
+    return KubernetesBackend(name="k8s", config={"api_server": kube.url, **config}, work_dir=tmp_path)
+
+
+@pytest.fixture
+def backend(kube: FakeKube, tmp_path: Path) -> KubernetesBackend:
+    return backend_for(kube, tmp_path)
+
+
+def spec(command: str = "true", *placements: Placement, **fields: Any) -> JobSpec:
+    values: dict[str, Any] = {
+        "key": f"{uuid.uuid4()}.1",
+        "name": "train",
+        "owner": "alice",
+        "account": "lab",
+        "command": command,
+        "script": "",
+        "walltime_seconds": 3600,
+        "placements": placements or (Placement("gpu-01", (0, 1)),),
+        "cpus_per_node": 8,
+        "memory_mib_per_node": 32768,
+    }
+    values.update(fields)
+    return JobSpec(**values)
+
+
+def manifest(job: JobSpec, image: str = "ubuntu:24.04") -> dict[str, Any]:
+    nodes = {n["metadata"]["name"]: node_from_object(n, "k8s") for n in contract_nodes()}
+    return build_job(job, JobTarget("k8s", "default", job_name(job.key), image, 30, nodes))
+
+
+def wait(backend: KubernetesBackend, external_id: str, state: RemoteState | None = None) -> PollResult:
+    deadline = time.monotonic() + 10
+    while True:
+        result = backend.poll([external_id])[external_id]
+        if (state is None and result.state.is_terminal) or result.state is state:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"{external_id} still {result}")
+        time.sleep(0.05)
+
+
+# --- Manifests -----------------------------------------------------------------------------
+
+MANIFEST_CASES = {
+    "two whole GPUs": spec(),
+    "MIG slices": spec("true", Placement("mig-01", (2, 3))),
+    "two nodes": spec("true", Placement("gpu-01", (0, 1)), Placement("gpu-02", (2, 3))),
+    "CPU only": spec("true", Placement("gpu-01", ()), memory_mib_per_node=0),
+    "script, image and env": spec(
+        command="", script="#!/bin/bash\necho hi\n", image="nvcr.io/nvidia/pytorch:25.01", env={"WANDB_MODE": "offline"}
+    ),
+}
+
+
+@pytest.mark.parametrize("job", MANIFEST_CASES.values(), ids=MANIFEST_CASES.keys())
+def test_every_manifest_is_a_valid_batch_v1_job(job: JobSpec) -> None:
+    built = manifest(job)
+
+    jsonschema.Draft202012Validator(JOB_SCHEMA).validate(built)
+    assert job_violations(built) == []
+
+
+def test_manifest_pins_the_node_asks_for_gpus_and_limits_walltime() -> None:
+    job = spec(walltime_seconds=7200)
+
+    built = manifest(job)
+
+    pod = built["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert built["spec"]["backoffLimit"] == 0 and built["spec"]["activeDeadlineSeconds"] == 7200
+    assert container["resources"] == {"requests": {"cpu": "8", "memory": "32768Mi"}, "limits": {"nvidia.com/gpu": "2"}}
+    assert container["command"] == ["/bin/bash", "-c", "true"]
+    term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+    assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": ["gpu-01"]}]
+    assert {e["key"]: e["values"] for e in term["matchExpressions"]} == {
+        "nvidia.com/gpu.product": ["NVIDIA-H100-80GB-HBM3"],
+        "nvidia.com/gpu.memory": ["81559"],
+    }
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    labels = {
+        "app.kubernetes.io/managed-by": "quartermaster",
+        "quartermaster.io/cluster": "k8s",
+        "quartermaster.io/key": job.key,
+    }
+    assert built["metadata"]["labels"] == labels == built["spec"]["template"]["metadata"]["labels"]
+    assert {e["name"]: e["value"] for e in container["env"]}["QM_GPUS"] == "gpu-01:0,1"
+
+
+def test_mig_slices_ask_for_their_mig_resource() -> None:
+    built = manifest(spec("true", Placement("mig-01", (2, 5))))
+
+    limits = built["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"nvidia.com/mig-3g.20gb": "2"}
+
+
+def test_multi_node_job_is_an_indexed_job_with_one_pod_per_node() -> None:
+    built = manifest(spec("true", Placement("gpu-01", (0,)), Placement("gpu-02", (3,))))
+
+    job_spec = built["spec"]
+    assert (job_spec["completionMode"], job_spec["completions"], job_spec["parallelism"]) == ("Indexed", 2, 2)
+    anti = job_spec["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
+
+
+@pytest.mark.parametrize(
+    ("placements", "message"),
+    [
+        ((Placement("gpu-01", (0, 1)), Placement("gpu-02", (0,))), "same GPUs on every node"),
+        ((Placement("mig-01", (0,)),), "split into MIG slices"),
+        ((Placement("gpu-01", (7,)),), "has no GPU 7"),
+    ],
+    ids=["uneven multi-node", "whole MIG parent", "missing GPU"],
+)
+def test_placements_kubernetes_cannot_express_are_rejected(placements: tuple[Placement, ...], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        manifest(spec("true", *placements))
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["0b5ad1f0-8f43-4c7e-9d1c-2a6f4e8b7c31.12", "Never-Submitted.1", "x" * 63, "a_b.c", "A.1"],
+    ids=["canonical", "capitals", "long", "underscore", "short"],
+)
+def test_job_names_are_dns_labels_derived_from_the_key(key: str) -> None:
+    name = job_name(key)
+
+    assert is_dns_label(name, max_length=50) and name.startswith("qm-")
+    assert job_name(key) == name
+
+
+def test_canonical_keys_name_jobs_readably_and_other_keys_do_not_collide() -> None:
+    assert job_name("0b5ad1f0-8f43-4c7e-9d1c-2a6f4e8b7c31.2") == "qm-0b5ad1f0-8f43-4c7e-9d1c-2a6f4e8b7c31-2"
+    assert job_name("A.1") != job_name("a.1") != job_name("a-1")
+
+
+# --- Config ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({}, "exactly one of 'api_server', 'kubeconfig' or 'in_cluster: true'"),
+        ({"api_server": "https://k", "kubeconfig": "/k"}, "exactly one of"),
+        ({"api_server": "https://k", "namespce": "x"}, "unknown key(s) namespce"),
+        ({"api_server": 6443}, "config.api_server must be a string"),
+        ({"api_server": "https://k", "namespace": "Bad_NS"}, "config.namespace must be a namespace name"),
+        ({"api_server": "https://k", "namespaces": ["a"]}, "config.namespaces must be a mapping"),
+        ({"api_server": "https://k", "namespaces": {"lab": "-x"}}, "config.namespaces.lab must be a namespace"),
+        ({"kubeconfig": "/k", "token": "t"}, "config.token applies to api_server only"),
+        ({"api_server": "https://k", "token": "t", "token_file": "/t"}, "exclusive"),
+        ({"api_server": "https://k", "context": "c"}, "config.context needs config.kubeconfig"),
+        ({"api_server": "https://k", "verify_tls": "no"}, "config.verify_tls must be true or false"),
+        ({"api_server": "https://k", "in_cluster": 1}, "config.in_cluster must be true or false"),
+        ({"api_server": "https://k", "kill_grace_seconds": -1}, "config.kill_grace_seconds must not be negative"),
+        ({"api_server": "https://k", "timeout_seconds": 0}, "config.timeout_seconds must be positive"),
+        ({"api_server": "https://k", "image": ""}, "config.image must not be empty"),
+    ],
+    ids=[
+        "no source",
+        "two sources",
+        "typo",
+        "api_server not a string",
+        "bad namespace",
+        "namespaces not a mapping",
+        "bad account namespace",
+        "token with kubeconfig",
+        "token and token_file",
+        "context without kubeconfig",
+        "verify_tls not a bool",
+        "in_cluster not a bool",
+        "negative grace",
+        "zero timeout",
+        "empty image",
+    ],
+)
+def test_bad_config_is_permanent_error(tmp_path: Path, config: dict[str, Any], message: str) -> None:
+    with pytest.raises(BackendError) as caught:
+        KubernetesBackend(name="k8s", config=config, work_dir=tmp_path)
+
+    assert caught.value.permanent
+    assert message in caught.value.message
+
+
+def test_cluster_name_must_be_a_label_value(tmp_path: Path) -> None:
+    with pytest.raises(BackendError, match="must be a valid label value"):
+        KubernetesBackend(name="my cluster", config={"api_server": "https://k"}, work_dir=tmp_path)
+
+
+def test_unreadable_kubeconfig_is_permanent_on_first_use(tmp_path: Path) -> None:
+    backend = KubernetesBackend(name="k8s", config={"kubeconfig": str(tmp_path / "nope")}, work_dir=tmp_path)
+
+    with pytest.raises(BackendError) as caught:
+        backend.list_nodes()
+
+    assert caught.value.permanent and "cannot load credentials" in caught.value.message
+
+
+def test_kubeconfig_with_a_token_reaches_the_server(tmp_path: Path) -> None:
+    with FakeKube(nodes=contract_nodes(), token="s3cret") as kube:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+            f"clusters: [{{name: fake, cluster: {{server: '{kube.url}'}}}}]\n"
+            "users: [{name: ci, user: {token: s3cret}}]\n"
+            "contexts: [{name: test, context: {cluster: fake, user: ci}}]\n"
+        )
+        backend = KubernetesBackend(name="k8s", config={"kubeconfig": str(kubeconfig)}, work_dir=tmp_path)
+
+        assert [n.name for n in backend.list_nodes()] == ["gpu-01", "gpu-02", "mig-01"]
+
+
+def test_token_file_is_sent_and_a_wrong_token_is_permanent(tmp_path: Path) -> None:
+    with FakeKube(nodes=contract_nodes(), token="s3cret") as kube:
+        (tmp_path / "token").write_text("s3cret\n")
+        assert backend_for(kube, tmp_path, token_file=str(tmp_path / "token")).list_nodes()
+
+        with pytest.raises(BackendError) as caught:
+            backend_for(kube, tmp_path, token="wrong").list_nodes()
+
+    assert caught.value.permanent and "Unauthorized" in caught.value.message
+
+
+def test_each_account_has_its_namespace(kube: FakeKube, tmp_path: Path) -> None:
+    backend = backend_for(kube, tmp_path, namespaces={"physics": "physics-gpu"})
+
+    physics = backend.submit(spec(account="physics"))
+    lab = backend.submit(spec(account="lab"))
+
+    assert physics.startswith("physics-gpu/qm-") and lab.startswith("default/qm-")
+    assert [j["metadata"]["name"] for j in kube.jobs("physics-gpu")] == [physics.split("/")[1]]
+    assert wait(backend, physics).state is RemoteState.COMPLETED
+
+
+# --- Errors ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "permanent"),
+    [(400, True), (403, True), (422, True), (429, False), (500, False), (503, False)],
+    ids=["400 bad request", "403 forbidden", "422 invalid", "429 throttled", "500 internal", "503 unavailable"],
+)
+def test_api_errors_are_permanent_or_transient(
+    kube: FakeKube, backend: KubernetesBackend, status: int, permanent: bool
+) -> None:
+    kube.fail("POST", "/jobs", status, message=f"admission webhook said no ({status})")
+
+    with pytest.raises(BackendError) as caught:
+        backend.submit(spec())
+
+    assert caught.value.permanent is permanent
+    assert f"admission webhook said no ({status})" in caught.value.message
+
+
+def test_a_transient_error_then_a_retry_submits_once(kube: FakeKube, backend: KubernetesBackend) -> None:
+    job = spec()
+    kube.fail("POST", "/jobs", 503)
+
+    with pytest.raises(BackendError):
+        backend.submit(job)
+    external_id = backend.submit(job)
+
+    assert backend.submit(job) == external_id and len(kube.jobs()) == 1
+
+
+def test_refused_connection_is_transient(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again when the block ends: nothing listens
+    backend = KubernetesBackend(name="k8s", config={"api_server": f"http://127.0.0.1:{port}"}, work_dir=tmp_path)
+
+    with pytest.raises(BackendError) as caught:
+        backend.poll([f"default/{job_name('x.1')}"])
+
+    assert not caught.value.permanent
+
+
+def test_timeout_is_transient(kube: FakeKube, tmp_path: Path) -> None:
+    backend = backend_for(kube, tmp_path, timeout_seconds=0.2)
+    kube.fail("GET", "/nodes", 200, hang_seconds=1.0)
+
+    with pytest.raises(BackendError) as caught:
+        backend.list_nodes()
+
+    assert not caught.value.permanent
+
+
+def test_missing_namespace_is_permanent(kube: FakeKube, tmp_path: Path) -> None:
+    backend = backend_for(kube, tmp_path, namespace="nowhere")
+
+    with pytest.raises(BackendError) as caught:
+        backend.submit(spec())
+
+    assert caught.value.permanent and 'namespaces "nowhere" not found' in caught.value.message
+
+
+# --- Poll ------------------------------------------------------------------------------------------------
+
+
+def test_poll_of_many_jobs_is_one_list_of_jobs_and_one_of_pods(kube: FakeKube, backend: KubernetesBackend) -> None:
+    ids = [backend.submit(spec("sleep 5", Placement("gpu-02", ()))) for _ in range(6)]
+    before = len(kube.requests)
+
+    results = backend.poll([*ids, "default/qm-unknown-1"])
+
+    assert [method for method, _ in kube.requests[before:]] == ["GET", "GET"]
+    assert {r.state for r in results.values()} <= {RemoteState.PENDING, RemoteState.RUNNING, RemoteState.UNKNOWN}
+    assert results["default/qm-unknown-1"].state is RemoteState.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("command", "state", "exit_code"),
+    [
+        ("exit 0", RemoteState.COMPLETED, 0),
+        ("echo a; exit 3", RemoteState.FAILED, 3),
+        ("false", RemoteState.FAILED, 1),
+        ("nvidia-smi", RemoteState.FAILED, 127),
+    ],
+    ids=["exit 0", "exit 3", "false", "a command the fake cannot run"],
+)
+def test_exit_codes_come_from_the_failed_pod(
+    backend: KubernetesBackend, command: str, state: RemoteState, exit_code: int
+) -> None:
+    result = wait(backend, backend.submit(spec(command)))
+
+    assert (result.state, result.exit_code) == (state, exit_code)
+
+
+def test_a_job_that_cannot_be_scheduled_is_pending_with_the_schedulers_reason(backend: KubernetesBackend) -> None:
+    backend.submit(spec("sleep 30", Placement("gpu-01", (0, 1, 2))))
+    second = backend.submit(spec("sleep 30", Placement("gpu-01", (3, 2))))
+
+    time.sleep(0.3)
+    result = backend.poll([second])[second]
+
+    assert result.state is RemoteState.PENDING
+    assert "Insufficient nvidia.com/gpu" in result.reason
+
+
+def _job(*conditions: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "qm-x-1", "annotations": annotations or {}},
+        "status": {
+            "startTime": "2026-01-01T10:00:00Z",
+            "conditions": [{"status": "True", "lastTransitionTime": "2026-01-01T10:05:00Z", **c} for c in conditions],
+        },
+    }
+
+
+def _pod(phase: str, *, exit_code: int | None = None, disruption: str | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase, "conditions": []}
+    if exit_code is not None:
+        status["containerStatuses"] = [{"name": "job", "state": {"terminated": {"exitCode": exit_code}}}]
+    if disruption:
+        status["conditions"].append({"type": "DisruptionTarget", "status": "True", "reason": disruption})
+    return {"metadata": {"name": "qm-x-1-abcde"}, "status": status}
+
+
+@pytest.mark.parametrize(
+    ("job", "pods", "state", "exit_code"),
+    [
+        (_job({"type": "Complete"}), [_pod("Succeeded", exit_code=0)], RemoteState.COMPLETED, 0),
+        (_job({"type": "Failed", "reason": "DeadlineExceeded"}), [], RemoteState.TIMEOUT, None),
+        (
+            _job({"type": "Failed", "reason": "BackoffLimitExceeded"}),
+            [_pod("Failed", exit_code=2)],
+            RemoteState.FAILED,
+            2,
+        ),
+        (
+            _job({"type": "Failed", "reason": "PodFailurePolicy"}),
+            [_pod("Failed", exit_code=137, disruption="PreemptionByScheduler")],
+            RemoteState.PREEMPTED,
+            None,
+        ),
+        (
+            _job({"type": "Failed", "reason": "BackoffLimitExceeded"}),
+            [_pod("Failed", exit_code=137, disruption="DeletionByTaintManager")],
+            RemoteState.NODE_FAIL,
+            None,
+        ),
+        (
+            _job({"type": "FailureTarget", "reason": "BackoffLimitExceeded"}),
+            [_pod("Running")],
+            RemoteState.RUNNING,
+            None,
+        ),
+        (_job(annotations={"quartermaster.io/cancelled-at": "2026-01-01T10:01:00Z"}), [], RemoteState.CANCELLED, None),
+        (_job(), [_pod("Pending")], RemoteState.PENDING, None),
+    ],
+    ids=[
+        "complete",
+        "deadline is TIMEOUT",
+        "backoff is FAILED with the exit code",
+        "preempted pod",
+        "node gone",
+        "FailureTarget is not final yet",
+        "our cancel",
+        "pending",
+    ],
+)
+def test_job_conditions_map_to_our_states(
+    job: dict[str, Any], pods: list[dict[str, Any]], state: RemoteState, exit_code: int | None
+) -> None:
+    result = poll_result("default/qm-x-1", job, pods)
+
+    assert (result.state, result.exit_code) == (state, exit_code)
+    if state.is_terminal:
+        assert result.ended_at is not None and result.ended_at.tzinfo is not None
+
+
+# --- Cancel and orphans ---------------------------------------------------------------------------------------
+
+
+def test_cancel_deletes_the_job_with_foreground_propagation_and_keeps_a_record(
+    kube: FakeKube, backend: KubernetesBackend
+) -> None:
+    external_id = backend.submit(spec("sleep 30"))
+    wait(backend, external_id, RemoteState.RUNNING)
+
+    backend.cancel(external_id, grace_seconds=7)
+
+    assert any(m == "DELETE" and "propagationPolicy=Foreground" in p for m, p in kube.requests)
+    assert any(m == "DELETE" and "/pods?" in p and "gracePeriodSeconds=7" in p for m, p in kube.requests)
+    kube.wait(lambda: not kube.pods())
+    (record,) = kube.jobs()
+    assert record["metadata"]["deletionTimestamp"] and record["metadata"]["finalizers"] == [RECORD_FINALIZER]
+    assert backend.poll([external_id])[external_id].state is RemoteState.CANCELLED
+
+
+def test_cancel_record_is_released_after_record_seconds(kube: FakeKube, tmp_path: Path) -> None:
+    backend = backend_for(kube, tmp_path, record_seconds=0)
+    external_id = backend.submit(spec("sleep 30"))
+    wait(backend, external_id, RemoteState.RUNNING)
+
+    backend.cancel(external_id)
+
+    assert wait(backend, external_id, RemoteState.UNKNOWN).state is RemoteState.UNKNOWN
+    assert kube.jobs() == []
+
+
+def test_cancel_reads_again_when_the_job_changed_under_it(kube: FakeKube, backend: KubernetesBackend) -> None:
+    external_id = backend.submit(spec("sleep 30"))
+    kube.fail("PATCH", "/jobs/", 409)
+
+    backend.cancel(external_id)
+
+    assert wait(backend, external_id).state is RemoteState.CANCELLED
+
+
+def test_orphans_are_our_labelled_jobs_the_portal_does_not_know(kube: FakeKube, tmp_path: Path) -> None:
+    backend = backend_for(kube, tmp_path, namespaces={"physics": "physics-gpu"})
+    known = backend.submit(spec("sleep 30"))
+    forgotten = backend.submit(spec("sleep 30", account="physics"))
+    foreign = manifest(spec())
+    foreign["metadata"]["name"] = "someone-elses"
+    foreign["metadata"]["labels"] = {"app": "other"}
+    foreign["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+    kube.create_job(foreign)
+    other_cluster = backend_for(kube, tmp_path).__class__(
+        name="other", config={"api_server": kube.url}, work_dir=tmp_path
+    )
+    other_cluster.submit(spec("sleep 30"))
+
+    assert backend.find_orphans([known]) == [forgotten]
+
+
+# --- Inventory and logs --------------------------------------------------------------------------------------
+
+
+def test_nodes_come_from_capacity_and_gpu_feature_discovery_labels(backend: KubernetesBackend) -> None:
+    nodes = {n.name: n for n in backend.list_nodes()}
+
+    h100 = nodes["gpu-01"]
+    assert (h100.cpus, h100.memory_mib, h100.state, h100.labels["rack"]) == (32, 257629, "up", "r1")
+    assert {(g.model, g.memory_mib, g.compute_capability) for g in h100.gpus} == {
+        ("NVIDIA-H100-80GB-HBM3", 81559, "9.0")
+    }
+    mig = nodes["mig-01"]
+    assert [(g.index, g.parent_index, g.mig_profile, g.memory_mib) for g in mig.gpus] == [
+        (0, None, "", 40960),
+        (1, None, "", 40960),
+        (2, 0, "3g.20gb", 20480),
+        (3, 1, "3g.20gb", 20480),
+        (4, 0, "3g.20gb", 20480),
+        (5, 1, "3g.20gb", 20480),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("node", "state", "reason"),
+    [
+        (gpu_node("n", ready=False), "down", "container runtime is down"),
+        (gpu_node("n", unschedulable=True), "drain", "cordoned"),
+        (gpu_node("n", allocatable_gpus=3), "up", "3 of 4 nvidia.com/gpu allocatable"),
+    ],
+    ids=["not Ready is down", "cordoned is drain", "unhealthy GPU is noted"],
+)
+def test_node_health(node: dict[str, Any], state: str, reason: str) -> None:
+    info = node_from_object(node, "k8s").info
+
+    assert info.state == state and reason in info.reason
+
+
+def test_time_sliced_gpus_are_shared() -> None:
+    info = node_from_object(gpu_node("n", gpus=2, gpu=A100_40, replicas=4), "k8s").info
+
+    assert [(g.index, g.shared) for g in info.gpus] == [(0, True), (1, True)]
+
+
+def test_read_log_joins_the_pods_of_a_multi_node_job(backend: KubernetesBackend) -> None:
+    external_id = backend.submit(
+        spec("echo hello from $JOB_COMPLETION_INDEX", Placement("gpu-01", (0,)), Placement("gpu-02", (0,)))
+    )
+    assert wait(backend, external_id).state is RemoteState.COMPLETED
+
+    log = backend.read_log(external_id)
+
+    assert log.count("==> ") == 2 and log.count("hello from") == 2
+    assert backend.read_log(external_id, max_bytes=5) == log[-5:]
