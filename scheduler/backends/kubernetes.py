@@ -60,6 +60,7 @@ from scheduler.backends.kubernetes_objects import (
     format_time,
     is_dns_label,
     is_label_value,
+    job_finished,
     job_name,
     node_from_object,
     parse_time,
@@ -354,25 +355,19 @@ class KubernetesBackend:
 
     # -- beyond the protocol ------------------------------------------------------------------
 
-    def find_orphans(self, known_external_ids: Collection[str]) -> list[str]:
-        """Our labelled Jobs (in every configured namespace) the portal does not know.
-
-        Reads only; the caller decides whether to cancel them. Each orphan is also logged.
-        """
-        known = set(known_external_ids)
-        orphans: list[str] = []
+    def list_jobs(self) -> dict[str, str]:
+        """Key -> external id of our labelled Jobs that still run (in every configured
+        namespace), for the portal's orphan sweep (``scheduler.reconcile``). Jobs being
+        deleted (a cancel's record) or finished are not listed. Reads only."""
+        live: dict[str, str] = {}
         for namespace in sorted({self.default_namespace, *self.namespaces.values()}):
             for job in self.api.list_jobs(namespace, selector(self.name)):
-                external_id = f"{namespace}/{job['metadata']['name']}"
-                if external_id not in known:
-                    orphans.append(external_id)
-                    log.warning(
-                        "kubernetes %s: orphan Job %s (key %s)",
-                        self.name,
-                        external_id,
-                        (job["metadata"].get("labels") or {}).get(KEY_LABEL),
-                    )
-        return sorted(orphans)
+                metadata = job["metadata"]
+                key = (metadata.get("labels") or {}).get(KEY_LABEL)
+                if not key or metadata.get("deletionTimestamp") or job_finished(job):
+                    continue
+                live[key] = f"{namespace}/{metadata['name']}"
+        return live
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -345,6 +345,11 @@ def _true_condition(obj: Obj, kind: str) -> Obj | None:
     return next((c for c in conditions if c.get("type") == kind and c.get("status") == "True"), None)
 
 
+def job_finished(job: Obj) -> bool:
+    """Whether a Job has ended (``Complete`` or ``Failed`` is true)."""
+    return _true_condition(job, "Complete") is not None or _true_condition(job, "Failed") is not None
+
+
 def _terminated(pod: Obj) -> Obj | None:
     for container in (pod.get("status") or {}).get("containerStatuses") or []:
         terminated = (container.get("state") or {}).get("terminated")

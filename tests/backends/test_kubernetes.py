@@ -493,10 +493,13 @@ def test_cancel_reads_again_when_the_job_changed_under_it(kube: FakeKube, backen
     assert wait(backend, external_id).state is RemoteState.CANCELLED
 
 
-def test_orphans_are_our_labelled_jobs_the_portal_does_not_know(kube: FakeKube, tmp_path: Path) -> None:
+def test_list_jobs_gives_our_live_labelled_jobs_by_key_for_the_orphan_sweep(kube: FakeKube, tmp_path: Path) -> None:
     backend = backend_for(kube, tmp_path, namespaces={"physics": "physics-gpu"})
-    known = backend.submit(spec("sleep 30"))
-    forgotten = backend.submit(spec("sleep 30", account="physics"))
+    done = backend.submit(spec("true"))
+    wait(backend, done)
+    mine = spec("sleep 30")
+    elsewhere = spec("sleep 30", account="physics")
+    first, second = backend.submit(mine), backend.submit(elsewhere)
     foreign = manifest(spec())
     foreign["metadata"]["name"] = "someone-elses"
     foreign["metadata"]["labels"] = {"app": "other"}
@@ -507,7 +510,9 @@ def test_orphans_are_our_labelled_jobs_the_portal_does_not_know(kube: FakeKube, 
     )
     other_cluster.submit(spec("sleep 30"))
 
-    assert backend.find_orphans([known]) == [forgotten]
+    assert backend.list_jobs() == {mine.key: first, elsewhere.key: second}
+    backend.cancel(first)
+    assert backend.list_jobs() == {elsewhere.key: second}
 
 
 # --- Inventory and logs --------------------------------------------------------------------------------------
