@@ -59,6 +59,10 @@ def _validated(form: forms.Form, serializer: serializers.Serializer) -> bool:
     if serializer.is_valid():
         return True
     for name, problems in serializer.errors.items():
+        if isinstance(form, QuotaForm) and name == "max_gpus_per_model" and isinstance(problems, dict):
+            for model, problem in problems.items():
+                form.add_error(form.model_field(str(model)), flatten_errors(problem))
+            continue
         form.add_error(name if name in form.fields else None, flatten_errors(problems))
     return False
 
@@ -153,10 +157,9 @@ class QuotaForm(forms.Form):
         }
         return body
 
-    def add_error(self, field: str | None, error: Any) -> None:
-        if field == "max_gpus_per_model":  # the serializer's key: the first per-model field
-            field = "model_0" if self.models else None
-        super().add_error(field, error)
+    def model_field(self, model: str) -> str | None:
+        """The form field of one GPU model's limit (``None``: not on the form)."""
+        return f"model_{self.models.index(model)}" if model in self.models else None
 
 
 class MemberForm(forms.Form):
