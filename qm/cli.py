@@ -331,14 +331,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(
-    argv: Sequence[str] | None = None, *, api: Api | None = None, out: TextIO | None = None, err: TextIO | None = None
+    argv: Sequence[str] | None = None,
+    *,
+    api: Api | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
+    """Run one command; returns the exit status (see the module docstring)."""
     out, err = out or sys.stdout, err or sys.stderr
     args = build_parser().parse_args(argv)
     if args.verb in ("submit", "estimate") and not args.command and args.script is None:
         print("qm: give a command after -- or --script FILE", file=err)
         return 2
-    cli = Cli(api or Api(args.url, args.token), out, err)
+    cli = Cli(api or Api(args.url, args.token), out, err, sleep)
     try:
         return int(getattr(cli, args.verb)(args))
     except ApiError as exc:
