@@ -62,8 +62,8 @@ def starts_in(at: datetime | None, now: datetime) -> str:
 
 
 def request_shape(nodes: int, gpus_per_node: int, gpu_model: str, gpu_share: float = 0.0) -> str:
-    """``2 x 8 H100-80GB GPUs``, ``1 x 0.25 of a shared GPU``, ``1 node, CPU only``."""
-    what = gpu_model or "GPU"
+    """``2 nodes x 8 H100-80GB GPUs``, ``1 x 0.25 of a shared GPU``, ``1 node, CPU only``."""
+    what = f"{gpu_model} GPU" if gpu_model else "GPU"
     if gpu_share:
         return f"{nodes} x {gpu_share:g} of a shared {what}"
     if not gpus_per_node:

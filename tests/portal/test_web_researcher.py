@@ -138,7 +138,7 @@ def test_estimate_shows_the_what_if_and_submits_nothing(world, tick):
         "/jobs/new/", {**FORM, "nodes": "2", "gpus_per_node": "8", "gpu_model": "H100-80GB", "action": "estimate"}
     )
     html = response.content.decode()
-    assert "Would start in about 40 min on 2 nodes x 8 H100-80GBs." in html
+    assert "Would start in about 40 min on 2 nodes x 8 H100-80GB GPUs." in html
     assert "Waiting for free GPUs, CPUs or memory" in html  # the blocker, in plain words
     assert Job.objects.count() == 1
 
