@@ -26,6 +26,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -49,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def seed(nodes: int, jobs: int) -> tuple[object, object, int]:
+def seed(nodes: int, jobs: int) -> tuple[Any, Any, int]:
     """The site, its member, a staff user; 90% of the jobs ended (COMPLETED)."""
     from django.contrib.auth import get_user_model
     from django.db.models import F

@@ -29,7 +29,7 @@ def record_audit(actor: Any, action: str, target: models.Model, changes: dict[st
         actor=actor if getattr(actor, "pk", None) else None,
         actor_name=actor.get_username() if getattr(actor, "pk", None) else "system",
         action=action,
-        target_type=target._meta.verbose_name,
+        target_type=str(target._meta.verbose_name),
         target_id=str(target.pk or ""),
         target_repr=str(target)[:200],
         changes=changes or {},
@@ -38,4 +38,8 @@ def record_audit(actor: Any, action: str, target: models.Model, changes: dict[st
 
 def field_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
     """``{"field": [old, new]}`` for every key whose value differs (both sides JSON-safe)."""
-    return {key: [before.get(key), after.get(key)] for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)}
+    return {
+        key: [before.get(key), after.get(key)]
+        for key in sorted(set(before) | set(after))
+        if before.get(key) != after.get(key)
+    }

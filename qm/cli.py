@@ -45,7 +45,7 @@ class ApiError(Exception):
         if isinstance(body, dict):
             if set(body) == {"detail"}:
                 return str(body["detail"])
-            lines = []
+            lines: list[str] = []
             for field, problems in body.items():
                 items = problems if isinstance(problems, list) else [problems]
                 lines.extend(f"{field}: {p}" for p in items)
@@ -71,7 +71,7 @@ class Api:
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 (URL from config)
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             raw = exc.read()
@@ -213,7 +213,9 @@ class Cli:
         if answer["would_start_now"]:
             self.say("Would start now.")
         elif answer["estimated_start"]:
-            self.say(f"Would start in {_when(answer['estimated_wait_seconds'])} (at the latest {answer['estimated_start']}).")
+            self.say(
+                f"Would start in {_when(answer['estimated_wait_seconds'])} (at the latest {answer['estimated_start']})."
+            )
         else:
             self.say(f"Would wait ({answer['pending_reason']}); no start estimate.")
         for reason in answer["reasons"]:

@@ -157,6 +157,8 @@ def gpu_hours_by_account(start: datetime, end: datetime, now: datetime) -> list[
         .values_list("account__name", "started_at", "ended_at", "allocations", "nodes", "gpus_per_node", "gpu_share")
     )
     for account, began, ended, allocations, nodes, per_node, share in rows.iterator(chunk_size=5000):
+        if began is None:  # excluded by the filter; for the type checker
+            continue
         stop = min(ended or now, end)
         seconds = (stop - max(began, start)).total_seconds()
         if seconds <= 0:

@@ -149,7 +149,9 @@ PRESETS = (
             "name": "script",
             "gpus_per_node": "1",
             "walltime_seconds": "1h",
-            "script": '#!/bin/bash\nset -euo pipefail\necho "running on $QM_NODELIST with GPUs $CUDA_VISIBLE_DEVICES"\n',
+            "script": (
+                '#!/bin/bash\nset -euo pipefail\necho "running on $QM_NODELIST with GPUs $CUDA_VISIBLE_DEVICES"\n'
+            ),
         },
     ),
 )
@@ -231,7 +233,7 @@ class JobForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         """Build the API body, then validate it with ``JobSubmitSerializer``."""
-        data = super().clean()
+        data = super().clean() or {}
         body: dict[str, Any] = {"name": data.get("name", ""), "account": data.get("account", "")}
         for name in _OPTIONAL:
             if data.get(name) not in (None, ""):

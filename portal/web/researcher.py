@@ -94,9 +94,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     )
     # Coordinators also see their accounts' jobs here (``visible_jobs``), newest first.
     recent = list(
-        visible_jobs(user, Job.objects.select_related("account", "owner"))
-        .only(*_recent_columns())
-        .order_by("-id")[:10]
+        visible_jobs(user, Job.objects.select_related("account", "owner")).only(*_recent_columns()).order_by("-id")[:10]
     )
     return render(
         request,
@@ -347,7 +345,12 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _visible_job(request, job_id)
     now = timezone.now()
     blockers = [
-        {"code": b["code"], "title": blocker_title(b["code"]), "message": b["message"], "evidence": evidence_items(b["evidence"])}
+        {
+            "code": b["code"],
+            "title": blocker_title(b["code"]),
+            "message": b["message"],
+            "evidence": evidence_items(b["evidence"]),
+        }
         for b in blockers_for_api(job.state, job.pending_blockers, job.pending_reason)
     ]
     priority = reports.priority_of(job, now) if job.state == JobState.PENDING else None
@@ -414,6 +417,7 @@ class TokenForm(forms.Form):
 @login_required
 def tokens(request: HttpRequest) -> HttpResponse:
     """List, create (the secret is shown once, in this response only) and revoke tokens."""
+    user: Any = request.user
     secret = ""
     if request.method == "POST":
         form = TokenForm(request.POST)
@@ -428,7 +432,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
         {
             "form": form,
             "secret": secret,
-            "tokens": ApiToken.objects.filter(user_id=request.user.pk),
+            "tokens": ApiToken.objects.filter(user_id=user.pk),
             "api_url": request.build_absolute_uri("/").rstrip("/"),
         },
     )

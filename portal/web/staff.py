@@ -116,7 +116,8 @@ class AccountForm(forms.Form):
 
     def __init__(self, *args: Any, instance: Account | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        names = Account.objects.exclude(pk=instance.pk if instance else None).values_list("name", flat=True)
+        others = Account.objects.exclude(pk=instance.pk) if instance is not None else Account.objects.all()
+        names = others.values_list("name", flat=True)
         parent: Any = self.fields["parent"]
         parent.choices = [("", "(none)")] + [(n, n) for n in names]
 
@@ -253,8 +254,9 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
             "member_form": member_form,
             "members": Membership.objects.filter(account=account).select_related("user") if account else [],
             "roles": Role.choices,
-            "audit": AuditEntry.objects.filter(target_type__in=("account", "quota", "membership"))
-            .filter(target_repr__contains=account.name)[:20]
+            "audit": AuditEntry.objects.filter(target_type__in=("account", "quota", "membership")).filter(
+                target_repr__contains=account.name
+            )[:20]
             if account
             else [],
         },
@@ -372,9 +374,7 @@ def node_drain(request: HttpRequest, node_id: int) -> HttpResponse:
     reason = form.cleaned_data["reason"]
     with transaction.atomic():
         services.drain_node(node, reason=reason)
-        record_audit(
-            request.user, "drain", node, {"state": [node.state, "drain"], "reason": [node.reason, reason]}
-        )
+        record_audit(request.user, "drain", node, {"state": [node.state, "drain"], "reason": [node.reason, reason]})
     messages.success(request, f"{node.name} drained: {reason}")
     return redirect("web:manage-nodes")
 
@@ -398,7 +398,7 @@ class RangeForm(forms.Form):
     end = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), help_text="Inclusive.")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         start, end = data.get("start"), data.get("end")
         if start and end and end < start:
             self.add_error("end", "The end is before the start.")
@@ -450,7 +450,7 @@ def gpu_hours_csv(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     form = RangeForm(request.GET or None)
     if form.errors:
-        return HttpResponse("; ".join(e for errs in form.errors.values() for e in errs), status=400)
+        return HttpResponse("; ".join(str(e) for errs in form.errors.values() for e in errs), status=400)
     start, end = form.bounds(now)
     body = figures.gpu_hours_csv(figures.gpu_hours_by_account(start, end, now), start, end)
     response = HttpResponse(body, content_type="text/csv")

@@ -95,7 +95,12 @@ def test_submit_creates_the_job_and_shows_it(world):
     response = client.post("/jobs/new/", {**FORM, "env": "A=1\nB=two", "dependencies": ""})
     job = Job.objects.get(name="train")
     assert response.status_code == 302 and response["Location"] == f"/jobs/{job.id}/"
-    assert (job.owner, job.account, job.walltime_seconds, job.env) == (world.alice, world.lab, 3600, {"A": "1", "B": "two"})
+    assert (job.owner, job.account, job.walltime_seconds, job.env) == (
+        world.alice,
+        world.lab,
+        3600,
+        {"A": "1", "B": "two"},
+    )
     assert job.events.filter(kind="submitted").exists()
 
 
@@ -157,7 +162,9 @@ def test_a_quota_refusal_is_shown_against_its_field(world):
 
 def test_saved_templates_are_personal(world):
     client = logged_in(world.alice)
-    response = client.post("/jobs/new/", {**FORM, "gpus_per_node": "2", "action": "save-template", "template_name": "mine"})
+    response = client.post(
+        "/jobs/new/", {**FORM, "gpus_per_node": "2", "action": "save-template", "template_name": "mine"}
+    )
     template = JobTemplate.objects.get(owner=world.alice, name="mine")
     assert response.status_code == 302 and template.fields["gpus_per_node"] == "2"
     assert 'value="2"' in page(client, "/jobs/new/", saved=str(template.id))
@@ -245,7 +252,9 @@ def test_job_detail_of_a_running_job_shows_placement_and_refreshes_its_log(world
     assert log["state"] == job.state
 
 
-@pytest.mark.parametrize(("who", "status"), [("alice", 200), ("bob", 200), ("admin", 200), ("dora", 404), ("charlie", 404)])
+@pytest.mark.parametrize(
+    ("who", "status"), [("alice", 200), ("bob", 200), ("admin", 200), ("dora", 404), ("charlie", 404)]
+)
 def test_who_may_open_a_job(world, who, status):
     job = submit(world.alice, world.lab)
     client = logged_in(getattr(world, who))
@@ -280,7 +289,9 @@ def test_forms_need_a_csrf_token(world):
 def test_token_is_shown_once_listed_and_revoked(world, client_for):
     client = logged_in(world.alice)
     html = client.post("/tokens/", {"name": "laptop"}).content.decode()
-    secret = re.search(r'id="token-secret">(qm_[^<]+)<', html)[1]
+    match = re.search(r'id="token-secret">(qm_[^<]+)<', html)
+    assert match is not None
+    secret = match[1]
     token = ApiToken.objects.get(user=world.alice)
     assert token.digest == ApiToken.hash(secret)
     listing = page(client, "/tokens/")

@@ -42,7 +42,7 @@ def test_researchers_cannot_post_to_admin_forms(world):
     lab = world.lab
     client = logged_in(world.alice)
     assert client.post(f"/manage/accounts/{lab.id}/", {"form": "quota", "max_gpus": "999"}).status_code == 403
-    node = Node.objects.first()
+    node = Node.objects.order_by("id")[0]
     assert client.post(f"/manage/nodes/{node.id}/drain/", {"reason": "mine now"}).status_code == 403
     assert not Quota.objects.exists() and Node.objects.get(pk=node.pk).state == "up"
 
@@ -61,7 +61,7 @@ def test_creating_and_editing_an_account_is_audited(world):
     nlp = Account.objects.get(name="nlp")
     assert response.status_code == 302 and nlp.parent == world.lab
     client.post(f"/manage/accounts/{nlp.id}/", {"form": "account", "name": "nlp", "parent": "lab", "shares": "5"})
-    entry = AuditEntry.objects.filter(target_type="account").first()
+    entry = AuditEntry.objects.filter(target_type="account")[0]
     assert (entry.actor_name, entry.action, entry.changes) == ("admin", "update", {"shares": [2, 5]})
 
 
@@ -101,7 +101,7 @@ def test_quota_form_has_a_field_per_gpu_model_and_is_audited(world):
     entry = AuditEntry.objects.get(target_type="quota")
     assert entry.action == "create" and entry.changes["max_gpus"] == [None, 12]
     client.post(f"/manage/accounts/{world.lab.id}/", {"form": "quota", "max_gpus": "16", **per_model})
-    assert AuditEntry.objects.filter(target_type="quota").first().changes == {"max_gpus": [12, 16]}
+    assert AuditEntry.objects.filter(target_type="quota")[0].changes == {"max_gpus": [12, 16]}
 
 
 @pytest.mark.parametrize(
