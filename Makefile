@@ -43,6 +43,7 @@ check: venv
 bench: venv
 	DEBUG=1 $(BIN)/python benchmarks/tick.py
 	DEBUG=1 $(BIN)/python benchmarks/submit.py
+	DEBUG=1 $(BIN)/python benchmarks/pages.py
 
 clean:
 	rm -rf $(VENV) var

@@ -142,3 +142,43 @@ class ApiToken(models.Model):
         """Return ``(key_prefix, full_token)``; the prefix is the lookup key."""
         prefix = secrets.token_hex(6)
         return prefix, f"{cls.PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+
+
+class AuditEntry(models.Model):
+    """One change an admin made through the portal's pages: who, when, what, and the
+    fields that changed as ``{"field": [old, new]}``. Append-only."""
+
+    at = models.DateTimeField(db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_entries"
+    )
+    #: The actor's username at the time, kept if the user is deleted.
+    actor_name = models.CharField(max_length=150)
+    action = models.CharField(max_length=32)
+    target_type = models.CharField(max_length=64)
+    target_id = models.CharField(max_length=64, blank=True)
+    target_repr = models.CharField(max_length=200)
+    changes = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.target_type} {self.target_repr}"
+
+
+class JobTemplate(models.Model):
+    """A user's saved submit form: the form's fields by name, as the submit page posts them."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="job_templates")
+    name = models.CharField(max_length=64)
+    fields = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="jobtemplate_unique_owner_name")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.owner})"

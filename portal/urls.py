@@ -2,13 +2,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from portal.views import home
-
 handler400 = "portal.api.errors.bad_request_handler"
 handler404 = "portal.api.errors.not_found"
 
 urlpatterns = [
-    path("", home, name="home"),
+    path("", include("portal.web.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -1,0 +1,178 @@
+"""The numbers the pages show, each read in bulk: a fixed number of queries whatever the
+number of jobs (free GPUs, quota use, GPU-hours by account)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+
+from portal.models import Account, Quota
+from scheduler.choices import ACTIVE_STATES
+from scheduler.models import Gpu, Job, Node
+from scheduler.snapshot import gpu_model_label
+
+
+def _gpu_models() -> dict[tuple[str, int], str]:
+    """(node name, GPU index) -> the model a job asks for (MIG slices as ``model/profile``)."""
+    rows = Gpu.objects.values_list("node__name", "index", "model", "mig_profile")
+    return {(node, index): gpu_model_label(model, mig) for node, index, model, mig in rows}
+
+
+def _allocated(allocations: list[dict[str, Any]]) -> Iterable[tuple[str, int, float]]:
+    """(node, GPU index, fraction of it) of every GPU in a job's stored allocations."""
+    for item in allocations or []:
+        share = float(item.get("gpu_share") or 0.0)
+        for index in item.get("gpu_indices") or []:
+            yield str(item.get("node")), int(index), share or 1.0
+
+
+@dataclass(frozen=True)
+class ModelCapacity:
+    model: str
+    total: int
+    free: int
+
+
+def free_gpus_by_model() -> list[ModelCapacity]:
+    """Per GPU model: GPUs on schedulable nodes of enabled clusters, and how many of those
+    no active job holds (a shared GPU with any share taken counts as busy). Three queries."""
+    split = set(Gpu.objects.filter(parent__isnull=False).values_list("parent_id", flat=True))
+    up = Q(node__state="up", node__cluster__enabled=True)
+    gpus = [
+        (node, index, gpu_model_label(model, mig))
+        for pk, node, index, model, mig in Gpu.objects.filter(up).values_list(
+            "pk", "node__name", "index", "model", "mig_profile"
+        )
+        if pk not in split
+    ]
+    busy = {
+        (node, index)
+        for allocations in Job.objects.filter(state__in=ACTIVE_STATES).values_list("allocations", flat=True)
+        for node, index, _ in _allocated(allocations)
+    }
+    total: Counter[str] = Counter(model for _, _, model in gpus)
+    free: Counter[str] = Counter(model for node, index, model in gpus if (node, index) not in busy)
+    return [ModelCapacity(model, total[model], free[model]) for model in sorted(total)]
+
+
+@dataclass(frozen=True)
+class QuotaUse:
+    """One limit of one account: what its running jobs use against it."""
+
+    account: str
+    what: str  # "GPUs (all models)", "H100-80GB GPUs", "running jobs", "guaranteed GPUs"
+    used: float
+    limit: int | None
+
+
+def quota_use(accounts: list[Account]) -> list[QuotaUse]:
+    """The quota rows of these accounts with their use by the accounts' own active jobs."""
+    ids = [a.pk for a in accounts]
+    quotas = {q.account_id: q for q in Quota.objects.filter(account_id__in=ids)}
+    models = _gpu_models() if quotas else {}
+    gpus: dict[int, float] = defaultdict(float)
+    per_model: dict[int, Counter[str]] = defaultdict(Counter)
+    running: Counter[int] = Counter()
+    active = Job.objects.filter(account_id__in=list(quotas), state__in=ACTIVE_STATES)
+    for account_id, allocations in active.values_list("account_id", "allocations"):
+        running[account_id] += 1
+        for node, index, share in _allocated(allocations):
+            gpus[account_id] += share
+            per_model[account_id][models.get((node, index), "?")] += 1
+    rows: list[QuotaUse] = []
+    for account in accounts:
+        quota = quotas.get(account.pk)
+        if quota is None:
+            continue
+        rows.append(QuotaUse(account.name, "GPUs (all models)", gpus[account.pk], quota.max_gpus))
+        for model, cap in sorted((quota.max_gpus_per_model or {}).items()):
+            rows.append(QuotaUse(account.name, f"{model} GPUs", per_model[account.pk][model], int(cap)))
+        if quota.guaranteed_gpus is not None:
+            rows.append(QuotaUse(account.name, "guaranteed GPUs", gpus[account.pk], quota.guaranteed_gpus))
+        if quota.max_running_jobs is not None:
+            rows.append(QuotaUse(account.name, "running jobs", running[account.pk], quota.max_running_jobs))
+    return rows
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    node: Node
+    gpus_by_model: list[tuple[str, int]]
+    allocated: int
+    total: int
+    jobs: int
+
+
+def node_rows() -> list[NodeRow]:
+    """Every node with its GPUs by model and what active jobs hold on it. Three queries."""
+    nodes = list(Node.objects.select_related("cluster").order_by("cluster__name", "name"))
+    split = set(Gpu.objects.filter(parent__isnull=False).values_list("parent_id", flat=True))
+    models: dict[int, Counter[str]] = defaultdict(Counter)
+    for pk, node_id, model, mig in Gpu.objects.values_list("pk", "node_id", "model", "mig_profile"):
+        if pk not in split:
+            models[node_id][gpu_model_label(model, mig)] += 1
+    held: dict[str, set[int]] = defaultdict(set)
+    jobs: Counter[str] = Counter()
+    for allocations in Job.objects.filter(state__in=ACTIVE_STATES).values_list("allocations", flat=True):
+        for item in allocations or []:
+            jobs[str(item.get("node"))] += 1
+        for node, index, _ in _allocated(allocations):
+            held[node].add(index)
+    return [
+        NodeRow(
+            node=n,
+            gpus_by_model=sorted(models[n.pk].items()),
+            allocated=len(held[n.name]),
+            total=sum(models[n.pk].values()),
+            jobs=jobs[n.name],
+        )
+        for n in nodes
+    ]
+
+
+@dataclass(frozen=True)
+class AccountHours:
+    account: str
+    gpu_hours: float
+    jobs: int
+
+
+def gpu_hours_by_account(start: datetime, end: datetime, now: datetime) -> list[AccountHours]:
+    """GPU-hours each account's jobs ran within ``[start, end)``, from the jobs' start and
+    end times and allocated GPUs (a share counts as its fraction; a job whose allocation
+    was cleared by a requeue counts ``nodes x gpus_per_node``). A job still running counts
+    up to ``now``. One query, streamed."""
+    hours: dict[str, float] = defaultdict(float)
+    counted: Counter[str] = Counter()
+    rows = (
+        Job.objects.filter(started_at__isnull=False, started_at__lt=end)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
+        .values_list("account__name", "started_at", "ended_at", "allocations", "nodes", "gpus_per_node", "gpu_share")
+    )
+    for account, began, ended, allocations, nodes, per_node, share in rows.iterator(chunk_size=5000):
+        if began is None:  # excluded by the filter; for the type checker
+            continue
+        stop = min(ended or now, end)
+        seconds = (stop - max(began, start)).total_seconds()
+        if seconds <= 0:
+            continue
+        gpus = sum(f for _, _, f in _allocated(allocations)) or nodes * (share or per_node)
+        hours[account] += gpus * seconds / 3600
+        counted[account] += 1
+    return [AccountHours(a, hours[a], counted[a]) for a in sorted(hours)]
+
+
+def gpu_hours_csv(rows: list[AccountHours], start: datetime, end: datetime) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["account", "gpu_hours", "jobs", "start", "end"])
+    for row in rows:
+        writer.writerow([row.account, f"{row.gpu_hours:.3f}", row.jobs, start.isoformat(), end.isoformat()])
+    return out.getvalue()

@@ -1,0 +1,447 @@
+"""Researcher pages: dashboard, submit (with templates and the what-if), job list, job
+detail and its verbs, API tokens.
+
+Every queryset comes from ``portal.access``: a job the user may not see is a 404, and
+every write goes through ``scheduler.services`` or ``portal.services``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from portal.access import visible_jobs
+from portal.models import Account, ApiToken, JobTemplate
+from portal.services import create_api_token, revoke_api_token
+from portal.web import figures
+from portal.web.jobform import PRESETS, PRESETS_BY_SLUG, JobForm, job_as_fields
+from portal.web.words import about, blocker_title, evidence_items, request_shape, starts_in
+from scheduler import estimates, reports, services
+from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
+from scheduler.models import Job
+from scheduler.waiting import blockers_for_api
+
+PAGE_SIZE = 50
+#: What the job list may be sorted by (each ends with the id, so pages never overlap).
+SORTS = {
+    "-id": ("Newest first", ["-id"]),
+    "id": ("Oldest first", ["id"]),
+    "state": ("State", ["state", "-id"]),
+    "name": ("Name", ["name", "-id"]),
+    "-started_at": ("Started, latest first", ["-started_at", "-id"]),
+    "-ended_at": ("Ended, latest first", ["-ended_at", "-id"]),
+    "walltime_seconds": ("Walltime, shortest first", ["walltime_seconds", "-id"]),
+}
+#: Columns the list shows; the rest of a row (scripts, blockers) is never read.
+LIST_COLUMNS = (
+    "id",
+    "name",
+    "state",
+    "pending_reason",
+    "nodes",
+    "gpus_per_node",
+    "gpu_share",
+    "gpu_model",
+    "walltime_seconds",
+    "submitted_at",
+    "started_at",
+    "ended_at",
+    "estimated_start_at",
+    "owner__username",
+    "account__name",
+)
+VERBS = {"cancel", "hold", "release", "requeue"}
+
+
+def _safe_next(request: HttpRequest, fallback: str) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if url_has_allowed_host_and_scheme(target, {request.get_host()}, require_https=request.is_secure()):
+        return target
+    return fallback
+
+
+# --- Dashboard ------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def dashboard(request: HttpRequest) -> HttpResponse:
+    """My jobs by state, my accounts' fair-share factor and quota use, free GPUs by model,
+    my next estimated starts."""
+    user: Any = request.user
+    now = timezone.now()
+    mine = Job.objects.filter(owner_id=user.pk)
+    by_state = dict(mine.order_by().values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+    states = [(s.value, s.label, by_state.get(s.value, 0)) for s in JobState if by_state.get(s.value)]
+    accounts = list(Account.objects.filter(memberships__user=user).order_by("name"))
+    names = {a.name for a in accounts}
+    share_rows = [r for r in reports.fairshare_report(now) if r.account in names and r.user == user.get_username()]
+    upcoming = list(
+        mine.filter(state=JobState.PENDING, estimated_start_at__isnull=False)
+        .order_by("estimated_start_at", "id")
+        .only("id", "name", "estimated_start_at", "nodes", "gpus_per_node", "gpu_model", "gpu_share")[:5]
+    )
+    # Coordinators also see their accounts' jobs here (``visible_jobs``), newest first.
+    recent = list(
+        visible_jobs(user, Job.objects.select_related("account", "owner")).only(*_recent_columns()).order_by("-id")[:10]
+    )
+    return render(
+        request,
+        "portal/dashboard.html",
+        {
+            "states": states,
+            "total_jobs": sum(by_state.values()),
+            "share_rows": share_rows,
+            "quota_rows": figures.quota_use(accounts),
+            "capacity": figures.free_gpus_by_model(),
+            "upcoming": [(job, starts_in(job.estimated_start_at, now)) for job in upcoming],
+            "recent": recent,
+            "accounts": accounts,
+        },
+    )
+
+
+def _recent_columns() -> list[str]:
+    return [
+        "id",
+        "name",
+        "state",
+        "pending_reason",
+        "nodes",
+        "gpus_per_node",
+        "gpu_share",
+        "submitted_at",
+        "account__name",
+        "owner__username",
+    ]
+
+
+# --- Submit ------------------------------------------------------------------------------------
+
+
+@login_required
+def submit(request: HttpRequest) -> HttpResponse:
+    """The submit form. Buttons: ``estimate`` (what-if, nothing submitted), ``submit``,
+    ``save-template`` (keeps the form's fields as a personal template)."""
+    user: Any = request.user
+    saved = JobTemplate.objects.filter(owner=user)
+    estimate: dict[str, Any] | None = None
+    if request.method == "POST":
+        form = JobForm(request.POST, request=request)
+        action = request.POST.get("action", "submit")
+        if action == "save-template":
+            return _save_template(request, form)
+        if form.is_valid():
+            data = dict(form.validated)
+            account, qos = data.pop("account"), data.pop("qos")
+            try:
+                if action == "estimate":
+                    estimate = _what_if(user, account, qos, data)
+                else:
+                    job = services.submit_job(owner=user, account=account, qos=qos, **data)
+                    messages.success(request, f"Job {job.id} submitted.")
+                    return redirect("web:job-detail", job_id=job.id)
+            except DjangoValidationError as exc:
+                form.add_django_errors(exc)
+    else:
+        form = JobForm(initial=_initial(request), request=request)
+    return render(
+        request,
+        "portal/jobs/submit.html",
+        {"form": form, "presets": PRESETS, "saved": saved, "estimate": estimate, "gpu_models": form.gpu_models},
+    )
+
+
+def _initial(request: HttpRequest) -> dict[str, Any]:
+    """Fields from ``?template=<preset>``, ``?saved=<id>`` or ``?copy=<job id>``."""
+    user: Any = request.user
+    if slug := request.GET.get("template"):
+        preset = PRESETS_BY_SLUG.get(slug)
+        return dict(preset.fields) if preset else {}
+    if (saved := request.GET.get("saved", "")).isdigit():
+        template = JobTemplate.objects.filter(owner=user, pk=int(saved)).first()
+        return dict(template.fields) if template else {}
+    if (copy := request.GET.get("copy", "")).isdigit():
+        job = visible_jobs(user, Job.objects.select_related("account", "qos")).filter(pk=int(copy)).first()
+        if job is None:
+            raise Http404("No such job.")
+        return {**job_as_fields(job), "name": f"{job.name}-copy"[:128]}
+    return {}
+
+
+def _what_if(user: Any, account: Account, qos: Any, data: dict[str, Any]) -> dict[str, Any]:
+    now = timezone.now()
+    answer = estimates.what_if(owner=user, account=account, qos=qos, now=now, **data)
+    shape = request_shape(data["nodes"], data["gpus_per_node"], data.get("gpu_model", ""), data["gpu_share"])
+    if answer.would_start_now:
+        headline = f"Would start now on {shape}."
+    elif answer.estimated_start is not None:
+        headline = f"Would start in {about((answer.estimated_start - now).total_seconds())} on {shape}."
+    else:
+        headline = f"Would wait ({answer.pending_reason}); no start estimate for {shape}."
+    blockers = [
+        {
+            "code": b["code"],
+            "title": blocker_title(b["code"]),
+            "message": b["message"],
+            "evidence": evidence_items(b["evidence"]),
+        }
+        for b in answer.blockers
+    ]
+    return {"headline": headline, "answer": answer, "blockers": blockers}
+
+
+def _save_template(request: HttpRequest, form: JobForm) -> HttpResponse:
+    name = request.POST.get("template_name", "").strip()[:64]
+    if not name:
+        messages.error(request, "Give the template a name.")
+        return render(
+            request,
+            "portal/jobs/submit.html",
+            {
+                "form": form,
+                "presets": PRESETS,
+                "saved": JobTemplate.objects.filter(owner=request.user),  # type: ignore[misc]
+                "gpu_models": form.gpu_models,
+                "template_error": "Give the template a name.",
+            },
+        )
+    fields = {k: str(request.POST.get(k, ""))[:100_000] for k in form.fields if request.POST.get(k)}
+    JobTemplate.objects.update_or_create(owner=request.user, name=name, defaults={"fields": fields})  # type: ignore[misc]
+    messages.success(request, f"Template {name!r} saved.")
+    return redirect(reverse("web:job-submit") + "?" + _query(saved=_template_id(request, name)))
+
+
+def _template_id(request: HttpRequest, name: str) -> str:
+    return str(JobTemplate.objects.get(owner=request.user, name=name).pk)  # type: ignore[misc]
+
+
+def _query(**params: str) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode(params)
+
+
+@login_required
+@require_POST
+def delete_template(request: HttpRequest, template_id: int) -> HttpResponse:
+    template = get_object_or_404(JobTemplate, pk=template_id, owner=request.user)
+    template.delete()
+    messages.success(request, f"Template {template.name!r} deleted.")
+    return redirect("web:job-submit")
+
+
+# --- Job list -----------------------------------------------------------------------------------
+
+
+class JobFilterForm(forms.Form):
+    state = forms.MultipleChoiceField(choices=JobState.choices, required=False, widget=forms.CheckboxSelectMultiple)
+    account = forms.CharField(required=False, max_length=64)
+    owner = forms.CharField(required=False, max_length=150)
+    name = forms.CharField(required=False, max_length=128, label="Name contains")
+    gpu_model = forms.CharField(required=False, max_length=64, label="GPU model")
+    sort = forms.ChoiceField(choices=[(k, label) for k, (label, _) in SORTS.items()], required=False)
+    page = forms.IntegerField(required=False, min_value=1, max_value=100_000)
+
+
+@login_required
+@require_GET
+def job_list(request: HttpRequest) -> HttpResponse:
+    """Filtered, sorted, paginated jobs the user may see.
+
+    No ``COUNT(*)``: a page reads ``PAGE_SIZE + 1`` rows to know whether a next one
+    exists, so the cost of a page does not grow with the number of matching jobs.
+    """
+    form = JobFilterForm(request.GET)
+    jobs = visible_jobs(request.user, Job.objects.all())
+    page, sort = 1, "-id"
+    if form.is_valid():
+        data = form.cleaned_data
+        if data["state"]:
+            jobs = jobs.filter(state__in=data["state"])
+        for field, lookup in (
+            ("account", "account__name"),
+            ("owner", "owner__username"),
+            ("gpu_model", "gpu_model"),
+            ("name", "name__icontains"),
+        ):
+            if data[field]:
+                jobs = jobs.filter(**{lookup: data[field]})
+        page = data["page"] or 1
+        sort = data["sort"] or "-id"
+    else:
+        jobs = jobs.none()
+    offset = (page - 1) * PAGE_SIZE
+    rows = list(jobs.order_by(*SORTS[sort][1]).values(*LIST_COLUMNS)[offset : offset + PAGE_SIZE + 1])
+    has_next = len(rows) > PAGE_SIZE
+    params = request.GET.copy()
+    params.pop("page", None)
+    return render(
+        request,
+        "portal/jobs/list.html",
+        {
+            "form": form,
+            "rows": rows[:PAGE_SIZE],
+            "page": page,
+            "has_next": has_next,
+            "base_query": params.urlencode(),
+            "cancellable": {s.value for s in QUEUED_STATES | ACTIVE_STATES},
+        },
+    )
+
+
+@login_required
+@require_POST
+def bulk_cancel(request: HttpRequest) -> HttpResponse:
+    """Cancel every selected job the user may act on; report what could not be."""
+    ids = [int(i) for i in request.POST.getlist("job") if i.isascii() and i.isdigit() and len(i) < 19]
+    jobs = list(visible_jobs(request.user, Job.objects.filter(pk__in=ids)).order_by("id"))
+    done, refused = [], []
+    for job in jobs:
+        try:
+            services.cancel_job(job, by=request.user.get_username())
+            done.append(job.id)
+        except services.JobStateConflict as exc:
+            refused.append(str(exc))
+    unknown = len(set(ids) - {j.id for j in jobs})
+    if done:
+        messages.success(request, f"Cancelled {len(done)} job{'s' if len(done) > 1 else ''}: {_ids(done)}.")
+    for problem in refused[:10]:
+        messages.warning(request, problem)
+    if unknown:
+        messages.warning(request, f"{unknown} selected job(s) not found.")
+    if not ids:
+        messages.info(request, "Select jobs to cancel.")
+    return HttpResponseRedirect(_safe_next(request, reverse("web:job-list")))
+
+
+def _ids(ids: list[int]) -> str:
+    shown = ", ".join(map(str, ids[:20]))
+    return shown + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
+
+
+# --- Job detail ---------------------------------------------------------------------------------
+
+
+def _visible_job(request: HttpRequest, job_id: int) -> Job:
+    base = Job.objects.select_related("owner", "account", "qos", "cluster")
+    return get_object_or_404(visible_jobs(request.user, base), pk=job_id)
+
+
+@login_required
+@require_GET
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _visible_job(request, job_id)
+    now = timezone.now()
+    blockers = [
+        {
+            "code": b["code"],
+            "title": blocker_title(b["code"]),
+            "message": b["message"],
+            "evidence": evidence_items(b["evidence"]),
+        }
+        for b in blockers_for_api(job.state, job.pending_blockers, job.pending_reason)
+    ]
+    priority = reports.priority_of(job, now) if job.state == JobState.PENDING else None
+    live = job.state in ACTIVE_STATES
+    return render(
+        request,
+        "portal/jobs/detail.html",
+        {
+            "job": job,
+            "events": job.events.order_by("at", "id"),
+            "blockers": blockers,
+            "priority": priority,
+            "starts_in": starts_in(job.estimated_start_at, now) if job.state == JobState.PENDING else "",
+            "shape": request_shape(job.nodes, job.gpus_per_node, job.gpu_model, job.gpu_share),
+            "log": services.read_job_log(job, 16_384) if job.external_id else "",
+            "live": live,
+            "may": {
+                "cancel": job.state in QUEUED_STATES | ACTIVE_STATES,
+                "hold": job.state == JobState.PENDING,
+                "release": job.state == JobState.HELD,
+                "requeue": job.state in ACTIVE_STATES | TERMINAL_STATES,
+            },
+        },
+    )
+
+
+@login_required
+@require_GET
+def job_log(request: HttpRequest, job_id: int) -> JsonResponse:
+    """The log tail and state, for the detail page's refresh while the job runs."""
+    job = _visible_job(request, job_id)
+    return JsonResponse({"state": job.state, "log": services.read_job_log(job, 16_384) if job.external_id else ""})
+
+
+@login_required
+@require_POST
+def job_verb(request: HttpRequest, job_id: int, verb: str) -> HttpResponse:
+    if verb not in VERBS:
+        raise Http404("No such action.")
+    job = _visible_job(request, job_id)
+    try:
+        getattr(services, f"{verb}_job")(job, by=request.user.get_username())
+    except services.JobStateConflict as exc:
+        messages.error(request, str(exc))
+    else:
+        past = {"cancel": "cancelled", "hold": "held", "release": "released", "requeue": "requeued"}[verb]
+        messages.success(request, f"Job {job.id} {past}.")
+    return redirect("web:job-detail", job_id=job.id)
+
+
+# --- API tokens -------------------------------------------------------------------------------------
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=64, help_text="Where you will use it, for example 'laptop'.")
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"]
+        if "\x00" in name:
+            raise forms.ValidationError("Null characters are not allowed.")
+        return name
+
+
+@login_required
+def tokens(request: HttpRequest) -> HttpResponse:
+    """List, create (the secret is shown once, in this response only) and revoke tokens."""
+    user: Any = request.user
+    secret = ""
+    if request.method == "POST":
+        form = TokenForm(request.POST)
+        if form.is_valid():
+            _, secret = create_api_token(request.user, form.cleaned_data["name"])
+            form = TokenForm()
+    else:
+        form = TokenForm()
+    return render(
+        request,
+        "portal/tokens.html",
+        {
+            "form": form,
+            "secret": secret,
+            "tokens": ApiToken.objects.filter(user_id=user.pk),
+            "api_url": request.build_absolute_uri("/").rstrip("/"),
+        },
+    )
+
+
+@login_required
+@require_POST
+def revoke_token(request: HttpRequest, token_id: int) -> HttpResponse:
+    token = get_object_or_404(ApiToken, pk=token_id, user_id=request.user.pk)
+    revoke_api_token(token)
+    messages.success(request, f"Token {token.name!r} revoked.")
+    return redirect("web:tokens")

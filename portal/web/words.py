@@ -1,0 +1,71 @@
+"""Plain words for codes and durations on the pages."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+#: A short title per blocker code (``scheduler.core.reasons``); the stored message is
+#: the sentence with the figures, shown under it.
+BLOCKER_TITLES = {
+    "Resources": "Waiting for free GPUs, CPUs or memory",
+    "Priority": "Jobs ahead of it in the queue go first",
+    "SchedCycleLimit": "The scheduler starts a bounded number of jobs per tick",
+    "ReqNodeNotAvail": "The nodes that could run it are down or drained",
+    "JobHeldUser": "Held: release it to queue it",
+    "Dependency": "Waiting for the jobs it depends on",
+    "DependencyNeverSatisfied": "A job it depends on ended in a way that can never satisfy the dependency",
+    "AccountGpuLimit": "Its account is at its GPU quota",
+    "AccountJobLimit": "Its account is at its running-jobs quota",
+    "UserGpuLimit": "Its owner is at their GPU quota",
+    "UserJobLimit": "Its owner is at their running-jobs quota",
+    "WalltimeLimit": "It asks for more time than its QOS or quota allows",
+    "AccountBorrowLimit": "Its account has borrowed all the idle GPUs it may",
+}
+
+
+def blocker_title(code: str) -> str:
+    return BLOCKER_TITLES.get(code, code)
+
+
+def evidence_items(evidence: dict[str, Any]) -> list[tuple[str, str]]:
+    """Evidence as ``(label, value)`` pairs: ``used_gpus`` -> ``used gpus``."""
+    return [(str(key).replace("_", " "), _value(value)) for key, value in sorted(evidence.items())]
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        return ", ".join(_value(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_value(v)}" for k, v in value.items())
+    return str(value)
+
+
+def about(seconds: float) -> str:
+    """``about 40 min``, ``about 3 h``, ``about 2 days``; ``now`` under a minute."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return "now"
+    if seconds < 90 * 60:
+        return f"about {round(seconds / 60)} min"
+    if seconds < 36 * 3600:
+        return f"about {round(seconds / 3600)} h"
+    return f"about {round(seconds / 86400)} days"
+
+
+def starts_in(at: datetime | None, now: datetime) -> str:
+    if at is None:
+        return ""
+    return "now" if at <= now else "in " + about((at - now).total_seconds())
+
+
+def request_shape(nodes: int, gpus_per_node: int, gpu_model: str, gpu_share: float = 0.0) -> str:
+    """``2 nodes x 8 H100-80GB GPUs``, ``1 x 0.25 of a shared GPU``, ``1 node, CPU only``."""
+    what = f"{gpu_model} GPU" if gpu_model else "GPU"
+    if gpu_share:
+        return f"{nodes} x {gpu_share:g} of a shared {what}"
+    if not gpus_per_node:
+        return f"{nodes} node{'s' if nodes > 1 else ''}, CPU only"
+    return f"{nodes} node{'s' if nodes > 1 else ''} x {gpus_per_node} {what}{'s' if gpus_per_node > 1 else ''}"

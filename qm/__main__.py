@@ -1,0 +1,5 @@
+import sys
+
+from qm.cli import main
+
+sys.exit(main())

@@ -1,0 +1,20 @@
+// Job detail: refresh the log tail while the job runs; reload the page when its state changes.
+(function () {
+  "use strict";
+  const log = document.getElementById("log");
+  if (!log || log.dataset.live !== "1") return;
+  const every = 3000;
+  async function refresh() {
+    try {
+      const response = await fetch(log.dataset.url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+      if (!response.ok) return;
+      const data = await response.json();
+      const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+      log.textContent = data.log || "(no output yet)";
+      if (atBottom) log.scrollTop = log.scrollHeight;
+      if (data.state !== log.dataset.state) { window.location.reload(); return; }
+    } catch (e) { /* the next tick retries */ }
+    window.setTimeout(refresh, every);
+  }
+  window.setTimeout(refresh, every);
+})();

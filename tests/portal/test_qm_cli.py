@@ -1,0 +1,80 @@
+"""The ``qm`` client against a live server, over real HTTP with an API token."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from portal.services import create_api_token
+from qm.cli import Api, main, parse_walltime
+from scheduler import services
+from scheduler.models import Job
+
+
+@pytest.fixture
+def qm(transactional_db, live_server, world):
+    _, secret = create_api_token(world.alice, "cli")
+
+    def run(*argv: str, sleep=None) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        extra = {"sleep": sleep} if sleep else {}
+        code = main(["--url", live_server.url, "--token", secret, *argv], out=out, err=err, **extra)
+        return code, out.getvalue(), err.getvalue()
+
+    return run
+
+
+def test_submit_jobs_show_estimate_cancel(qm, world):
+    code, out, _ = qm("estimate", "--gpus", "1", "--walltime", "1h", "--", "python", "train.py")
+    assert code == 0 and "Would start now." in out
+    code, out, _ = qm("submit", "--name", "cli-job", "-G", "2", "-t", "90m", "-e", "A=1", "--", "python", "train.py")
+    job = Job.objects.get(name="cli-job")
+    assert code == 0 and f"Submitted job {job.id}" in out
+    assert (job.gpus_per_node, job.walltime_seconds, job.env, job.command) == (2, 5400, {"A": "1"}, "python train.py")
+    code, out, _ = qm("jobs")
+    assert code == 0 and "cli-job" in out and "PENDING" in out
+    code, out, _ = qm("--json", "show", str(job.id))
+    assert json.loads(out)["name"] == "cli-job"
+    code, out, _ = qm("cancel", str(job.id))
+    assert code == 0 and "CANCELLED" in out
+    code, _, err = qm("cancel", str(job.id))
+    assert code == 1 and "only" in err
+
+
+def test_api_refusals_are_reported_per_field(qm):
+    code, _, err = qm("submit", "-G", "64", "-t", "1h", "--", "true")
+    assert code == 1 and "gpus_per_node: No node has 64 GPUs" in err
+
+
+def test_submit_wait_shows_progress_until_the_job_ends(qm, world, settings):
+    world.cluster.config = {**world.cluster.config, "simulate": 0}
+    world.cluster.save()
+    polls = iter(range(100))
+
+    def tick_between_polls(_seconds: float) -> None:
+        # What the scheduler loop would do between two polls of the client.
+        services.run_tick()
+        if next(polls) > 0:
+            services.poll_backends()
+
+    result = qm("submit", "--wait", "--interval", "0", "-t", "1h", "--", "true", sleep=tick_between_polls)
+    code, out, _ = result
+    assert code == 0, result
+    assert "PENDING" in out and "COMPLETED" in out and "exit code 0" in out
+
+
+def test_unreachable_server_is_a_clear_error():
+    err = io.StringIO()
+    assert main(["--url", "http://127.0.0.1:9", "jobs"], out=io.StringIO(), err=err) == 1
+    assert "cannot reach" in err.getvalue()
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("3600", 3600), ("90m", 5400), ("2h", 7200), ("1:30:00", 5400)])
+def test_walltime_forms(text, seconds):
+    assert parse_walltime(text) == seconds
+
+
+def test_api_builds_urls_under_api_v1():
+    assert Api("http://x:8000/", "t").base == "http://x:8000/api/v1/"

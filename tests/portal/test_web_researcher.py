@@ -1,0 +1,310 @@
+"""Researcher pages: who sees what, the submit form's rules (the API's), the what-if,
+templates, the job list, job detail and verbs, API tokens.
+
+Personas (tests/conftest.py): alice and dora are members of lab, bob coordinates lab,
+charlie is in other, admin is staff.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from portal.models import ApiToken, JobTemplate, Quota
+from scheduler import estimates
+from scheduler.models import Job
+from tests.builders import submit
+
+pytestmark = pytest.mark.django_db
+
+FORM = {
+    "name": "train",
+    "account": "lab",
+    "gpus_per_node": "1",
+    "walltime_seconds": "1h",
+    "command": "python train.py",
+}
+
+
+def page(client: Client, url: str, **params: str) -> str:
+    response = client.get(url, params)
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+def logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize(
+    "url", ["/", "/jobs/", "/jobs/new/", "/jobs/1/", "/jobs/1/log/", "/tokens/", "/manage/accounts/"]
+)
+def test_every_page_sends_strangers_to_the_login_page(world, client, url):
+    response = client.get(url)
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+def test_login_page_logs_in_and_lands_on_the_dashboard(world, client):
+    response = client.post("/login/", {"username": "alice", "password": "pw-alice"}, follow=True)
+    assert response.redirect_chain[-1][0] == "/" and b"Dashboard" in response.content
+
+
+# --- Dashboard ---------------------------------------------------------------------------------
+
+
+def test_dashboard_shows_my_jobs_quota_use_free_gpus_and_next_starts(world, tick):
+    Quota.objects.create(account=world.lab, max_gpus=32, max_gpus_per_model={"H100-80GB": 24})
+    submit(world.alice, world.lab, name="big", gpus_per_node=8, nodes=2)
+    tick()  # 16 H100s run
+    waiting = submit(world.alice, world.lab, name="waits", gpus_per_node=8, gpu_model="H100-80GB")
+    tick()
+    estimates.refresh_estimates()
+    html = page(logged_in(world.alice), "/")
+    assert re.search(r"<b>1</b> Running", html) and re.search(r"<b>1</b> Pending", html)
+    assert "16 / 32" in html and "H100-80GB GPUs" in html and "16 / 24" in html  # quota use per model
+    assert re.search(r"<td>H100-80GB</td><td><b>0</b></td><td>16</td>", html)  # free GPUs by model
+    assert re.search(r"<td>L4</td><td><b>4</b></td>", html)
+    waiting.refresh_from_db()
+    assert waiting.estimated_start_at is not None and f"{waiting.id} waits" in html
+
+
+def test_dashboard_of_a_coordinator_lists_the_accounts_jobs(world):
+    submit(world.alice, world.lab, name="alices-job")
+    assert "alices-job" in page(logged_in(world.bob), "/")
+    assert "alices-job" not in page(logged_in(world.dora), "/")
+
+
+# --- Submit ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("slug", ["pytorch-ddp", "batch-inference", "interactive", "script"])
+def test_each_template_prefills_the_form(world, slug):
+    from portal.web.jobform import PRESETS_BY_SLUG
+
+    html = page(logged_in(world.alice), "/jobs/new/", template=slug)
+    assert f'value="{PRESETS_BY_SLUG[slug].fields["name"]}"' in html
+
+
+def test_submit_creates_the_job_and_shows_it(world):
+    client = logged_in(world.alice)
+    response = client.post("/jobs/new/", {**FORM, "env": "A=1\nB=two", "dependencies": ""})
+    job = Job.objects.get(name="train")
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.id}/"
+    assert (job.owner, job.account, job.walltime_seconds, job.env) == (
+        world.alice,
+        world.lab,
+        3600,
+        {"A": "1", "B": "two"},
+    )
+    assert job.events.filter(kind="submitted").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"gpus_per_node": "abc"}, "gpus_per_node", "A valid integer is required."),
+        ({"gpus_per_node": "64"}, "gpus_per_node", "No node has 64 GPUs"),
+        ({"gpu_model": "Z900"}, "gpu_model", "Unknown GPU model"),
+        ({"walltime_seconds": "forever"}, "walltime_seconds", "Give seconds"),
+        ({"command": ""}, "command", "Give a command or a script."),
+        ({"script": "echo hi"}, "script", "not both"),
+        ({"env": "1BAD=x"}, "env", "Invalid variable names"),
+        ({"env": "no equals sign"}, "env", "write KEY=value"),
+        ({"min_compute_capability": "nine"}, "min_compute_capability", ""),
+        ({"nice": "-5"}, "nice", "Only staff"),
+        ({"dependencies": "afterok:999999"}, "dependencies", "No job you can see has id 999999"),
+        ({"account": "other"}, "account", "Select a valid choice"),
+    ],
+)
+def test_bad_input_is_an_inline_error_on_its_field_never_a_500(world, change, field, message):
+    response = logged_in(world.alice).post("/jobs/new/", {**FORM, **change})
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    assert field in errors and message in " ".join(errors[field]), errors
+    assert not Job.objects.exists()
+
+
+def test_the_form_refuses_what_the_api_refuses_with_the_same_message(world, client_for):
+    body = {"name": "x", "account": "lab", "command": "true", "gpus_per_node": 64, "walltime_seconds": 60}
+    api = client_for(world.alice).post("/api/v1/jobs/", body, format="json").json()
+    form = logged_in(world.alice).post("/jobs/new/", {**FORM, "gpus_per_node": "64"}).context["form"]
+    assert form.errors["gpus_per_node"] == api["gpus_per_node"]
+
+
+def test_estimate_shows_the_what_if_and_submits_nothing(world, tick):
+    submit(world.bob, world.lab, nodes=2, gpus_per_node=8, gpu_model="H100-80GB", walltime_seconds=2400)
+    tick()  # every H100 is busy for 40 minutes
+    response = logged_in(world.alice).post(
+        "/jobs/new/", {**FORM, "nodes": "2", "gpus_per_node": "8", "gpu_model": "H100-80GB", "action": "estimate"}
+    )
+    html = response.content.decode()
+    assert "Would start in about 40 min on 2 nodes x 8 H100-80GB GPUs." in html
+    assert "Waiting for free GPUs, CPUs or memory" in html  # the blocker, in plain words
+    assert Job.objects.count() == 1
+
+
+def test_estimate_of_a_job_that_fits_now(world):
+    html = logged_in(world.alice).post("/jobs/new/", {**FORM, "action": "estimate"}).content.decode()
+    assert "Would start now on 1 node x 1 GPU." in html
+
+
+def test_a_quota_refusal_is_shown_against_its_field(world):
+    Quota.objects.create(account=world.lab, max_pending_jobs=1)
+    submit(world.alice, world.lab)
+    response = logged_in(world.alice).post("/jobs/new/", FORM)
+    assert response.status_code == 200 and "account" in response.context["form"].errors
+
+
+def test_saved_templates_are_personal(world):
+    client = logged_in(world.alice)
+    response = client.post(
+        "/jobs/new/", {**FORM, "gpus_per_node": "2", "action": "save-template", "template_name": "mine"}
+    )
+    template = JobTemplate.objects.get(owner=world.alice, name="mine")
+    assert response.status_code == 302 and template.fields["gpus_per_node"] == "2"
+    assert 'value="2"' in page(client, "/jobs/new/", saved=str(template.id))
+    assert "mine" not in page(logged_in(world.dora), "/jobs/new/", saved=str(template.id))
+    assert logged_in(world.dora).post(f"/jobs/templates/{template.id}/delete/").status_code == 404
+    client.post(f"/jobs/templates/{template.id}/delete/")
+    assert not JobTemplate.objects.exists()
+
+
+def test_resubmit_as_copy_prefills_every_field_and_respects_visibility(world):
+    job = submit(world.alice, world.lab, name="orig", gpus_per_node=2, env={"K": "v"}, walltime_seconds=5400)
+    html = page(logged_in(world.alice), "/jobs/new/", copy=str(job.id))
+    assert 'value="orig-copy"' in html and 'value="1:30:00"' in html and "K=v" in html
+    assert logged_in(world.charlie).get("/jobs/new/", {"copy": job.id}).status_code == 404
+
+
+# --- Job list ------------------------------------------------------------------------------------
+
+
+def test_job_list_filters_sorts_and_pages(world, monkeypatch):
+    from portal.web import researcher
+
+    monkeypatch.setattr(researcher, "PAGE_SIZE", 2)
+    for name in ("a", "b", "c"):
+        submit(world.alice, world.lab, name=name)
+    submit(world.charlie, world.other, name="charlies")
+    client = logged_in(world.alice)
+    first = client.get("/jobs/").context
+    assert [r["name"] for r in first["rows"]] == ["c", "b"] and first["has_next"]
+    second = client.get("/jobs/", {"page": 2}).context
+    assert [r["name"] for r in second["rows"]] == ["a"] and not second["has_next"]
+    assert [r["name"] for r in client.get("/jobs/", {"sort": "id"}).context["rows"]] == ["a", "b"]
+    assert [r["name"] for r in client.get("/jobs/", {"name": "b"}).context["rows"]] == ["b"]
+    assert client.get("/jobs/", {"state": "RUNNING"}).context["rows"] == []
+
+
+@pytest.mark.parametrize("params", [{"page": "abc"}, {"state": "BOGUS"}, {"sort": "password"}, {"page": "0"}])
+def test_job_list_bad_filters_are_form_errors(world, params):
+    response = logged_in(world.alice).get("/jobs/", params)
+    assert response.status_code == 200 and response.context["form"].errors
+
+
+def test_job_list_shows_only_visible_jobs(world):
+    submit(world.alice, world.lab, name="alices")
+    submit(world.charlie, world.other, name="charlies")
+    assert "charlies" not in page(logged_in(world.alice), "/jobs/")
+    assert "alices" not in page(logged_in(world.charlie), "/jobs/")
+    assert "alices" in page(logged_in(world.bob), "/jobs/")
+
+
+def test_bulk_cancel_cancels_only_what_the_user_may(world):
+    mine = [submit(world.alice, world.lab) for _ in range(2)]
+    theirs = submit(world.charlie, world.other)
+    response = logged_in(world.alice).post(
+        "/jobs/cancel/", {"job": [j.id for j in mine] + [theirs.id, "junk"], "next": "https://evil.example/"}
+    )
+    assert response.status_code == 302 and response["Location"] == "/jobs/"
+    assert set(Job.objects.filter(state="CANCELLED").values_list("id", flat=True)) == {j.id for j in mine}
+
+
+# --- Job detail ----------------------------------------------------------------------------------
+
+
+def test_job_detail_explains_a_waiting_job(world, tick):
+    submit(world.bob, world.lab, nodes=2, gpus_per_node=8, gpu_model="H100-80GB")
+    tick()
+    job = submit(world.alice, world.lab, name="waiter", gpus_per_node=8, gpu_model="H100-80GB")
+    tick()
+    estimates.refresh_estimates()
+    html = page(logged_in(world.alice), f"/jobs/{job.id}/")
+    assert "Waiting for free GPUs, CPUs or memory" in html and 'data-code="Resources"' in html
+    assert 'id="estimate">Starts in about 60 min' in html
+    assert 'id="priority"' in html and "Fair-share" in html
+    assert "submitted by alice" in html  # the timeline
+    assert 'id="job-gpu-charts"' in html  # the reserved chart slot
+
+
+def test_job_detail_of_a_running_job_shows_placement_and_refreshes_its_log(world, tick):
+    job = submit(world.alice, world.lab, gpus_per_node=2)
+    tick()
+    job.refresh_from_db()
+    html = page(logged_in(world.alice), f"/jobs/{job.id}/")
+    assert job.external_id in html and "GPU 0, 1" in html and 'data-live="1"' in html
+    log = logged_in(world.alice).get(f"/jobs/{job.id}/log/").json()
+    assert log["state"] == job.state
+
+
+@pytest.mark.parametrize(
+    ("who", "status"), [("alice", 200), ("bob", 200), ("admin", 200), ("dora", 404), ("charlie", 404)]
+)
+def test_who_may_open_a_job(world, who, status):
+    job = submit(world.alice, world.lab)
+    client = logged_in(getattr(world, who))
+    assert client.get(f"/jobs/{job.id}/").status_code == status
+    assert client.get(f"/jobs/{job.id}/log/").status_code == status
+    assert client.post(f"/jobs/{job.id}/hold/").status_code == (302 if status == 200 else 404)
+
+
+def test_job_verbs_go_through_services_and_report_conflicts(world):
+    job = submit(world.alice, world.lab)
+    client = logged_in(world.alice)
+    for verb, state in (("hold", "HELD"), ("release", "PENDING"), ("cancel", "CANCELLED"), ("requeue", "PENDING")):
+        assert client.post(f"/jobs/{job.id}/{verb}/").status_code == 302
+        job.refresh_from_db()
+        assert job.state == state, verb
+    html = client.post(f"/jobs/{job.id}/release/", follow=True).content.decode()
+    assert "only HELD jobs can be released" in html
+    assert client.get(f"/jobs/{job.id}/cancel/").status_code == 405
+    assert client.post(f"/jobs/{job.id}/explode/").status_code == 404
+
+
+def test_forms_need_a_csrf_token(world):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(world.alice)
+    assert client.post("/jobs/new/", FORM).status_code == 403
+    assert client.post("/tokens/", {"name": "x"}).status_code == 403
+
+
+# --- API tokens ------------------------------------------------------------------------------------
+
+
+def test_token_is_shown_once_listed_and_revoked(world, client_for):
+    client = logged_in(world.alice)
+    html = client.post("/tokens/", {"name": "laptop"}).content.decode()
+    match = re.search(r'id="token-secret">(qm_[^<]+)<', html)
+    assert match is not None
+    secret = match[1]
+    token = ApiToken.objects.get(user=world.alice)
+    assert token.digest == ApiToken.hash(secret)
+    listing = page(client, "/tokens/")
+    assert secret not in listing and token.key_prefix in listing and "qm submit" in listing and "curl" in listing
+    api = client_for(None)
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert api.get("/api/v1/jobs/").status_code == 200
+    assert logged_in(world.charlie).post(f"/tokens/{token.id}/revoke/").status_code == 404
+    client.post(f"/tokens/{token.id}/revoke/")
+    assert api.get("/api/v1/jobs/").status_code == 401
+
+
+def test_a_blank_token_name_is_a_form_error(world):
+    response = logged_in(world.alice).post("/tokens/", {"name": ""})
+    assert response.status_code == 200 and "name" in response.context["form"].errors
+    assert reverse("web:tokens") == "/tokens/"

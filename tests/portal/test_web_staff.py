@@ -1,0 +1,195 @@
+"""Admin pages: staff only; accounts, quotas and members edited in forms with the API's
+rules and an audit entry per change; nodes drained and resumed with a reason; GPU-hours
+by account and its CSV."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.test import Client
+
+from portal.models import Account, AuditEntry, Membership, Quota
+from scheduler.models import Job, Node
+from tests.builders import submit
+
+pytestmark = pytest.mark.django_db
+
+STAFF_URLS = [
+    "/manage/accounts/",
+    "/manage/accounts/new/",
+    "/manage/audit/",
+    "/manage/nodes/",
+    "/manage/cluster/",
+    "/manage/cluster/gpu-hours.csv",
+]
+
+
+def logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("url", STAFF_URLS)
+def test_researchers_get_403_and_staff_get_the_page(world, url):
+    assert logged_in(world.alice).get(url).status_code == 403
+    assert logged_in(world.bob).get(url).status_code == 403  # a coordinator is not an admin
+    assert logged_in(world.admin).get(url).status_code == 200
+
+
+def test_researchers_cannot_post_to_admin_forms(world):
+    lab = world.lab
+    client = logged_in(world.alice)
+    assert client.post(f"/manage/accounts/{lab.id}/", {"form": "quota", "max_gpus": "999"}).status_code == 403
+    node = Node.objects.order_by("id")[0]
+    assert client.post(f"/manage/nodes/{node.id}/drain/", {"reason": "mine now"}).status_code == 403
+    assert not Quota.objects.exists() and Node.objects.get(pk=node.pk).state == "up"
+
+
+def test_accounts_page_shows_the_tree_members_quotas_and_sshare(world):
+    child = Account.objects.create(name="vision", parent=world.lab, shares=3)
+    Quota.objects.create(account=child, max_gpus=8, guaranteed_gpus=4)
+    html = logged_in(world.admin).get("/manage/accounts/").content.decode()
+    assert "vision" in html and "guaranteed 4" in html and "bob (coordinator)" in html
+    assert 'id="sshare"' in html and 'id="fairshare-chart"' in html
+
+
+def test_creating_and_editing_an_account_is_audited(world):
+    client = logged_in(world.admin)
+    response = client.post("/manage/accounts/new/", {"form": "account", "name": "nlp", "parent": "lab", "shares": "2"})
+    nlp = Account.objects.get(name="nlp")
+    assert response.status_code == 302 and nlp.parent == world.lab
+    client.post(f"/manage/accounts/{nlp.id}/", {"form": "account", "name": "nlp", "parent": "lab", "shares": "5"})
+    entry = AuditEntry.objects.filter(target_type="account")[0]
+    assert (entry.actor_name, entry.action, entry.changes) == ("admin", "update", {"shares": [2, 5]})
+
+
+@pytest.mark.parametrize(
+    ("post", "field"),
+    [
+        ({"name": "bad name!", "shares": "1"}, "name"),
+        ({"name": "lab2", "shares": "-1"}, "shares"),
+        ({"name": "lab2", "shares": "lots"}, "shares"),
+        ({"name": "other", "shares": "1"}, "name"),
+    ],
+)
+def test_bad_account_input_is_a_form_error(world, post, field):
+    response = logged_in(world.admin).post("/manage/accounts/new/", {"form": "account", **post})
+    assert response.status_code == 200 and field in response.context["account_form"].errors
+    assert not AuditEntry.objects.exists()
+
+
+def test_an_account_cannot_move_under_its_own_child(world):
+    child = Account.objects.create(name="child", parent=world.lab)
+    response = logged_in(world.admin).post(
+        f"/manage/accounts/{world.lab.id}/", {"form": "account", "name": "lab", "parent": child.name, "shares": "1"}
+    )
+    assert "own ancestor" in str(response.context["account_form"].errors["parent"])
+
+
+def test_quota_form_has_a_field_per_gpu_model_and_is_audited(world):
+    client = logged_in(world.admin)
+    html = client.get(f"/manage/accounts/{world.lab.id}/").content.decode()
+    assert "Max H100-80GB GPUs" in html and "Max L4 GPUs" in html
+    models = client.get(f"/manage/accounts/{world.lab.id}/").context["quota_form"].models
+    per_model = {f"model_{models.index('H100-80GB')}": "8"}
+    response = client.post(f"/manage/accounts/{world.lab.id}/", {"form": "quota", "max_gpus": "12", **per_model})
+    assert response.status_code == 302
+    quota = Quota.objects.get(account=world.lab)
+    assert (quota.max_gpus, quota.max_gpus_per_model) == (12, {"H100-80GB": 8})
+    entry = AuditEntry.objects.get(target_type="quota")
+    assert entry.action == "create" and entry.changes["max_gpus"] == [None, 12]
+    client.post(f"/manage/accounts/{world.lab.id}/", {"form": "quota", "max_gpus": "16", **per_model})
+    assert AuditEntry.objects.filter(target_type="quota")[0].changes == {"max_gpus": [12, 16]}
+
+
+@pytest.mark.parametrize(
+    ("post", "field"),
+    [
+        ({"borrowing_limit_gpus": "4"}, "borrowing_limit_gpus"),
+        ({"max_gpus": "many"}, "max_gpus"),
+        ({"max_gpus": "-3"}, "max_gpus"),
+        ({"model_0": "x"}, "model_0"),
+    ],
+)
+def test_bad_quota_input_is_a_form_error(world, post, field):
+    response = logged_in(world.admin).post(f"/manage/accounts/{world.lab.id}/", {"form": "quota", **post})
+    assert response.status_code == 200 and field in response.context["quota_form"].errors
+    assert not Quota.objects.exists() and not AuditEntry.objects.exists()
+
+
+def test_members_are_added_changed_and_removed_with_audit(world):
+    client = logged_in(world.admin)
+    url = f"/manage/accounts/{world.other.id}/"
+    client.post(url, {"form": "member-add", "user": "dora", "role": "member"})
+    membership = Membership.objects.get(user=world.dora, account=world.other)
+    client.post(url, {"form": "member-role", "membership": membership.id, "role": "coordinator"})
+    assert Membership.objects.get(pk=membership.pk).role == "coordinator"
+    client.post(url, {"form": "member-remove", "membership": membership.id})
+    assert not Membership.objects.filter(pk=membership.pk).exists()
+    assert list(AuditEntry.objects.filter(target_type="membership").values_list("action", flat=True)) == [
+        "delete",
+        "update",
+        "create",
+    ]
+    response = client.post(url, {"form": "member-add", "user": "nobody", "role": "member"})
+    assert "user" in response.context["member_form"].errors
+
+
+def test_audit_log_page_lists_who_changed_what(world):
+    client = logged_in(world.admin)
+    client.post(f"/manage/accounts/{world.lab.id}/", {"form": "quota", "max_running_jobs": "3"})
+    html = client.get("/manage/audit/").content.decode()
+    assert "admin" in html and "quota for lab" in html and "max_running_jobs" in html
+
+
+def test_nodes_page_drain_needs_a_reason_and_resume_is_audited(world, tick):
+    submit(world.alice, world.lab, gpus_per_node=2, gpu_model="H100-80GB")
+    tick()
+    client = logged_in(world.admin)
+    html = client.get("/manage/nodes/").content.decode()
+    assert "2 / 8 GPUs" in html and "8 x H100-80GB" in html and "4 x L4" in html
+    node = Node.objects.get(name="h100-01")
+    client.post(f"/manage/nodes/{node.id}/drain/", {"reason": ""})
+    assert Node.objects.get(pk=node.pk).state == "up"
+    client.post(f"/manage/nodes/{node.id}/drain/", {"reason": "replace GPU 3"})
+    node.refresh_from_db()
+    assert (node.state, node.reason) == ("drain", "replace GPU 3")
+    client.post(f"/manage/nodes/{node.id}/resume/")
+    node.refresh_from_db()
+    assert node.state == "up"
+    assert list(AuditEntry.objects.values_list("action", flat=True)) == ["resume", "drain"]
+
+
+def test_gpu_hours_by_account_and_its_csv(world):
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    done = submit(world.alice, world.lab, gpus_per_node=2)
+    Job.objects.filter(pk=done.pk).update(
+        state="COMPLETED",
+        started_at=start - timedelta(hours=1),  # one hour before the range: not counted
+        ended_at=start + timedelta(hours=3),
+        allocations=[{"node": "h100-01", "gpu_indices": [0, 1], "cpus": 1, "memory_mib": 0}],
+    )
+    other = submit(world.charlie, world.other, gpus_per_node=1)
+    Job.objects.filter(pk=other.pk).update(
+        state="COMPLETED", started_at=start, ended_at=start + timedelta(hours=5), allocations=[]
+    )
+    client = logged_in(world.admin)
+    page = client.get("/manage/cluster/", {"start": "2026-03-01", "end": "2026-03-01"})
+    hours = {h.account: (round(h.gpu_hours, 3), h.jobs) for h in page.context["hours"]}
+    assert hours == {"lab": (6.0, 1), "other": (5.0, 1)}
+    assert 'id="cluster-charts"' in page.content.decode()
+    csv = client.get("/manage/cluster/gpu-hours.csv", {"start": "2026-03-01", "end": "2026-03-01"})
+    assert csv["Content-Type"] == "text/csv"
+    lines = csv.content.decode().splitlines()
+    assert lines[0] == "account,gpu_hours,jobs,start,end"
+    assert lines[1].startswith("lab,6.000,1,2026-03-01T00:00:00+00:00,2026-03-02T00:00:00+00:00")
+
+
+@pytest.mark.parametrize("params", [{"start": "yesterday"}, {"start": "2026-03-05", "end": "2026-03-01"}])
+def test_a_bad_range_is_a_form_error_and_a_400_csv(world, params):
+    client = logged_in(world.admin)
+    page = client.get("/manage/cluster/", params)
+    assert page.status_code == 200 and page.context["form"].errors
+    assert client.get("/manage/cluster/gpu-hours.csv", params).status_code == 400
