@@ -18,6 +18,7 @@ __all__ = ["REGISTRY", "Backend", "BackendError", "available_kinds", "load_backe
 #: kind -> "module:Class". Only kinds with a real implementation are listed.
 REGISTRY: dict[str, str] = {
     "local": "scheduler.backends.local:LocalBackend",
+    "slurm": "scheduler.backends.slurm:SlurmBackend",
 }
 
 
