@@ -244,7 +244,12 @@ class SlurmBackend:
         self._scontrol_update(["release", external_id])
 
     def requeue(self, external_id: str) -> None:
-        """``scontrol requeue``: stop the job and queue it again under the same id."""
+        """``scontrol requeue``: stop the job and queue it again under the same id.
+
+        Our jobs are submitted ``--no-requeue`` (so Slurm does not requeue them on its own
+        after a node failure); an explicit requeue first marks the job requeueable.
+        """
+        self._scontrol_update(["update", f"jobid={external_id}", "requeue=1"])
         self._scontrol_update(["requeue", external_id])
 
     def log_path(self, external_id: str) -> Path:
@@ -427,6 +432,17 @@ class SlurmBackend:
             data = json.loads(out)
         except ValueError as exc:
             raise self._error(f"{what} printed invalid JSON: {exc}", permanent=False) from exc
+        # 22.05's --json tools exit 0 even when slurmctld is unreachable, with an empty
+        # list and the failure in "errors": reading that as "no jobs" would fail them all.
+        errors = data.get("errors") if isinstance(data, dict) else None
+        if errors:
+            described = "; ".join(
+                " ".join(str(e.get(k, "")) for k in ("source", "error", "description")).strip()
+                if isinstance(e, dict)
+                else str(e)
+                for e in errors
+            )
+            raise self._error(f"{what} reported errors: {described}", permanent=False)
         if not isinstance(data, dict):
             raise self._error(f"{what} printed {type(data).__name__}, not an object", permanent=False)
         return data
