@@ -22,6 +22,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 export SLURM_DEV_DIR="${SLURM_DEV_DIR:-/tmp/qm-slurm-dev}"
 export SLURM_DEV_GPU_TYPES="${SLURM_DEV_GPU_TYPES:-a100,h100}"
+export SLURM_DEV_RESTD="${SLURM_DEV_RESTD:-0}"   # the adapter uses the CLI, not REST
 export SLURM_CONF="$SLURM_DEV_DIR/etc/slurm.conf"
 
 all_idle() {

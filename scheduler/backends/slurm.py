@@ -18,10 +18,10 @@ submit
     its ``SBATCH_*`` variables reach the job. Slurm picks the GPU indices on each node
     (``CUDA_VISIBLE_DEVICES`` is Slurm's); ``QM_GPUS`` carries the portal's plan.
     Idempotent per key: under a per-key file lock, the adapter first looks for a job whose
-    comment is ``qm:<key>`` in ``squeue`` (jobs in slurmctld's memory) and, with
-    ``accounting``, in ``sacct`` (the last 7 days), so a worker that died after ``sbatch``
-    cannot cause a second job. The lock covers workers on one host; workers on several
-    hosts rely on the lookup alone.
+    comment is ``qm:<key>`` in ``squeue`` (jobs in slurmctld's memory, which keeps ended
+    jobs for ``MinJobAge``) and, on a retry with ``accounting``, in ``sacct`` (the last
+    7 days), so a worker that died after ``sbatch`` cannot cause a second job. The lock
+    covers workers on one host; workers on several hosts rely on the lookup alone.
 cancel
     ``scancel <id>``: Slurm sends SIGTERM, waits the cluster's ``KillWait``, then
     SIGKILL; KillWait is the grace, whatever ``grace_seconds`` asks (Slurm has no
@@ -69,8 +69,16 @@ _RESERVED_ENV = ("SBATCH_", "SLURM_", "QM_")
 _JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: How far back a submit looks in accounting for an earlier job with the same key.
 _ACCOUNTING_LOOKBACK = "now-7days"
-#: The inventory is re-read at most this often by one instance when validating submits.
+#: Submits validate placements against the inventory read at most this long ago. The
+#: cache is per process, not per instance: the portal builds a backend per dispatch.
 _INVENTORY_TTL_SECONDS = 10.0
+_INVENTORY: dict[tuple[str, str], tuple[float, dict[str, NodeInfo]]] = {}
+
+
+def _job_name(spec: JobSpec) -> str:
+    """The Slurm job name: the user's, printable and without commas (a name list
+    separator in ``squeue -n``)."""
+    return re.sub(r"[^ -~]|,", "_", spec.name)[:200] or spec.key
 
 
 def _bad(cluster: str, message: str) -> BackendError:
@@ -145,7 +153,7 @@ class SlurmBackend:
         if not isinstance(accounting, bool):
             raise _bad(name, f"accounting must be true or false, got {accounting!r}")
         self.accounting = accounting
-        self._inventory: tuple[float, dict[str, NodeInfo]] | None = None
+        self._inventory_key = (name, str(self.slurm_conf or os.environ.get("SLURM_CONF", "")))
 
     # -- Backend protocol ---------------------------------------------------------------
 
@@ -153,12 +161,13 @@ class SlurmBackend:
         """Submit ``spec`` with sbatch unless a job with its key exists; return the job id.
 
         1. Validate the spec against the inventory (permanent errors name the value).
-        2. Under the key's lock, look for an earlier job with comment ``qm:<key>``.
+        2. Under the key's lock, look for an earlier job with comment ``qm:<key>`` in
+           squeue and, if this host tried the key before, in accounting too.
         3. Otherwise ``sbatch --parsable`` and return the id it prints.
         """
-        args, env, script = self._sbatch_request(spec)
-        with self._key_lock(spec.key):
-            existing = self._find_by_key(spec.key, spec)
+        args, env, script = self.sbatch_request(spec)
+        with self._key_lock(spec.key) as tried_here_before:
+            existing = self._find_by_key(spec, in_accounting=tried_here_before)
             if existing is not None:
                 return existing
             out = self._run(["sbatch", "--parsable", *args], what=f"sbatch for job {spec.key}", stdin=script, env=env)
@@ -208,7 +217,7 @@ class SlurmBackend:
             except (KeyError, TypeError, ValueError) as exc:
                 raise self._error(f"unreadable sinfo node {raw!r}: {exc}", permanent=False) from exc
             nodes.setdefault(node.name, node)  # a node in two partitions is listed twice
-        self._inventory = (time.monotonic(), nodes)
+        _INVENTORY[self._inventory_key] = (time.monotonic(), nodes)
         return list(nodes.values())
 
     def read_log(self, external_id: str, max_bytes: int = 65536) -> str:
@@ -264,13 +273,15 @@ class SlurmBackend:
         return self._error(f"job {spec.key!r}: {message}", permanent=True)
 
     def _nodes_by_name(self) -> dict[str, NodeInfo]:
-        if self._inventory is None or time.monotonic() - self._inventory[0] > _INVENTORY_TTL_SECONDS:
-            self.list_nodes()
-        assert self._inventory is not None
-        return self._inventory[1]
+        cached = _INVENTORY.get(self._inventory_key)
+        if cached is None or time.monotonic() - cached[0] > _INVENTORY_TTL_SECONDS:
+            return {node.name: node for node in self.list_nodes()}
+        return cached[1]
 
-    def _sbatch_request(self, spec: JobSpec) -> tuple[list[str], dict[str, str], str]:
-        """The sbatch options, environment and batch script for ``spec`` (validated)."""
+    def sbatch_request(self, spec: JobSpec) -> tuple[list[str], dict[str, str], str]:
+        """The sbatch options, environment and batch script that :meth:`submit` uses for
+        ``spec`` (validated; permanent BackendError otherwise). Public so a benchmark can
+        run the very same sbatch without the adapter around it."""
         if not _SAFE_NAME.fullmatch(spec.key):
             raise self._reject(spec, f"key must match {_SAFE_NAME.pattern}")
         walltime = spec.walltime_seconds
@@ -309,7 +320,7 @@ class SlurmBackend:
         gres_type = types.pop() if len(types) == 1 else ""
         log = str(self.log_dir / "slurm-%j.out")
         args = [
-            f"--job-name={re.sub(r'[^ -~]|,', '_', spec.name)[:200] or spec.key}",
+            f"--job-name={_job_name(spec)}",
             f"--comment={parse.COMMENT_PREFIX}{spec.key}",
             f"--nodes={len(names)}",
             f"--nodelist={','.join(names)}",
@@ -341,29 +352,45 @@ class SlurmBackend:
         return args, env, script
 
     @contextmanager
-    def _key_lock(self, key: str) -> Iterator[None]:
-        """An exclusive lock per key for this host's workers (threads and processes)."""
+    def _key_lock(self, key: str) -> Iterator[bool]:
+        """An exclusive lock per key for this host's workers (threads and processes).
+
+        Yields whether the key was tried on this host before (its lock file existed).
+        """
+        path = self._lock_dir / f"{key}.lock"
         try:
             self._lock_dir.mkdir(parents=True, exist_ok=True)
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self._lock_dir / f"{key}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fd, tried_before = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600), False
+            except FileExistsError:
+                fd, tried_before = os.open(path, os.O_RDWR), True
         except OSError as exc:
             raise self._error(f"cannot lock {key}: {exc}", permanent=False) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            yield tried_before
         finally:
             os.close(fd)
 
-    def _find_by_key(self, key: str, spec: JobSpec) -> str | None:
-        """The id of a job submitted earlier for ``key``, if Slurm still knows one."""
-        comment = parse.COMMENT_PREFIX + key
-        out = self._run(["squeue", "-h", "-a", "-t", "all", "-o", "%i|%k"], what="squeue (lookup by key)")
+    def _find_by_key(self, spec: JobSpec, *, in_accounting: bool) -> str | None:
+        """The id of a job submitted earlier for ``spec.key``, if Slurm still knows one.
+
+        squeue (narrowed to the job's name) covers every job slurmctld remembers: live
+        ones and those that ended within MinJobAge. Accounting (the last 7 days) is asked
+        only on a retry from this host, since it costs more than the sbatch itself; a
+        first attempt here can only duplicate a job another host submitted and that
+        ended more than MinJobAge ago.
+        """
+        comment = parse.COMMENT_PREFIX + spec.key
+        out = self._run(
+            ["squeue", "-h", "-a", "-t", "all", "-n", _job_name(spec), "-o", "%i|%k"], what="squeue (lookup by key)"
+        )
         for line in out.splitlines():
             job_id, _, found = line.partition("|")
             if found.strip() == comment:
                 return job_id.strip()
-        if not self.accounting:
+        if not (self.accounting and in_accounting):
             return None
         out = self._run(
             ["sacct", "-X", "-n", "-P", "-a", "-S", _ACCOUNTING_LOOKBACK, "-o", "JobIDRaw,Comment"],

@@ -401,9 +401,13 @@ def test_submit_finds_an_earlier_job_by_its_comment_instead_of_submitting_again(
     assert not (tmp_path / "sbatch-ran").exists()
 
 
-def test_submit_also_looks_in_accounting(tmp_path: Path) -> None:
+def test_a_retried_submit_also_looks_in_accounting(tmp_path: Path) -> None:
+    """The first sbatch hangs (Slurm took the job, we never heard); the job has since
+    left slurmctld's memory, and only accounting still knows it."""
     job = spec()
-    backend = fake_slurm(tmp_path, sacct=f"echo '5|qm:other'; echo '18|qm:{job.key}'", sbatch="echo 99")
+    backend = fake_slurm(tmp_path, sacct=f"echo '5|qm:other'; echo '18|qm:{job.key}'", sbatch="sleep 5")
+    with pytest.raises(BackendError):
+        backend.submit(job)
 
     assert backend.submit(job) == "18"
 
