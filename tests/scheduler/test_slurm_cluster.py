@@ -1,7 +1,7 @@
 """A Slurm cluster driven end to end through the portal: sync, tick, dispatch, poll, drain.
 
-Runs against the real Slurm dev cluster (scripts/slurm-dev-cluster.sh: node1..node4,
-8 GPUs each, GRES types a100 and h100); skips without one, and fails in CI.
+Tests marked ``slurm`` run against the real Slurm dev cluster (scripts/slurm-dev-cluster.sh:
+node1..node4, 8 GPUs each, GRES types a100 and h100); they skip without one, and fail in CI.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tests import slurm_dev
 from tests.builders import submit
 from tests.scheduler.waiting import wait_for
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slurm]
+pytestmark = pytest.mark.django_db
 
 GPU_MODELS = {
     "a100": {"model": "A100-80GB", "memory_mib": 81920, "compute_capability": "8.0"},
@@ -53,6 +53,7 @@ def finished(job: Job) -> Job | None:
     return job if job.state not in (JobState.RUNNING, JobState.DISPATCHING) else None
 
 
+@pytest.mark.slurm
 def test_sync_brings_in_slurms_nodes_with_gpu_models_from_gres(slurm_cluster: Any) -> None:
     nodes = {n.name: n for n in slurm_cluster.nodes.all()}
 
@@ -63,6 +64,7 @@ def test_sync_brings_in_slurms_nodes_with_gpu_models_from_gres(slurm_cluster: An
     assert nodes["node2"].gpus.count() == 8
 
 
+@pytest.mark.slurm
 def test_job_is_dispatched_to_slurm_and_completes_with_its_exit_code_and_log(
     world: Any, slurm_cluster: Any, tick: Any
 ) -> None:
@@ -77,6 +79,7 @@ def test_job_is_dispatched_to_slurm_and_completes_with_its_exit_code_and_log(
     assert f"hello from {job.allocations[0]['node']}" in services.read_job_log(job)
 
 
+@pytest.mark.slurm
 def test_successful_job_completes(world: Any, slurm_cluster: Any, tick: Any) -> None:
     job = submit(world.alice, world.lab, command="true", gpus_per_node=1, gpu_model="H100-80GB")
 
@@ -87,6 +90,7 @@ def test_successful_job_completes(world: Any, slurm_cluster: Any, tick: Any) -> 
     assert job.allocations[0]["node"] in ("node2", "node4")
 
 
+@pytest.mark.slurm
 def test_job_slurm_refuses_fails_with_slurms_message(world: Any, slurm_cluster: Any, tick: Any) -> None:
     slurm_cluster.config = {**slurm_cluster.config, "partition": "no-such-partition"}
     slurm_cluster.save()
@@ -99,6 +103,7 @@ def test_job_slurm_refuses_fails_with_slurms_message(world: Any, slurm_cluster: 
     assert "Invalid partition name specified" in job.state_reason
 
 
+@pytest.mark.slurm
 def test_node_drained_in_slurm_is_drained_in_the_portal_and_back(slurm_cluster: Any) -> None:
     try:
         scontrol("update", "nodename=node3", "state=drain", "reason=bad fan")
@@ -115,6 +120,7 @@ def test_node_drained_in_slurm_is_drained_in_the_portal_and_back(slurm_cluster: 
     wait_for(up, what="node3 to be up again")
 
 
+@pytest.mark.slurm
 def test_node_drained_in_the_portal_is_drained_in_slurm(slurm_cluster: Any) -> None:
     node = slurm_cluster.nodes.get(name="node4")
     backend = services.backend_for(slurm_cluster)
