@@ -32,6 +32,7 @@ from scheduler.backends.base import (
     BackendError,
     GpuInfo,
     JobSpec,
+    NodeAdmin,
     NodeInfo,
     Placement,
     PollResult,
@@ -41,6 +42,7 @@ from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, Eve
 from scheduler.core import Policy, Start, schedule
 from scheduler.core.priority import PriorityWeights
 from scheduler.core.types import Eviction, PendingReason, PlacementStrategy
+from scheduler.failpoints import failpoint
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState
 from scheduler.snapshot import (
     allocations_to_json,
@@ -572,6 +574,7 @@ def dispatch_job(job_id: int) -> None:
             return
         record_event(job.id, EventKind.DISPATCH_RETRY, f"dispatch failed, will retry: {exc.message}")
         raise
+    failpoint("dispatch.after_submit")
     moved = transition(
         job.id,
         [JobState.DISPATCHING],
@@ -625,7 +628,9 @@ def sync_nodes(cluster: Cluster, backend: Backend, now: datetime) -> int:
     New nodes and GPUs are created in bulk; seen nodes get a heartbeat; a node the
     backend reports down is marked down, and comes back up when the backend reports it
     up again, as does one marked down for a missing heartbeat (an admin's drain is left
-    alone). Returns the number of nodes seen.
+    alone). Likewise a node drained in the backend (``scontrol update state=drain``) is
+    drained here with the backend's reason, and resumed when the backend resumes it.
+    Returns the number of nodes seen.
     """
     infos = backend.list_nodes()
     taken = dict(
@@ -645,8 +650,8 @@ def sync_nodes(cluster: Cluster, backend: Backend, now: datetime) -> int:
                 cpus=info.cpus,
                 memory_mib=info.memory_mib,
                 labels=dict(info.labels),
-                state=NodeState.DOWN if info.state == "down" else NodeState.UP,
-                reason=info.reason,
+                state=_NODE_STATES.get(info.state, NodeState.UP),
+                reason=_backend_drain_reason(info) if info.state == "drain" else info.reason,
                 last_heartbeat=now,
             )
             for info in infos
@@ -661,11 +666,28 @@ def sync_nodes(cluster: Cluster, backend: Backend, now: datetime) -> int:
         Node.objects.filter(cluster=cluster, name__in=down).exclude(state=NodeState.DOWN).update(
             state=NodeState.DOWN, reason="reported down by backend"
         )
+        for info in infos:
+            if info.state == "drain":
+                Node.objects.filter(cluster=cluster, name=info.name, state=NodeState.UP).update(
+                    state=NodeState.DRAIN, reason=_backend_drain_reason(info)
+                )
         up = [i.name for i in infos if i.state == "up"]
-        Node.objects.filter(cluster=cluster, name__in=up, state=NodeState.DOWN).filter(
-            Q(reason="reported down by backend") | Q(reason__startswith="no heartbeat")
+        Node.objects.filter(cluster=cluster, name__in=up).filter(
+            Q(state=NodeState.DOWN, reason="reported down by backend")
+            | Q(state=NodeState.DOWN, reason__startswith="no heartbeat")
+            | Q(state=NodeState.DRAIN, reason__startswith=_BACKEND_DRAIN)
         ).update(state=NodeState.UP, reason="")
     return len(infos)
+
+
+_NODE_STATES = {"up": NodeState.UP, "drain": NodeState.DRAIN, "down": NodeState.DOWN}
+#: The reason of a node drained because the backend reports it drained (and only then
+#: resumed when the backend does).
+_BACKEND_DRAIN = "drained in backend"
+
+
+def _backend_drain_reason(info: NodeInfo) -> str:
+    return f"{_BACKEND_DRAIN}: {info.reason}"[:200] if info.reason else _BACKEND_DRAIN
 
 
 def _create_gpus(pairs: list[tuple[Node, NodeInfo]]) -> None:
@@ -769,10 +791,28 @@ def read_job_log(job: Job, max_bytes: int = 65536) -> str:
 
 
 def drain_node(node: Node, *, reason: str) -> None:
-    """Stop placing new jobs on a node; running jobs finish (``scontrol update state=drain``)."""
+    """Stop placing new jobs on a node; running jobs finish (``scontrol update state=drain``).
+
+    A backend with its own drain state (:class:`NodeAdmin`, e.g. Slurm) is told too;
+    if it cannot be reached the portal's drain still holds and a warning is logged.
+    """
     Node.objects.filter(pk=node.pk).update(state=NodeState.DRAIN, reason=reason[:200])
+    _tell_backend(node, lambda admin: admin.drain_node(node.name, reason[:200]))
 
 
 def resume_node(node: Node) -> None:
-    """Make a drained or down node schedulable again."""
+    """Make a drained or down node schedulable again (in the backend too, as for drain)."""
     Node.objects.filter(pk=node.pk).update(state=NodeState.UP, reason="")
+    _tell_backend(node, lambda admin: admin.resume_node(node.name))
+
+
+def _tell_backend(node: Node, action: Callable[[NodeAdmin], None]) -> None:
+    cluster = Cluster.objects.filter(pk=node.cluster_id).first()
+    if cluster is None:
+        return
+    try:
+        backend = backend_for(cluster)
+        if isinstance(backend, NodeAdmin):
+            action(backend)
+    except BackendError as exc:
+        log.warning("node %s on %s: backend not updated: %s", node.name, cluster.name, exc)

@@ -4,7 +4,7 @@ Personas (as in healthchecks' tests): alice owns jobs in account ``lab``; bob
 coordinates ``lab`` and so sees alice's jobs; dora is a plain member of ``lab`` and
 does not; charlie belongs to ``other`` and must see nothing of alice's; admin is staff.
 
-Tests marked ``postgres`` or ``redis`` need that service. Without it they skip on a
+Tests marked ``postgres``, ``redis`` or ``slurm`` need that service. Without it they skip on a
 laptop, and FAIL when ``QM_REQUIRE_SERVICES=1`` (CI), so CI can never go green by
 silently skipping.
 """
@@ -52,6 +52,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             _missing("this test needs PostgreSQL: set DATABASE_URL=postgres://...")
     if item.get_closest_marker("redis") and not redis_available():
         _missing(f"this test needs Redis: set REDIS_URL (now {redis_url()!r}) to a running server")
+    if item.get_closest_marker("slurm"):
+        from tests.slurm_dev import unavailable_reason
+
+        if reason := unavailable_reason():
+            _missing(reason)
 
 
 @pytest.fixture(autouse=True)

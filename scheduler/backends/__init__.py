@@ -19,6 +19,7 @@ __all__ = ["REGISTRY", "Backend", "BackendError", "available_kinds", "load_backe
 REGISTRY: dict[str, str] = {
     "local": "scheduler.backends.local:LocalBackend",
     "kubernetes": "scheduler.backends.kubernetes:KubernetesBackend",
+    "slurm": "scheduler.backends.slurm:SlurmBackend",
 }
 
 

@@ -160,3 +160,20 @@ class Backend(Protocol):
     def read_log(self, external_id: str, max_bytes: int = 65536) -> str:
         """Return the last ``max_bytes`` of the job's combined output ('' if none yet)."""
         ...
+
+
+@runtime_checkable
+class NodeAdmin(Protocol):
+    """Optional: a backend whose workload manager keeps its own drain state (Slurm).
+
+    The portal calls these when an admin drains or resumes a node, so both agree; a
+    node drained in the workload manager comes back as ``NodeInfo.state == "drain"``.
+    """
+
+    def drain_node(self, node: str, reason: str) -> None:
+        """Let running jobs finish on ``node`` but start nothing new there."""
+        ...
+
+    def resume_node(self, node: str) -> None:
+        """Make a drained ``node`` schedulable again."""
+        ...

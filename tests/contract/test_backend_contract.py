@@ -3,8 +3,13 @@
 The first part is backend-agnostic: it receives a :class:`Case` (a backend plus what it
 can do) from the ``case`` fixture, so adding a backend means adding a case, not tests.
 Tests that need real command execution (logs, exit codes, process groups) take the
-``executing`` fixture, which only yields backends that really run commands. The second
-part specifies the ``local`` backend's own config format and inventory.
+``executing`` fixture, which only yields backends that really run commands; where a
+backend differs in what it can do (pick GPU indices, enforce a one-second walltime,
+kill its own supervisor) the difference is a field of :class:`Case`, never a skip. The
+second part specifies the ``local`` backend's own config format and inventory.
+
+The ``slurm`` case runs against the real Slurm dev cluster
+(``scripts/slurm-dev-cluster.sh``); without one it skips, and fails in CI.
 
 No Django: these tests build backends directly in ``tmp_path``.
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,6 +37,7 @@ import pytest
 from scheduler.backends import load_backend, local_runner
 from scheduler.backends.base import Backend, BackendError, JobSpec, Placement, PollResult, RemoteState
 from scheduler.backends.local import LocalBackend
+from tests import slurm_dev
 from tests.backends.kube.apiserver import FakeKube
 from tests.backends.kube.builders import contract_nodes
 from tests.backends.kube.real_cluster import real_cluster_case
@@ -84,9 +91,21 @@ class Case:
     reopen: Callable[[], Backend]
     #: Kill whatever supervises a running job (None where that cannot be simulated).
     kill_supervisor: Callable[[str], None] | None
-    #: A node and two of its GPU indices to place jobs on.
+    #: The backend's kind and config, to build it again in another process.
+    kind: str = "local"
+    config: dict[str, Any] | None = None
+    #: A node and two of its GPU indices to place jobs on, and a second node.
     node: str = "gpu-01"
     gpus: tuple[int, ...] = (0, 1)
+    other_node: str = "gpu-02"
+    #: The job sees exactly the GPU indices placed (Slurm picks its own on each node).
+    exact_gpu_indices: bool = True
+    #: The shortest walltime the backend enforces (Slurm counts whole minutes), and how
+    #: late after it the job may end (Slurm checks limits every 30 s, then KillWait).
+    shortest_walltime: int = 1
+    walltime_lag: float = 4.0
+    #: Cancel whatever the test left running.
+    cleanup: Callable[[], None] | None = None
 
     def placement(self) -> tuple[Placement, ...]:
         return (Placement(self.node, self.gpus),)
@@ -106,22 +125,61 @@ def _local_case(tmp_path: Path, **extra: Any) -> Case:
         info = json.loads((tmp_path / "state/jobs" / external_id / local_runner.RUNNER_FILE).read_text())
         os.kill(info["pid"], signal.SIGKILL)
 
+    def cancel_all() -> None:
+        jobs = tmp_path / "state/jobs"
+        for job_dir in jobs.iterdir() if jobs.is_dir() else ():
+            built.cancel(job_dir.name)
+
+    built = build()
     return Case(
-        backend=build(),
+        backend=built,
         runs_commands="simulate" not in extra,
         reopen=build,
         kill_supervisor=None if "simulate" in extra else kill_runner,
+        config=config,
+        cleanup=cancel_all,
+    )
+
+
+def _slurm_case(tmp_path: Path) -> Case:
+    """The real Slurm dev cluster: node1..node4 with 8 GPUs each, KillWait 5 s."""
+    config = {"slurm_conf": slurm_dev.slurm_conf(), "log_dir": str(tmp_path / "slurm-logs")}
+
+    def build() -> Backend:
+        return load_backend("slurm", "devcluster", config, work_dir=tmp_path / "work")
+
+    return Case(
+        backend=build(),
+        runs_commands=True,
+        reopen=build,
+        kill_supervisor=None,  # a dead slurmd takes Slurm ~45 s to notice, and it requeues
+        kind="slurm",
+        config=config,
+        node="node1",
+        other_node="node2",
+        exact_gpu_indices=False,
+        shortest_walltime=60,
+        walltime_lag=45.0,
+        cleanup=lambda: slurm_dev.scancel_jobs_in(tmp_path),
     )
 
 
 @contextmanager
 def _local(tmp_path: Path, **extra: Any) -> Iterator[Case]:
-    built = _local_case(tmp_path, **extra)
-    yield built
-    # Leave no processes behind, whatever the test did.
-    jobs = tmp_path / "state/jobs"
-    for job_dir in jobs.iterdir() if jobs.is_dir() else ():
-        built.backend.cancel(job_dir.name)
+    yield from _cleaned_up(_local_case(tmp_path, **extra))
+
+
+@contextmanager
+def _slurm(tmp_path: Path) -> Iterator[Case]:
+    yield from _cleaned_up(_slurm_case(tmp_path))
+
+
+def _cleaned_up(built: Case) -> Iterator[Case]:
+    try:
+        yield built
+    finally:
+        if built.cleanup is not None:  # leave no processes behind, whatever the test did
+            built.cleanup()
 
 
 @contextmanager
@@ -149,24 +207,39 @@ BACKENDS: dict[str, Callable[[Path], AbstractContextManager[Case]]] = {
     "local": _local,
     "local-simulate": partial(_local, simulate=SIMULATED_SECONDS),
     "kubernetes": _kubernetes,
+    "slurm": _slurm,
 }
 if os.environ.get("KUBECONFIG"):
     BACKENDS["kubernetes-cluster"] = _kubernetes_cluster
 #: Those that really run commands (logs, exit codes, process groups are observable).
-EXECUTING = ["local"]
+EXECUTING = ["local", "slurm"]
+#: Those whose job supervisor a test can kill.
+SUPERVISED = ["local"]
 
 
-@pytest.fixture(params=list(BACKENDS))
+def _params(names: list[str]) -> list[Any]:
+    """Backend names as pytest params; the real-Slurm ones carry the ``slurm`` marker."""
+    return [pytest.param(name, marks=pytest.mark.slurm) if name == "slurm" else name for name in names]
+
+
+@pytest.fixture(params=_params(list(BACKENDS)))
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     with BACKENDS[request.param](tmp_path) as built:
         yield built
 
 
-@pytest.fixture(params=EXECUTING)
+@pytest.fixture(params=_params(EXECUTING))
 def executing(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     """Only backends that really run commands: tests of logs, exit codes, signals."""
     with BACKENDS[request.param](tmp_path) as built:
         assert built.runs_commands
+        yield built
+
+
+@pytest.fixture(params=_params(SUPERVISED))
+def supervised(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
+    """Only backends whose job supervisor a test can kill (``Case.kill_supervisor``)."""
+    with BACKENDS[request.param](tmp_path) as built:
         yield built
 
 
@@ -294,6 +367,19 @@ def test_cancel_is_idempotent(case: Case) -> None:
     assert case.backend.poll([external_id])[external_id].state is RemoteState.CANCELLED
 
 
+def test_live_jobs_are_listed_by_key_for_the_orphan_sweep(case: Case) -> None:
+    """``list_jobs()`` (key -> backend id of live jobs) is how reconciliation finds
+    backend jobs no active portal job holds; an ended job is not listed."""
+    spec = job(case, "sleep 30")
+    external_id = case.backend.submit(spec)
+    assert case.backend.list_jobs().get(spec.key) == external_id  # type: ignore[attr-defined]
+
+    case.backend.cancel(external_id)
+    wait_for(case.backend, external_id)
+
+    assert spec.key not in case.backend.list_jobs()  # type: ignore[attr-defined]
+
+
 def test_cancel_of_finished_job_changes_nothing(case: Case) -> None:
     external_id = case.backend.submit(job(case, "true"))
     finished = wait_for(case.backend, external_id)
@@ -304,13 +390,14 @@ def test_cancel_of_finished_job_changes_nothing(case: Case) -> None:
 
 
 def test_walltime_enforced_as_timeout(case: Case) -> None:
-    external_id = case.backend.submit(job(case, "sleep 30", walltime_seconds=1))
+    walltime = case.shortest_walltime
+    external_id = case.backend.submit(job(case, f"sleep {walltime + 60}", walltime_seconds=walltime))
 
-    result = wait_for(case.backend, external_id)
+    result = wait_for(case.backend, external_id, timeout=walltime + case.walltime_lag + WAIT_SECONDS)
 
     assert result.state is RemoteState.TIMEOUT
     assert result.started_at is not None and result.ended_at is not None
-    assert 0.9 <= (result.ended_at - result.started_at).total_seconds() < 5
+    assert walltime - 1 <= (result.ended_at - result.started_at).total_seconds() < walltime + case.walltime_lag
 
 
 def test_job_survives_new_backend_instance(case: Case) -> None:
@@ -375,10 +462,11 @@ def test_read_log_of_unknown_job_is_empty(case: Case) -> None:
 
 def test_job_sees_its_assigned_gpus(executing: Case) -> None:
     case = executing
+    first, second = case.node, case.other_node
     spec = job(
         case,
         'echo "CVD=$CUDA_VISIBLE_DEVICES NODES=$QM_NODELIST GPUS=$QM_GPUS KEY=$QM_JOB_KEY FOO=$FOO"',
-        placements=(Placement("gpu-01", (1, 3)), Placement("gpu-02", (0, 2))),
+        placements=(Placement(first, (1, 3)), Placement(second, (0, 2))),
         env={"FOO": "bar"},
     )
 
@@ -386,7 +474,13 @@ def test_job_sees_its_assigned_gpus(executing: Case) -> None:
     assert wait_for(case.backend, external_id).state is RemoteState.COMPLETED
 
     log = case.backend.read_log(external_id)
-    assert f"CVD=1,3 NODES=gpu-01,gpu-02 GPUS=gpu-01:1,3;gpu-02:0,2 KEY={spec.key} FOO=bar" in log
+    assert f"NODES={first},{second} GPUS={first}:1,3;{second}:0,2 KEY={spec.key} FOO=bar" in log
+    visible = re.search(r"CVD=(\S*)", log)
+    assert visible is not None
+    if case.exact_gpu_indices:
+        assert visible[1] == "1,3"
+    else:  # the workload manager chose which two GPUs of the first node
+        assert len(set(visible[1].split(","))) == 2
 
 
 @pytest.mark.parametrize(
@@ -451,9 +545,10 @@ def test_cancel_kills_the_whole_process_group(executing: Case, tmp_path: Path) -
 
 
 def test_cancel_with_a_grace_period_lets_the_job_checkpoint(executing: Case, tmp_path: Path) -> None:
-    """A preempted job gets SIGTERM and ``grace_seconds`` before SIGKILL. The backend's
-    default grace here (1 s, see ``local_config``) is shorter than the job's 2 s
-    checkpoint, so only the longer grace lets it finish writing."""
+    """A preempted job gets SIGTERM and ``grace_seconds`` before SIGKILL. The local
+    backend's default grace here (1 s, see ``local_config``) is shorter than the job's 2 s
+    checkpoint, so only the longer grace lets it finish writing. (Slurm's grace is the
+    cluster's KillWait, 5 s on the dev cluster.)"""
     case = executing
     ready, checkpoint = tmp_path / "ready", tmp_path / "checkpoint"
     command = (
@@ -470,15 +565,17 @@ def test_cancel_with_a_grace_period_lets_the_job_checkpoint(executing: Case, tmp
 
 def test_walltime_kills_processes_that_ignore_sigterm(executing: Case) -> None:
     case = executing
-    external_id = case.backend.submit(job(case, "trap '' TERM; while true; do sleep 0.1; done", walltime_seconds=1))
+    walltime = case.shortest_walltime
+    command = "trap '' TERM; while true; do sleep 0.1; done"
+    external_id = case.backend.submit(job(case, command, walltime_seconds=walltime))
 
-    result = wait_for(case.backend, external_id)
+    result = wait_for(case.backend, external_id, timeout=walltime + case.walltime_lag + WAIT_SECONDS)
 
     assert result.state is RemoteState.TIMEOUT
 
 
-def test_runner_death_reports_node_fail(executing: Case, tmp_path: Path) -> None:
-    case = executing
+def test_runner_death_reports_node_fail(supervised: Case, tmp_path: Path) -> None:
+    case = supervised
     assert case.kill_supervisor is not None
     pid_file = tmp_path / "job.pid"
     external_id = case.backend.submit(job(case, f"echo $$ > {pid_file}; exec sleep 30"))
@@ -500,13 +597,14 @@ def test_runner_death_reports_node_fail(executing: Case, tmp_path: Path) -> None
 def test_job_survives_death_of_submitting_process(executing: Case, tmp_path: Path) -> None:
     case = executing
     spec = job(case, "sleep 1; echo finished")
+    name = "devcluster" if case.kind == "slurm" else "testcluster"
     program = (
         "import json, os, sys\n"
         "from pathlib import Path\n"
+        "from scheduler.backends import load_backend\n"
         "from scheduler.backends.base import JobSpec, Placement\n"
-        "from scheduler.backends.local import LocalBackend\n"
-        f"config = json.loads({json.dumps(json.dumps(local_config(tmp_path)))})\n"
-        "backend = LocalBackend(name='testcluster', config=config, work_dir=Path('.'))\n"
+        f"config = json.loads({json.dumps(json.dumps(case.config))})\n"
+        f"backend = load_backend({case.kind!r}, {name!r}, config, work_dir=Path({str(tmp_path / 'work')!r}))\n"
         f"backend.submit(JobSpec(key={spec.key!r}, name='j', owner='alice', account='lab',\n"
         f"    command={spec.command!r}, script='', walltime_seconds=60,\n"
         f"    placements=(Placement({case.node!r}, (0,)),)))\n"
@@ -514,10 +612,11 @@ def test_job_survives_death_of_submitting_process(executing: Case, tmp_path: Pat
     )
     subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, check=True, timeout=30)
 
-    result = wait_for(case.backend, spec.key)
+    external_id = case.backend.submit(spec)  # finds the job the dead process started
+    result = wait_for(case.backend, external_id)
 
     assert result.state is RemoteState.COMPLETED
-    assert "finished" in case.backend.read_log(spec.key)
+    assert "finished" in case.backend.read_log(external_id)
 
 
 # --- The local backend: config and inventory ----------------------------------------------

@@ -11,68 +11,16 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 from rest_framework.test import APIClient
 
 from scheduler.models import Job
 from tests.conftest import redis_url
+from tests.e2e.conftest import child_env
 from tests.scheduler.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def database_url() -> str:
-    """The URL of the database this test process uses (the test database)."""
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    env = dict(
-        os.environ,
-        DEBUG="1",
-        DATABASE_URL=database_url(),
-        QM_WORK_DIR=str(settings.QM_WORK_DIR),
-        SCHEDULER_TICK_SECONDS="0.3",
-        SCHEDULER_POLL_SECONDS="0.3",
-        PYTHONUNBUFFERED="1",
-    )
-    env.update(extra)
-    return env
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
-    """Start a process in the repo root; stop it (and show its output on failure) after."""
-    procs: list[tuple[subprocess.Popen[bytes], Path]] = []
-
-    def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        log = tmp_path / f"proc-{len(procs)}.log"
-        proc = subprocess.Popen(
-            args, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
-        )
-        procs.append((proc, log))
-        return proc
-
-    yield start
-    for proc, log in procs:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        sys.stderr.write(f"--- {log.name} ---\n{log.read_text(errors='replace')[-4000:]}\n")
 
 
 def submit_over_api(world) -> int:  # type: ignore[no-untyped-def]

@@ -1,0 +1,205 @@
+"""How fast the portal dispatches jobs to a real Slurm, against a bare ``sbatch`` loop.
+
+Usage: ``DEBUG=1 python benchmarks/dispatch.py [--n 200] [--seconds 1]`` with the Slurm dev
+cluster running (``sudo bash scripts/slurm-dev-cluster.sh start``; ``SLURM_CONF`` or its
+default place). Runs on a throwaway database (see ``benchmarks/_common.py``).
+
+Steps:
+1. Create and migrate the throwaway database; add a ``slurm`` cluster for the dev
+   cluster and sync its nodes (4 nodes x 8 GPUs), an account and a user.
+2. Submit ``--n`` one-GPU jobs of ``sleep --seconds`` through ``services.submit_job``.
+3. Run the scheduler as its loop does: ``run_tick()`` (which dispatches inline: the real
+   ``SlurmBackend.submit``, lookup by key then ``sbatch``), then ``poll_backends()`` to
+   free the GPUs of jobs that ended, until every job was dispatched. A watcher thread
+   polls Slurm (``squeue --json``) every 50 ms and notes when each job is first seen
+   RUNNING (or already finished).
+4. Print ``dispatch_jobs_per_s`` (jobs / time spent in ticks that dispatched) and
+   ``dispatch_to_running_p50_s``/``_p90_s`` (from the start of the tick that found the
+   job schedulable to Slurm running it).
+5. Then the same ``--n`` jobs (the adapter's own sbatch options, environment and script)
+   submitted by a plain loop of ``sbatch --parsable`` calls: ``sbatch_raw_jobs_per_s``, and
+   ``dispatch_overhead_ratio`` = raw rate / dispatch rate. Those jobs are cancelled after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import emit, log, percentile, throwaway_database
+
+DEFAULT_CONF = Path(os.environ.get("SLURM_DEV_DIR", "/tmp/qm-slurm-dev")) / "etc/slurm.conf"
+POLL_INTERVAL_S = 0.05
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=200, help="jobs (default 200)")
+    parser.add_argument("--seconds", type=float, default=1.0, help="how long each job sleeps (default 1)")
+    args = parser.parse_args(argv)
+    if args.n < 1 or args.seconds <= 0:
+        parser.error("--n must be >= 1 and --seconds > 0")
+    return args
+
+
+def slurm_conf() -> str:
+    conf = os.environ.get("SLURM_CONF") or (str(DEFAULT_CONF) if DEFAULT_CONF.is_file() else "")
+    if not conf:
+        raise SystemExit("no Slurm: set SLURM_CONF or run `sudo bash scripts/slurm-dev-cluster.sh start`")
+    return conf
+
+
+class RunningWatcher(threading.Thread):
+    """Polls Slurm for the watched jobs and records when each is first seen running."""
+
+    def __init__(self, backend: object) -> None:
+        super().__init__(daemon=True)
+        self.backend = backend
+        self.watched: dict[str, float] = {}  # external id -> schedulable at (perf_counter)
+        self.running_after: dict[str, float] = {}
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+
+    def watch(self, external_id: str, schedulable_at: float) -> None:
+        with self.lock:
+            self.watched[external_id] = schedulable_at
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            with self.lock:
+                pending = [i for i in self.watched if i not in self.running_after]
+            if pending:
+                results = self.backend.poll(pending)  # type: ignore[attr-defined]
+                seen = time.perf_counter()
+                for external_id, result in results.items():
+                    if result.state.value != "PENDING":
+                        self.running_after[external_id] = seen - self.watched[external_id]
+            time.sleep(POLL_INTERVAL_S)
+
+
+def dispatch_through_portal(n: int, seconds: float, conf: str, log_dir: Path) -> tuple[float, list[float]]:
+    """Steps 1-3: returns (jobs per second in dispatching ticks, schedulable->RUNNING list)."""
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+
+    from portal.models import Account, Membership
+    from scheduler import services
+    from scheduler.choices import JobState
+    from scheduler.models import Cluster, Job
+
+    settings.SCHEDULER_DISPATCH = "inline"
+    cluster = Cluster.objects.create(
+        name="devcluster", kind="slurm", config={"slurm_conf": conf, "log_dir": str(log_dir)}
+    )
+    services.poll_cluster(cluster)
+    gpus = sum(n.gpus.count() for n in cluster.nodes.all())
+    log(f"synced {cluster.nodes.count()} Slurm nodes with {gpus} GPUs")
+    account = Account.objects.create(name="lab")
+    user = get_user_model().objects.create_user("alice", "alice@example.org", "pw")
+    Membership.objects.create(user=user, account=account)
+    for i in range(n):
+        services.submit_job(
+            owner=user,
+            account=account,
+            qos=None,
+            name=f"bench-{i}",
+            command=f"sleep {seconds:g}",
+            gpus_per_node=1,
+            walltime_seconds=600,
+        )
+    log(f"submitted {n} jobs")
+
+    watcher = RunningWatcher(services.backend_for(cluster))
+    watcher.start()
+    busy = 0.0
+    dispatched = 0
+    deadline = time.monotonic() + 60 + n * seconds
+    while dispatched < n:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {dispatched} of {n} jobs dispatched before the deadline")
+        began = time.perf_counter()
+        result = services.run_tick()
+        took = time.perf_counter() - began
+        if result.started:
+            busy += took
+            dispatched += len(result.started)
+            for external_id in Job.objects.filter(pk__in=result.started).values_list("external_id", flat=True):
+                watcher.watch(external_id, began)
+        services.poll_backends()
+        time.sleep(0.05)
+    while len(watcher.running_after) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    watcher.stop.set()
+    watcher.join()
+    states = set(Job.objects.values_list("state", flat=True))
+    log(f"dispatched {dispatched} jobs in {busy:.2f}s of ticks; portal states now {sorted(states)}")
+    assert JobState.FAILED not in states, "a job failed: see the Slurm logs"
+    return dispatched / busy, list(watcher.running_after.values())
+
+
+def raw_sbatch_loop(n: int, seconds: float, conf: str, log_dir: Path) -> float:
+    """Step 5: the same jobs through a bare ``sbatch`` loop; returns jobs per second."""
+    from scheduler.backends.base import JobSpec, Placement
+    from scheduler.backends.slurm import SlurmBackend
+
+    backend = SlurmBackend(name="devcluster", config={"slurm_conf": conf, "log_dir": str(log_dir)}, work_dir=log_dir)
+    nodes = [node.name for node in backend.list_nodes()]
+    requests = [
+        backend.sbatch_request(
+            JobSpec(
+                key=f"{uuid.uuid4()}.1",
+                name=f"raw-{i}",
+                owner="alice",
+                account="lab",
+                command=f"sleep {seconds:g}",
+                script="",
+                walltime_seconds=600,
+                placements=(Placement(nodes[i % len(nodes)], (0,)),),
+            )
+        )
+        for i in range(n)
+    ]
+    log_dir.mkdir(parents=True, exist_ok=True)
+    ids: list[str] = []
+    began = time.perf_counter()
+    for args, env, script in requests:
+        done = subprocess.run(
+            ["sbatch", "--parsable", *args],
+            input=script,
+            env={**env, "SLURM_CONF": conf},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        ids.append(done.stdout.strip())
+    took = time.perf_counter() - began
+    subprocess.run(["scancel", *ids], env={**os.environ, "SLURM_CONF": conf}, check=False)
+    return n / took
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    conf = slurm_conf()
+    with throwaway_database() as db:
+        log_dir = db.var_dir / "slurm-logs"
+        rate, to_running = dispatch_through_portal(args.n, args.seconds, conf, log_dir)
+        context = {"n": args.n, "job_seconds": args.seconds, "database": db.vendor, "slurm": "22.05 dev cluster"}
+        emit("dispatch_jobs_per_s", rate, "jobs/s", **context)
+        emit("dispatch_to_running_p50_s", percentile(to_running, 50), "s", samples=len(to_running), **context)
+        emit("dispatch_to_running_p90_s", percentile(to_running, 90), "s", samples=len(to_running), **context)
+        raw = raw_sbatch_loop(args.n, args.seconds, conf, log_dir)
+        emit("sbatch_raw_jobs_per_s", raw, "jobs/s", **context)
+        emit("dispatch_overhead_ratio", raw / rate, "x", **context)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,493 @@
+"""The ``slurm`` backend: carries the scheduler's placements to a real Slurm cluster.
+
+It drives Slurm's own commands (``sbatch``, ``scancel``, ``squeue``, ``sinfo``,
+``sacct``, ``scontrol``) as subprocesses, so the portal's host needs only the Slurm
+client package and a ``slurm.conf`` (config ``slurm_conf``, else ``$SLURM_CONF``).
+
+Contract, per verb:
+
+submit
+    One ``sbatch --parsable`` with the script on stdin: ``--nodelist`` of the placed
+    nodes, ``--gres=gpu[:type]:N`` per node (N GPUs, the node's GRES type),
+    ``--cpus-per-task`` and ``--mem`` per node, ``--time`` from the walltime (Slurm rounds
+    up to whole minutes), ``--job-name`` and ``--comment=qm:<key>``, ``--output`` and
+    ``--error`` to one file per job in ``log_dir``, ``--no-requeue`` (a node failure is
+    reported as NODE_FAIL; requeueing is the portal's decision). The job's environment is
+    exactly ``spec.env`` plus ``QM_JOB_KEY``/``QM_NODELIST``/``QM_GPUS`` and a plain
+    ``PATH``: sbatch runs with a clean environment, so neither the portal's secrets nor
+    its ``SBATCH_*`` variables reach the job. Slurm picks the GPU indices on each node
+    (``CUDA_VISIBLE_DEVICES`` is Slurm's); ``QM_GPUS`` carries the portal's plan.
+    Idempotent per key: under a per-key file lock, the adapter first looks for a job whose
+    comment is ``qm:<key>`` in ``squeue`` (jobs in slurmctld's memory, which keeps ended
+    jobs for ``MinJobAge``) and, on a retry with ``accounting``, in ``sacct`` (the last
+    7 days), so a worker that died after ``sbatch`` cannot cause a second job. The lock
+    covers workers on one host; workers on several hosts rely on the lookup alone.
+cancel
+    ``scancel <id>``: Slurm sends SIGTERM, waits the cluster's ``KillWait``, then
+    SIGKILL; KillWait is the grace, whatever ``grace_seconds`` asks (Slurm has no
+    per-job KillWait). Unknown and finished ids are a no-op.
+poll
+    One ``squeue --json`` for every job slurmctld remembers (running, and finished within
+    ``MinJobAge``), then, only for ids it did not know, one ``sacct`` call. Ids neither
+    knows are UNKNOWN.
+list_nodes
+    One ``sinfo --json``: CPUs, memory, GRES (GPU type and count; ``gpu_models`` says
+    what each type is as hardware) and state (idle/mixed/allocated are up; drain, down).
+
+Errors: every failure is a :class:`BackendError` carrying Slurm's own message. Slurm
+refusing a job (invalid GRES, unavailable node configuration, bad partition) is
+permanent; an unreachable or busy controller, a timeout or a missing binary is transient.
+
+Extras beyond the protocol: :meth:`drain_node`/:meth:`resume_node` (``scontrol update``),
+:meth:`hold`/:meth:`release`/:meth:`requeue` (``scontrol``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+from scheduler.backends import slurm_parse as parse
+from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState
+
+_CONFIG_KEYS = frozenset(
+    {"slurm_conf", "bin_dir", "partition", "log_dir", "gpu_models", "command_timeout_seconds", "accounting"}
+)
+_GPU_MODEL_KEYS = frozenset({"model", "memory_mib", "compute_capability"})
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+#: Environment variables a job may not set: sbatch reads SBATCH_* as options, and SLURM_*
+#: would confuse Slurm's own tools inside the job.
+_RESERVED_ENV = ("SBATCH_", "SLURM_", "QM_")
+_JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: How far back a submit looks in accounting for an earlier job with the same key.
+_ACCOUNTING_LOOKBACK = "now-7days"
+#: Submits validate placements against the inventory read at most this long ago. The
+#: cache is per process, not per instance: the portal builds a backend per dispatch.
+_INVENTORY_TTL_SECONDS = 10.0
+_INVENTORY: dict[tuple[str, str], tuple[float, dict[str, NodeInfo]]] = {}
+
+
+def _job_name(spec: JobSpec) -> str:
+    """The Slurm job name: the user's, printable and without commas (a name list
+    separator in ``squeue -n``)."""
+    return re.sub(r"[^ -~]|,", "_", spec.name)[:200] or spec.key
+
+
+def _bad(cluster: str, message: str) -> BackendError:
+    return BackendError(f"slurm backend {cluster!r}: bad config: {message}", permanent=True)
+
+
+def _path(cluster: str, config: Mapping[str, Any], key: str) -> Path | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str | os.PathLike) or not str(value):
+        raise _bad(cluster, f"{key} must be a path, got {value!r}")
+    return Path(value).absolute()
+
+
+def _gpu_models(cluster: str, raw: Any) -> dict[str, parse.GpuModel]:
+    if not isinstance(raw, Mapping):
+        raise _bad(cluster, f"gpu_models must be a mapping of GRES type to hardware, got {raw!r}")
+    models: dict[str, parse.GpuModel] = {}
+    for gres_type, spec in raw.items():
+        where = f"gpu_models.{gres_type}"
+        if not isinstance(spec, Mapping):
+            raise _bad(cluster, f"{where} must be a mapping, got {spec!r}")
+        unknown = sorted(str(k) for k in spec if k not in _GPU_MODEL_KEYS)
+        if unknown:
+            raise _bad(cluster, f"{where} has unknown key(s) {', '.join(unknown)}")
+        model, memory, capability = spec.get("model"), spec.get("memory_mib", 0), spec.get("compute_capability", "")
+        if not isinstance(model, str) or not model:
+            raise _bad(cluster, f"{where}.model must be a non-empty string, got {model!r}")
+        if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
+            raise _bad(cluster, f"{where}.memory_mib must be a non-negative integer, got {memory!r}")
+        if not isinstance(capability, str):
+            raise _bad(cluster, f"{where}.compute_capability must be a string like '9.0', got {capability!r}")
+        models[str(gres_type)] = parse.GpuModel(model, memory, capability)
+    return models
+
+
+class SlurmBackend:
+    """A Slurm cluster reached through its command-line tools.
+
+    Construction validates the config (``BackendError(permanent=True)`` naming the bad
+    field) and runs nothing. Every other method raises only :class:`BackendError`.
+    """
+
+    kind: ClassVar[str] = "slurm"
+
+    def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path) -> None:
+        if not isinstance(config, Mapping):
+            raise _bad(name, f"config must be a mapping, got {type(config).__name__}")
+        unknown = sorted(str(k) for k in config if k not in _CONFIG_KEYS)
+        if unknown:
+            allowed = ", ".join(sorted(_CONFIG_KEYS))
+            raise _bad(name, f"config has unknown key(s) {', '.join(unknown)} (allowed: {allowed})")
+        if not _SAFE_NAME.fullmatch(name):
+            raise _bad(name, f"cluster name must match {_SAFE_NAME.pattern}")
+        self.name = name
+        self.slurm_conf = _path(name, config, "slurm_conf")
+        self.bin_dir = _path(name, config, "bin_dir")
+        state_dir = Path(work_dir).absolute() / "slurm-backend" / name
+        self.log_dir = _path(name, config, "log_dir") or state_dir / "logs"
+        self._lock_dir = state_dir / "locks"
+        partition = config.get("partition", "")
+        if not isinstance(partition, str):
+            raise _bad(name, f"partition must be a string, got {partition!r}")
+        self.partition = partition
+        self.gpu_models = _gpu_models(name, config.get("gpu_models", {}))
+        timeout = config.get("command_timeout_seconds", 30)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise _bad(name, f"command_timeout_seconds must be a positive number, got {timeout!r}")
+        self.command_timeout = float(timeout)
+        accounting = config.get("accounting", True)
+        if not isinstance(accounting, bool):
+            raise _bad(name, f"accounting must be true or false, got {accounting!r}")
+        self.accounting = accounting
+        self._inventory_key = (name, str(self.slurm_conf or os.environ.get("SLURM_CONF", "")))
+
+    # -- Backend protocol ---------------------------------------------------------------
+
+    def submit(self, spec: JobSpec) -> str:
+        """Submit ``spec`` with sbatch unless a job with its key exists; return the job id.
+
+        1. Validate the spec against the inventory (permanent errors name the value).
+        2. Under the key's lock, look for an earlier job with comment ``qm:<key>`` in
+           squeue and, if this host tried the key before, in accounting too.
+        3. Otherwise ``sbatch --parsable`` and return the id it prints.
+        """
+        args, env, script = self.sbatch_request(spec)
+        with self._key_lock(spec.key) as tried_here_before:
+            existing = self._find_by_key(spec, in_accounting=tried_here_before)
+            if existing is not None:
+                return existing
+            out = self._run(["sbatch", "--parsable", *args], what=f"sbatch for job {spec.key}", stdin=script, env=env)
+        job_id = out.strip().split(";", 1)[0]
+        if not job_id.isdigit():
+            raise self._error(f"sbatch printed {out.strip()!r}, not a job id", permanent=False)
+        return job_id
+
+    def cancel(self, external_id: str, *, grace_seconds: float | None = None) -> None:
+        """``scancel``: SIGTERM, then SIGKILL after the cluster's KillWait.
+
+        ``grace_seconds`` is not passed on: Slurm has no per-job KillWait, and a job that
+        handles a bare ``--signal=TERM`` and exits 0 would end COMPLETED, not CANCELLED.
+        Set KillWait in slurm.conf to the checkpoint time preempted jobs need.
+        """
+        if not external_id.isdigit():
+            return
+        self._run(["scancel", external_id], what=f"scancel {external_id}")
+
+    def poll(self, external_ids: Sequence[str]) -> dict[str, PollResult]:
+        """Every requested id's state: squeue first, sacct for the rest, else UNKNOWN."""
+        results: dict[str, PollResult] = {}
+        wanted = {i for i in external_ids if i.isdigit()}
+        if wanted:
+            data = self._json(["squeue", "--json"], what="squeue")
+            for job in data.get("jobs", []):
+                if str(job.get("job_id")) in wanted:
+                    result = parse.from_squeue(job)
+                    results[result.external_id] = result
+        missing = sorted(wanted - set(results), key=int)
+        if missing and self.accounting:
+            for result in self._sacct(missing):
+                if result.external_id in wanted:
+                    results[result.external_id] = result
+        return {
+            i: results.get(i) or PollResult(i, RemoteState.UNKNOWN, reason="Slurm does not know this job")
+            for i in external_ids
+        }
+
+    def list_jobs(self) -> dict[str, str]:
+        """Key -> Slurm job id of every live job carrying our comment (``qm:<key>``), for
+        the portal's orphan sweep; one ``squeue`` call. Other users' jobs are ignored."""
+        out = self._run(
+            ["squeue", "-h", "-a", "-t", "PENDING,RUNNING,SUSPENDED,CONFIGURING", "-o", "%i|%k"],
+            what="squeue (our jobs)",
+        )
+        live: dict[str, str] = {}
+        for line in out.splitlines():
+            job_id, _, comment = line.partition("|")
+            comment = comment.strip()
+            if comment.startswith(parse.COMMENT_PREFIX) and job_id.strip().isdigit():
+                live[comment.removeprefix(parse.COMMENT_PREFIX)] = job_id.strip()
+        return live
+
+    def list_nodes(self) -> list[NodeInfo]:
+        """The cluster's nodes from ``sinfo --json``, one entry per node."""
+        data = self._json(["sinfo", "--json"], what="sinfo")
+        nodes: dict[str, NodeInfo] = {}
+        for raw in data.get("nodes", []):
+            try:
+                node = parse.node_from_sinfo(raw, self.name, self.gpu_models)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise self._error(f"unreadable sinfo node {raw!r}: {exc}", permanent=False) from exc
+            nodes.setdefault(node.name, node)  # a node in two partitions is listed twice
+        _INVENTORY[self._inventory_key] = (time.monotonic(), nodes)
+        return list(nodes.values())
+
+    def read_log(self, external_id: str, max_bytes: int = 65536) -> str:
+        """The last ``max_bytes`` of the job's output file ('' for unknown jobs)."""
+        if not external_id.isdigit() or max_bytes <= 0:
+            return ""
+        try:
+            with open(self.log_path(external_id), "rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, size - max_bytes))
+                return fh.read(max_bytes).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+        except OSError as exc:
+            raise self._error(f"read_log {external_id}: {exc}", permanent=False) from exc
+
+    # -- Extras: node and job administration --------------------------------------------
+
+    def drain_node(self, node: str, reason: str) -> None:
+        """Drain ``node`` in Slurm (running jobs finish; nothing new starts there)."""
+        self._scontrol_update(["update", f"nodename={node}", "state=drain", f"reason={reason or 'drained'}"])
+
+    def resume_node(self, node: str) -> None:
+        """Make a drained ``node`` schedulable again in Slurm."""
+        self._scontrol_update(["update", f"nodename={node}", "state=resume"])
+
+    def hold(self, external_id: str) -> None:
+        """``scontrol hold``: keep a pending Slurm job from starting."""
+        self._scontrol_update(["hold", external_id])
+
+    def release(self, external_id: str) -> None:
+        """``scontrol release``: undo :meth:`hold`."""
+        self._scontrol_update(["release", external_id])
+
+    def requeue(self, external_id: str) -> None:
+        """``scontrol requeue``: stop the job and queue it again under the same id.
+
+        Our jobs are submitted ``--no-requeue`` (so Slurm does not requeue them on its own
+        after a node failure); an explicit requeue first marks the job requeueable.
+        """
+        self._scontrol_update(["update", f"jobid={external_id}", "requeue=1"])
+        self._scontrol_update(["requeue", external_id])
+
+    def log_path(self, external_id: str) -> Path:
+        return self.log_dir / f"slurm-{external_id}.out"
+
+    # -- submit helpers -----------------------------------------------------------------
+
+    def _error(self, message: str, *, permanent: bool) -> BackendError:
+        return BackendError(f"slurm backend {self.name!r}: {message}", permanent=permanent)
+
+    def _reject(self, spec: JobSpec, message: str) -> BackendError:
+        return self._error(f"job {spec.key!r}: {message}", permanent=True)
+
+    def _nodes_by_name(self) -> dict[str, NodeInfo]:
+        cached = _INVENTORY.get(self._inventory_key)
+        if cached is None or time.monotonic() - cached[0] > _INVENTORY_TTL_SECONDS:
+            return {node.name: node for node in self.list_nodes()}
+        return cached[1]
+
+    def sbatch_request(self, spec: JobSpec) -> tuple[list[str], dict[str, str], str]:
+        """The sbatch options, environment and batch script that :meth:`submit` uses for
+        ``spec`` (validated; permanent BackendError otherwise). Public so a benchmark can
+        run the very same sbatch without the adapter around it."""
+        if not _SAFE_NAME.fullmatch(spec.key):
+            raise self._reject(spec, f"key must match {_SAFE_NAME.pattern}")
+        walltime = spec.walltime_seconds
+        if isinstance(walltime, bool) or not isinstance(walltime, int) or walltime <= 0:
+            raise self._reject(spec, f"walltime_seconds must be a positive integer, got {walltime!r}")
+        if not (spec.script or spec.command):
+            raise self._reject(spec, "has neither a command nor a script")
+        if not spec.placements:
+            raise self._reject(spec, "has no placements")
+        inventory = self._nodes_by_name()
+        types: set[str] = set()
+        for placement in spec.placements:
+            node = inventory.get(placement.node)
+            if node is None:
+                raise self._reject(spec, f"placement on unknown node {placement.node!r}")
+            if len(set(placement.gpu_indices)) != len(placement.gpu_indices):
+                raise self._reject(spec, f"GPU indices on {node.name} repeat: {placement.gpu_indices}")
+            for index in placement.gpu_indices:
+                if not 0 <= index < len(node.gpus):
+                    raise self._reject(spec, f"node {node.name} has no GPU {index!r} (has {len(node.gpus)})")
+            types.add(node.labels.get("gres_type", ""))
+        names = [p.node for p in spec.placements]
+        if len(set(names)) != len(names):
+            raise self._reject(spec, "a node is placed twice")
+        counts = {len(p.gpu_indices) for p in spec.placements}
+        if len(counts) != 1:
+            raise self._reject(spec, f"Slurm gives every node the same GPU count; placements ask for {sorted(counts)}")
+        for key, value in spec.env.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise self._reject(spec, f"env must map strings to strings, got {key!r}: {value!r}")
+            if key.startswith(_RESERVED_ENV):
+                reserved = ", ".join(_RESERVED_ENV)
+                raise self._reject(spec, f"env may not set {key} (names starting {reserved} are reserved)")
+
+        gpus = counts.pop()
+        gres_type = types.pop() if len(types) == 1 else ""
+        log = str(self.log_dir / "slurm-%j.out")
+        args = [
+            f"--job-name={_job_name(spec)}",
+            f"--comment={parse.COMMENT_PREFIX}{spec.key}",
+            f"--nodes={len(names)}",
+            f"--nodelist={','.join(names)}",
+            "--ntasks-per-node=1",
+            f"--cpus-per-task={max(1, spec.cpus_per_node)}",
+            f"--time={parse.walltime(spec.walltime_seconds)}",
+            f"--output={log}",
+            f"--error={log}",
+            f"--chdir={self.log_dir}",
+            "--no-requeue",
+            "--export=ALL",
+        ]
+        if gpus:
+            args.append(f"--gres=gpu:{gres_type}:{gpus}" if gres_type else f"--gres=gpu:{gpus}")
+        if spec.memory_mib_per_node > 0:
+            args.append(f"--mem={spec.memory_mib_per_node}M")
+        if self.partition:
+            args.append(f"--partition={self.partition}")
+        env = {
+            **spec.env,
+            "PATH": _JOB_PATH,
+            "QM_JOB_KEY": spec.key,
+            "QM_NODELIST": ",".join(names),
+            "QM_GPUS": ";".join(f"{p.node}:{','.join(str(i) for i in p.gpu_indices)}" for p in spec.placements),
+        }
+        # The first non-comment line ends sbatch's #SBATCH parsing, so directives in the
+        # user's script cannot override the placement above. Scripts run with bash.
+        script = f"#!/bin/bash\n: Quartermaster job {spec.key}\n{spec.script or spec.command}\n"
+        return args, env, script
+
+    @contextmanager
+    def _key_lock(self, key: str) -> Iterator[bool]:
+        """An exclusive lock per key for this host's workers (threads and processes).
+
+        Yields whether the key was tried on this host before (its lock file existed).
+        """
+        path = self._lock_dir / f"{key}.lock"
+        try:
+            self._lock_dir.mkdir(parents=True, exist_ok=True)
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                fd, tried_before = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600), False
+            except FileExistsError:
+                fd, tried_before = os.open(path, os.O_RDWR), True
+        except OSError as exc:
+            raise self._error(f"cannot lock {key}: {exc}", permanent=False) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield tried_before
+        finally:
+            os.close(fd)
+
+    def _find_by_key(self, spec: JobSpec, *, in_accounting: bool) -> str | None:
+        """The id of a job submitted earlier for ``spec.key``, if Slurm still knows one.
+
+        squeue (narrowed to the job's name) covers every job slurmctld remembers: live
+        ones and those that ended within MinJobAge. Accounting (the last 7 days) is asked
+        only on a retry from this host, since it costs more than the sbatch itself; a
+        first attempt here can only duplicate a job another host submitted and that
+        ended more than MinJobAge ago.
+        """
+        comment = parse.COMMENT_PREFIX + spec.key
+        out = self._run(
+            ["squeue", "-h", "-a", "-t", "all", "-n", _job_name(spec), "-o", "%i|%k"], what="squeue (lookup by key)"
+        )
+        for line in out.splitlines():
+            job_id, _, found = line.partition("|")
+            if found.strip() == comment:
+                return job_id.strip()
+        if not (self.accounting and in_accounting):
+            return None
+        out = self._run(
+            ["sacct", "-X", "-n", "-P", "-a", "-S", _ACCOUNTING_LOOKBACK, "-o", "JobIDRaw,Comment"],
+            what="sacct (lookup by key)",
+        )
+        for line in out.splitlines():
+            job_id, _, found = line.partition("|")
+            if found.strip() == comment and job_id.isdigit():
+                return job_id
+        return None
+
+    # -- poll helpers -------------------------------------------------------------------
+
+    def _sacct(self, job_ids: list[str]) -> list[PollResult]:
+        out = self._run(
+            ["sacct", "-X", "-n", "-P", "-j", ",".join(job_ids), "-o", "JobIDRaw,State,ExitCode,Start,End,Reason"],
+            what="sacct",
+            env={"SLURM_TIME_FORMAT": "%s"},
+        )
+        return [r for r in map(parse.from_sacct_line, out.splitlines()) if r is not None]
+
+    # -- running Slurm's commands -------------------------------------------------------
+
+    def _binary(self, name: str) -> str:
+        return str(self.bin_dir / name) if self.bin_dir else name
+
+    def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """A clean environment for Slurm's tools: what sbatch sees is what the job gets."""
+        env = {"PATH": _JOB_PATH, "LANG": "C.UTF-8", **(extra or {})}
+        conf = self.slurm_conf or os.environ.get("SLURM_CONF")
+        if conf:
+            env["SLURM_CONF"] = str(conf)
+        return env
+
+    def _run(
+        self, argv: list[str], *, what: str, stdin: str | None = None, env: Mapping[str, str] | None = None
+    ) -> str:
+        """Run a Slurm command; return its stdout or raise a BackendError with its stderr."""
+        try:
+            done = subprocess.run(
+                [self._binary(argv[0]), *argv[1:]],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                env=self._env(env),
+                timeout=self.command_timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise BackendError(
+                f"slurm backend {self.name!r}: {what} timed out after {self.command_timeout:g}s", permanent=False
+            ) from exc
+        except OSError as exc:  # not installed, not executable: an admin can fix it, so retry later
+            raise self._error(f"cannot run {argv[0]}: {exc}", permanent=False) from exc
+        if done.returncode != 0:
+            message = " ".join((done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}").split())
+            # Only a command that asks Slurm to *do* something can be refused for good.
+            changes = argv[0] in ("sbatch", "scancel") or (argv[0] == "scontrol" and argv[1] != "show")
+            permanent = changes and not parse.is_transient(message)
+            raise self._error(f"{what} failed: {message}", permanent=permanent)
+        return done.stdout
+
+    def _json(self, argv: list[str], *, what: str) -> dict[str, Any]:
+        out = self._run(argv, what=what)
+        try:
+            data = json.loads(out)
+        except ValueError as exc:
+            raise self._error(f"{what} printed invalid JSON: {exc}", permanent=False) from exc
+        # 22.05's --json tools exit 0 even when slurmctld is unreachable, with an empty
+        # list and the failure in "errors": reading that as "no jobs" would fail them all.
+        errors = data.get("errors") if isinstance(data, dict) else None
+        if errors:
+            described = "; ".join(
+                " ".join(str(e.get(k, "")) for k in ("source", "error", "description")).strip()
+                if isinstance(e, dict)
+                else str(e)
+                for e in errors
+            )
+            raise self._error(f"{what} reported errors: {described}", permanent=False)
+        if not isinstance(data, dict):
+            raise self._error(f"{what} printed {type(data).__name__}, not an object", permanent=False)
+        return data
+
+    def _scontrol_update(self, args: list[str]) -> None:
+        self._run(["scontrol", *args], what=f"scontrol {' '.join(args[:2])}")

@@ -1,0 +1,557 @@
+"""The ``slurm`` backend beyond the shared contract: Slurm's words mapped onto ours,
+its config, its errors, and the Slurm-only verbs (drain, hold, requeue).
+
+Parsing and config tests need no cluster. Error handling runs the real adapter against
+stand-in ``sbatch``/``squeue``/``sacct`` scripts in a ``bin_dir`` (Slurm's exact words,
+no cluster). Tests marked ``slurm`` use the real dev cluster (scripts/slurm-dev-cluster.sh).
+No Django.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.backends import load_backend
+from scheduler.backends import slurm_parse as parse
+from scheduler.backends.base import BackendError, JobSpec, NodeAdmin, Placement, RemoteState
+from scheduler.backends.slurm import SlurmBackend
+from tests import slurm_dev
+
+
+@pytest.fixture(autouse=True)
+def _isolated_scheduler_settings() -> None:
+    """Replaces the Django-side autouse fixture of tests/conftest.py: no Django here."""
+
+
+# --- Slurm's words -> ours -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("slurm_state", "status", "ours", "exit_code"),
+    [
+        ("PENDING", 0, RemoteState.PENDING, None),
+        ("RUNNING", 0, RemoteState.RUNNING, None),
+        ("COMPLETING", 0, RemoteState.RUNNING, None),
+        ("COMPLETED", 0, RemoteState.COMPLETED, 0),
+        ("FAILED", 3 << 8, RemoteState.FAILED, 3),
+        ("FAILED", 9, RemoteState.FAILED, 137),
+        ("CANCELLED", 15, RemoteState.CANCELLED, None),
+        ("TIMEOUT", 15, RemoteState.TIMEOUT, 143),
+        ("NODE_FAIL", 0, RemoteState.NODE_FAIL, 0),
+        ("PREEMPTED", 15, RemoteState.PREEMPTED, 143),
+        ("OUT_OF_MEMORY", 9, RemoteState.FAILED, 137),
+        ("BOOT_FAIL", 0, RemoteState.NODE_FAIL, 0),
+        ("DEADLINE", 0, RemoteState.TIMEOUT, 0),
+        ("REQUEUED", 0, RemoteState.PENDING, None),
+        ("SOMETHING_NEW", 0, RemoteState.FAILED, 0),
+    ],
+    ids=[
+        "pending",
+        "running",
+        "completing is still running",
+        "completed exit 0",
+        "exit 3 fails with 3",
+        "SIGKILL is 137",
+        "cancelled has no exit code",
+        "timeout",
+        "node failure",
+        "preempted",
+        "out of memory fails",
+        "boot failure is a node failure",
+        "deadline is a timeout",
+        "requeued waits again",
+        "unknown state fails loudly",
+    ],
+)
+def test_squeue_job_states_and_exit_codes(
+    slurm_state: str, status: int, ours: RemoteState, exit_code: int | None
+) -> None:
+    job = {"job_id": 7, "job_state": slurm_state, "exit_code": status, "start_time": 100, "end_time": 160}
+
+    result = parse.from_squeue(job)
+
+    assert (result.external_id, result.state, result.exit_code) == ("7", ours, exit_code)
+    if ours.is_terminal:
+        assert result.ended_at == datetime.fromtimestamp(160, tz=UTC)
+
+
+def test_out_of_memory_and_unknown_states_say_why() -> None:
+    assert "out of memory" in parse.from_squeue({"job_id": 1, "job_state": "OUT_OF_MEMORY"}).reason
+    assert "SOMETHING_NEW" in parse.from_squeue({"job_id": 1, "job_state": "SOMETHING_NEW"}).reason
+
+
+def test_pending_job_has_no_start_time_yet() -> None:
+    """squeue shows a pending job's *expected* start; it has not started."""
+    result = parse.from_squeue({"job_id": 1, "job_state": "PENDING", "start_time": 4102444800, "end_time": 0})
+
+    assert (result.started_at, result.ended_at) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("line", "state", "exit_code", "reason"),
+    [
+        ("12|COMPLETED|0:0|100|160|None", RemoteState.COMPLETED, 0, ""),
+        ("12|FAILED|3:0|100|160|NonZeroExitCode", RemoteState.FAILED, 3, "NonZeroExitCode"),
+        ("12|FAILED|0:9|100|160|None", RemoteState.FAILED, 137, ""),
+        ("12|CANCELLED by 0|0:0|100|160|None", RemoteState.CANCELLED, None, ""),
+        ("12|TIMEOUT|0:15|100|160|TimeLimit", RemoteState.TIMEOUT, 143, "TimeLimit"),
+    ],
+    ids=["completed", "exit 3", "killed", "cancelled by a user", "timeout"],
+)
+def test_sacct_lines(line: str, state: RemoteState, exit_code: int | None, reason: str) -> None:
+    result = parse.from_sacct_line(line)
+
+    assert result is not None
+    assert (result.external_id, result.state, result.exit_code, result.reason) == ("12", state, exit_code, reason)
+    assert result.started_at == datetime.fromtimestamp(100, tz=UTC)
+
+
+def test_sacct_lines_that_are_not_jobs_are_ignored() -> None:
+    assert parse.from_sacct_line("") is None
+    assert parse.from_sacct_line("12.batch|COMPLETED|0:0|1|2|None") is None
+
+
+@pytest.mark.parametrize(
+    ("gres", "expected"),
+    [
+        ("gpu:a100:8", ("a100", 8)),
+        ("gpu:h100:4(S:0-1)", ("h100", 4)),
+        ("gpu:2", ("", 2)),
+        ("craynetwork:4,gpu:l4:2", ("l4", 2)),
+        ("", ("", 0)),
+        ("(null)", ("", 0)),
+    ],
+    ids=["typed", "with sockets", "untyped", "among other GRES", "none", "null"],
+)
+def test_gres_gpus(gres: str, expected: tuple[str, int]) -> None:
+    assert parse.gres_gpus(gres) == expected
+
+
+@pytest.mark.parametrize(
+    ("state", "flags", "ours"),
+    [
+        ("idle", [], "up"),
+        ("mixed", [], "up"),
+        ("allocated", [], "up"),
+        ("idle", ["DRAIN"], "drain"),
+        ("allocated", ["DRAIN"], "drain"),
+        ("down", [], "down"),
+        ("idle", ["NOT_RESPONDING"], "down"),
+        ("down", ["DRAIN"], "down"),
+    ],
+    ids=["idle", "mixed", "allocated", "drained", "draining", "down", "not responding", "down and drained"],
+)
+def test_node_states(state: str, flags: list[str], ours: str) -> None:
+    assert parse.node_state(state, flags) == ours
+
+
+def test_sinfo_node_becomes_node_info_with_gpus_of_the_configured_model() -> None:
+    raw = {
+        "name": "node2",
+        "cpus": 16,
+        "real_memory": 64000,
+        "gres": "gpu:h100:8",
+        "state": "idle",
+        "state_flags": ["DRAIN"],
+        "reason": "bad fan",
+        "features": "h100,node2",
+        "partitions": ["gpu"],
+    }
+    models = {"h100": parse.GpuModel("H100-80GB", 81920, "9.0")}
+
+    node = parse.node_from_sinfo(raw, "c1", models)
+
+    assert (node.name, node.cpus, node.memory_mib, node.state, node.reason) == ("node2", 16, 64000, "drain", "bad fan")
+    assert [g.index for g in node.gpus] == list(range(8))
+    assert {(g.model, g.memory_mib, g.compute_capability) for g in node.gpus} == {("H100-80GB", 81920, "9.0")}
+    assert node.labels["slurm_state"] == "idle+drain"
+    assert parse.node_from_sinfo(raw, "c1", models).gpus == node.gpus  # stable uuids
+    assert parse.node_from_sinfo(raw, "c1", {}).gpus[0].model == "h100"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(1, "0-00:00:01"), (3600, "0-01:00:00"), (90061, "1-01:01:01")],
+    ids=["one second", "an hour", "a day and a bit"],
+)
+def test_walltime_format(seconds: int, text: str) -> None:
+    assert parse.walltime(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("message", "transient"),
+    [
+        ("sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification", False),
+        ("sbatch: error: Batch job submission failed: Requested node configuration is not available", False),
+        ("sbatch: error: Batch job submission failed: Invalid partition name specified", False),
+        ("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)", True),
+        ("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation", True),
+        ("sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying", True),
+    ],
+    ids=["invalid GRES", "no such node configuration", "bad partition", "controller down", "timeout", "busy"],
+)
+def test_error_classification(message: str, transient: bool) -> None:
+    assert parse.is_transient(message) is transient
+
+
+# --- Config -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"slurmconf": "/etc/slurm/slurm.conf"}, "unknown key(s) slurmconf"),
+        ({"slurm_conf": 42}, "slurm_conf must be a path"),
+        ({"log_dir": ""}, "log_dir must be a path"),
+        ({"partition": ["gpu"]}, "partition must be a string"),
+        ({"command_timeout_seconds": 0}, "command_timeout_seconds must be a positive number"),
+        ({"command_timeout_seconds": "soon"}, "command_timeout_seconds must be a positive number"),
+        ({"accounting": "yes"}, "accounting must be true or false"),
+        ({"gpu_models": ["a100"]}, "gpu_models must be a mapping"),
+        ({"gpu_models": {"a100": {"memory_mib": 1}}}, "gpu_models.a100.model must be a non-empty string"),
+        ({"gpu_models": {"a100": {"model": "A100", "memory_mib": -1}}}, "gpu_models.a100.memory_mib"),
+        ({"gpu_models": {"a100": {"model": "A100", "vram": 1}}}, "gpu_models.a100 has unknown key(s) vram"),
+    ],
+    ids=[
+        "typo in key",
+        "slurm_conf not a path",
+        "empty log_dir",
+        "partition not a string",
+        "zero timeout",
+        "timeout not a number",
+        "accounting not a bool",
+        "gpu_models not a mapping",
+        "gpu model missing",
+        "negative GPU memory",
+        "typo in gpu model key",
+    ],
+)
+def test_bad_config_is_permanent_error_naming_the_field(tmp_path: Path, config: dict[str, Any], message: str) -> None:
+    with pytest.raises(BackendError) as caught:
+        load_backend("slurm", "c1", config, work_dir=tmp_path)
+
+    assert caught.value.permanent
+    assert message in caught.value.message
+
+
+def test_construction_runs_nothing_and_the_backend_can_drain(tmp_path: Path) -> None:
+    backend = load_backend("slurm", "c1", {"bin_dir": str(tmp_path / "no-such-dir")}, work_dir=tmp_path)
+
+    assert isinstance(backend, SlurmBackend) and isinstance(backend, NodeAdmin)
+    assert backend.poll(["not-a-slurm-id", ""])["not-a-slurm-id"].state is RemoteState.UNKNOWN
+    backend.cancel("not-a-slurm-id")  # nothing to run for an id Slurm cannot have made
+
+
+# --- Errors, against stand-in Slurm commands -------------------------------------------------
+
+SINFO = '{"nodes": [{"name": "node1", "cpus": 8, "real_memory": 1000, "gres": "gpu:a100:4", "state": "idle"}]}'
+
+
+def fake_slurm(tmp_path: Path, **scripts: str) -> SlurmBackend:
+    """A backend whose Slurm commands are the given shell snippets (``sinfo`` answers one
+    4-GPU node, the others print nothing unless given)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scripts = {"sinfo": f"echo '{SINFO}'", "squeue": "true", "sacct": "true", **scripts}
+    for name, body in scripts.items():
+        path = bin_dir / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+    config = {"bin_dir": str(bin_dir), "command_timeout_seconds": 2}
+    backend = load_backend("slurm", "c1", config, work_dir=tmp_path / "work")
+    assert isinstance(backend, SlurmBackend)
+    return backend
+
+
+def spec(**fields: Any) -> JobSpec:
+    values: dict[str, Any] = {
+        "key": f"{uuid.uuid4()}.1",
+        "name": "test job",
+        "owner": "alice",
+        "account": "lab",
+        "command": "true",
+        "script": "",
+        "walltime_seconds": 60,
+        "placements": (Placement("node1", (0, 1)),),
+    }
+    values.update(fields)
+    return JobSpec(**values)
+
+
+@pytest.mark.parametrize(
+    ("sbatch", "permanent", "shown"),
+    [
+        (
+            "echo 'sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification' >&2;"
+            "exit 1",
+            True,
+            "Invalid generic resource (gres) specification",
+        ),
+        (
+            "echo 'sbatch: error: Batch job submission failed: Unable to contact slurm controller' >&2; exit 1",
+            False,
+            "Unable to contact slurm controller",
+        ),
+        ("sleep 5", False, "timed out after 2s"),
+        ("echo 'not a number'", False, "not a job id"),
+    ],
+    ids=["invalid GRES is permanent", "controller down is transient", "hanging sbatch", "garbage from sbatch"],
+)
+def test_slurm_errors_become_backend_errors_with_slurms_message(
+    tmp_path: Path, sbatch: str, permanent: bool, shown: str
+) -> None:
+    backend = fake_slurm(tmp_path, sbatch=sbatch)
+
+    with pytest.raises(BackendError) as caught:
+        backend.submit(spec())
+
+    assert caught.value.permanent is permanent
+    assert shown in caught.value.message
+
+
+def test_missing_slurm_commands_are_transient(tmp_path: Path) -> None:
+    backend = load_backend("slurm", "c1", {"bin_dir": str(tmp_path)}, work_dir=tmp_path)
+
+    with pytest.raises(BackendError) as caught:
+        backend.list_nodes()
+
+    assert not caught.value.permanent and "cannot run sinfo" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"placements": (Placement("node9", (0,)),)}, "unknown node 'node9'"),
+        ({"placements": (Placement("node1", (0, 4)),)}, "has no GPU 4"),
+        ({"placements": (Placement("node1", (1, 1)),)}, "repeat"),
+        ({"placements": ()}, "no placements"),
+        ({"walltime_seconds": 0}, "walltime_seconds"),
+        ({"key": "../x"}, "key must match"),
+        ({"command": ""}, "neither a command nor a script"),
+        ({"env": {"SBATCH_PARTITION": "vip"}}, "may not set SBATCH_PARTITION"),
+    ],
+    ids=[
+        "unknown node",
+        "missing GPU",
+        "GPU twice",
+        "no placement",
+        "zero walltime",
+        "unsafe key",
+        "nothing",
+        "SBATCH_",
+    ],
+)
+def test_malformed_specs_are_refused_before_sbatch(tmp_path: Path, fields: dict[str, Any], message: str) -> None:
+    backend = fake_slurm(tmp_path, sbatch="echo called > sbatch-ran; echo 1")
+
+    with pytest.raises(BackendError) as caught:
+        backend.submit(spec(**fields))
+
+    assert caught.value.permanent and message in caught.value.message
+    assert not (tmp_path / "sbatch-ran").exists()
+
+
+def test_sbatch_gets_the_placement_and_a_clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SECRET_KEY", "portal-secret")
+    monkeypatch.setenv("SBATCH_PARTITION", "vip")  # would change sbatch's options
+    record = tmp_path / "sbatch.txt"
+    backend = fake_slurm(tmp_path, sbatch=f'echo "$@" > {record}; env >> {record}; cat >> {record}; echo 42')
+    job = spec(
+        command="python train.py",
+        cpus_per_node=4,
+        memory_mib_per_node=2048,
+        walltime_seconds=3601,
+        env={"FOO": "bar"},
+    )
+
+    assert backend.submit(job) == "42"
+
+    recorded = record.read_text()
+    for option in (
+        "--parsable",
+        f"--comment=qm:{job.key}",
+        "--job-name=test job",
+        "--nodelist=node1",
+        "--gres=gpu:a100:2",
+        "--cpus-per-task=4",
+        "--mem=2048M",
+        "--time=0-01:00:01",
+        "--no-requeue",
+    ):
+        assert option in recorded
+    assert "FOO=bar" in recorded and f"QM_JOB_KEY={job.key}" in recorded and "QM_GPUS=node1:0,1" in recorded
+    assert "portal-secret" not in recorded and "SBATCH_PARTITION" not in recorded
+    assert "#!/bin/bash\n: Quartermaster job" in recorded and "python train.py" in recorded
+
+
+def test_submit_finds_an_earlier_job_by_its_comment_instead_of_submitting_again(tmp_path: Path) -> None:
+    job = spec()
+    backend = fake_slurm(tmp_path, squeue=f"echo '17|qm:{job.key}'", sbatch="echo called > sbatch-ran; echo 99")
+
+    assert backend.submit(job) == "17"
+    assert not (tmp_path / "sbatch-ran").exists()
+
+
+def test_a_retried_submit_also_looks_in_accounting(tmp_path: Path) -> None:
+    """The first sbatch hangs (Slurm took the job, we never heard); the job has since
+    left slurmctld's memory, and only accounting still knows it."""
+    job = spec()
+    backend = fake_slurm(tmp_path, sacct=f"echo '5|qm:other'; echo '18|qm:{job.key}'", sbatch="sleep 5")
+    with pytest.raises(BackendError):
+        backend.submit(job)
+
+    assert backend.submit(job) == "18"
+
+
+def test_poll_asks_accounting_only_for_jobs_squeue_no_longer_shows(tmp_path: Path) -> None:
+    squeue = '{"jobs": [{"job_id": 1, "job_state": "RUNNING", "start_time": 100}]}'
+    backend = fake_slurm(
+        tmp_path,
+        squeue=f"echo '{squeue}'",
+        sacct=f'echo "$@" > {tmp_path}/sacct-args; echo "2|COMPLETED|0:0|100|200|None"',
+    )
+
+    results = backend.poll(["1", "2", "3"])
+
+    assert [results[i].state for i in ("1", "2", "3")] == [
+        RemoteState.RUNNING,
+        RemoteState.COMPLETED,
+        RemoteState.UNKNOWN,
+    ]
+    assert "-j 2,3" in (tmp_path / "sacct-args").read_text()
+
+
+def test_json_errors_with_exit_status_0_are_transient_errors_not_empty_answers(tmp_path: Path) -> None:
+    """Slurm 22.05's ``squeue --json`` exits 0 with no jobs when slurmctld is down."""
+    answer = '{"errors": [{"error": "Unspecified error", "description": "Failed while looking for jobs"}], "jobs": []}'
+    backend = fake_slurm(tmp_path, squeue=f"echo '{answer}'")
+
+    with pytest.raises(BackendError) as caught:
+        backend.poll(["1"])
+
+    assert not caught.value.permanent and "Failed while looking for jobs" in caught.value.message
+
+
+def test_poll_errors_are_transient(tmp_path: Path) -> None:
+    backend = fake_slurm(tmp_path, squeue="echo 'slurm_load_jobs error: Invalid user' >&2; exit 1")
+
+    with pytest.raises(BackendError) as caught:
+        backend.poll(["1"])
+
+    assert not caught.value.permanent and "Invalid user" in caught.value.message
+
+
+# --- Against the real dev cluster ---------------------------------------------------------
+
+
+def scontrol(*args: str) -> str:
+    env = {**os.environ, "SLURM_CONF": slurm_dev.slurm_conf()}
+    return subprocess.run(["scontrol", *args], env=env, capture_output=True, text=True, check=True, timeout=30).stdout
+
+
+@pytest.fixture
+def slurm(tmp_path: Path) -> Any:
+    backend = load_backend(
+        "slurm",
+        "devcluster",
+        {"slurm_conf": slurm_dev.slurm_conf(), "log_dir": str(tmp_path / "logs")},
+        work_dir=tmp_path / "work",
+    )
+    yield backend
+    slurm_dev.scancel_jobs_in(tmp_path)
+
+
+def wait_until(check: Any, timeout: float = 15) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met after {timeout}s")
+        time.sleep(0.1)
+    return value
+
+
+@pytest.mark.slurm
+def test_job_in_slurm_carries_our_placement_and_labels(slurm: SlurmBackend) -> None:
+    job = spec(command="sleep 30", cpus_per_node=2, memory_mib_per_node=1000, walltime_seconds=600)
+
+    external_id = slurm.submit(job)
+
+    shown = scontrol("show", "job", "-o", external_id)
+    for field in (
+        f"Comment=qm:{job.key}",
+        "JobName=test job",
+        "ReqNodeList=node1",
+        "TimeLimit=00:10:00",
+        "MinMemoryNode=1000M",
+        "gres:gpu:a100:2",
+    ):
+        assert field in shown
+
+
+@pytest.mark.slurm
+def test_invalid_gres_is_refused_by_slurm_permanently_with_its_message(tmp_path: Path) -> None:
+    backend = load_backend(
+        "slurm",
+        "devcluster",
+        {"slurm_conf": slurm_dev.slurm_conf(), "partition": "no-such-partition"},
+        work_dir=tmp_path,
+    )
+
+    with pytest.raises(BackendError) as caught:
+        backend.submit(spec())
+
+    assert caught.value.permanent
+    assert "Invalid partition name specified" in caught.value.message
+
+
+@pytest.mark.slurm
+def test_unreachable_controller_is_transient(tmp_path: Path) -> None:
+    conf = Path(slurm_dev.slurm_conf()).read_text()
+    broken = tmp_path / "slurm.conf"
+    broken.write_text(re.sub(r"^SlurmctldPort=\d+", "SlurmctldPort=16797", conf, flags=re.MULTILINE))
+    backend = load_backend(
+        "slurm", "devcluster", {"slurm_conf": str(broken), "command_timeout_seconds": 20}, work_dir=tmp_path
+    )
+
+    for call in (backend.list_nodes, lambda: backend.poll(["1"])):
+        with pytest.raises(BackendError) as caught:
+            call()
+        assert not caught.value.permanent and "reported errors" in caught.value.message
+
+
+@pytest.mark.slurm
+def test_drain_and_resume_reach_slurm(slurm: SlurmBackend) -> None:
+    def state_of(name: str) -> tuple[str, str]:
+        node = next(n for n in slurm.list_nodes() if n.name == name)
+        return node.state, node.reason
+
+    try:
+        slurm.drain_node("node4", "fan replacement")
+        assert state_of("node4") == ("drain", "fan replacement")
+    finally:
+        slurm.resume_node("node4")
+    wait_until(lambda: state_of("node4") == ("up", ""))  # a resumed node is "not responding" until it pings
+
+
+@pytest.mark.slurm
+def test_hold_release_and_requeue(slurm: SlurmBackend) -> None:
+    external_id = slurm.submit(spec(command="sleep 30", placements=(Placement("node3", (0,)),)))
+    wait_until(lambda: slurm.poll([external_id])[external_id].state is RemoteState.RUNNING)
+    time.sleep(1.5)  # Slurm refuses a requeue within a second of the start
+
+    slurm.requeue(external_id)  # back to PENDING, under the same id (it waits ~10 s to restart)
+
+    wait_until(lambda: "JobState=PENDING" in scontrol("show", "job", "-o", external_id))
+    slurm.hold(external_id)
+    assert "Reason=JobHeld" in scontrol("show", "job", "-o", external_id)
+    slurm.release(external_id)
+    assert "Reason=JobHeld" not in scontrol("show", "job", "-o", external_id)
