@@ -223,13 +223,13 @@ def rollup(period: int, start: datetime, end: datetime) -> int:
         return 0
     if period == Resolution.MINUTE:
         source = GpuSample.objects.filter(at__gte=start, at__lt=end).annotate(bucket=TruncMinute("at"))
-        aggregates: dict[str, Any] = {"samples": Count("id")}
+        aggregates: dict[str, Any] = {"n": Count("id")}
         for name, column in _METRICS:
             aggregates |= {f"{name}_min": Min(column), f"{name}_mean": Avg(column), f"{name}_max": Max(column)}
         rows = source.values("gpu_id", "bucket").annotate(**aggregates).order_by()
     else:
         minutes = GpuRollup.objects.filter(period=Resolution.MINUTE, at__gte=start, at__lt=end)
-        aggregates = {"samples": Sum("samples")}
+        aggregates = {"n": Sum("samples")}
         for name, _ in _METRICS:
             aggregates |= {
                 f"{name}_min": Min(f"{name}_min"),
@@ -240,7 +240,7 @@ def rollup(period: int, start: datetime, end: datetime) -> int:
         rows = minutes.annotate(bucket=TruncHour("at")).values("gpu_id", "bucket").annotate(**aggregates).order_by()
     objects = []
     for row in rows:
-        values = {"samples": row["samples"]}
+        values = {"samples": row["n"]}
         for name, _ in _METRICS:
             values[f"{name}_min"] = row[f"{name}_min"]
             values[f"{name}_max"] = row[f"{name}_max"]
