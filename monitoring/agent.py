@@ -52,7 +52,7 @@ class Sender:
         self.node = node
         self.pending: deque[dict[str, Any]] = deque(maxlen=buffer)
         self.timeout = timeout
-        self._post = post or (lambda request, timeout: urllib.request.urlopen(request, timeout=timeout))  # noqa: S310
+        self._post = post or (lambda request, timeout: urllib.request.urlopen(request, timeout=timeout))
 
     def add(self, samples: Sequence[dict[str, Any]]) -> None:
         dropped = max(0, len(self.pending) + len(samples) - (self.pending.maxlen or 0))
@@ -81,7 +81,9 @@ class Sender:
                     result = json.loads(response.read() or b"{}")
             except urllib.error.HTTPError as exc:
                 if exc.code == 400:
-                    log.error("portal rejected a batch of %d: %s", len(chunk), exc.read()[:500].decode(errors="replace"))
+                    log.error(
+                        "portal rejected a batch of %d: %s", len(chunk), exc.read()[:500].decode(errors="replace")
+                    )
                     self._drop(len(chunk))
                     continue
                 log.error("portal answered %s; keeping %d samples for later", exc.code, len(self.pending))

@@ -78,6 +78,7 @@ def ingest_batch(node: Node, samples: Sequence[Any], now: datetime | None = None
     result = IngestResult(received=len(samples))
     by_index: dict[int, int] = {}
     by_uuid: dict[str, int] = {}
+    gpu_id: int | None
     for gpu_id, index, uuid in Gpu.objects.filter(node=node).values_list("id", "index", "uuid"):
         by_index[index] = gpu_id
         if uuid:
@@ -140,8 +141,8 @@ def record_health(node: Node, newest: dict[int, tuple[datetime, dict[str, Any]]]
             if new_xid:
                 state.xid, state.xid_at = xid, at
             changed.append(state)
-        if new_xid and health.is_critical(xid, rules.critical_xids):
-            critical.append((gpu_id, xid))
+        if new_xid and xid is not None and health.is_critical(xid, rules.critical_xids):
+            critical.append((gpu_id, int(xid)))
     GpuHealth.objects.bulk_create(created, ignore_conflicts=True)
     GpuHealth.objects.bulk_update(changed, ["condition", "since", "xid", "xid_at"])
     if not critical:
@@ -165,9 +166,7 @@ def unhealthy_gpu_ids(now: datetime | None = None) -> set[int]:
     hold = timedelta(seconds=settings.MONITORING_XID_HOLD_SECONDS)
     from django.db.models import Q
 
-    return set(
-        GpuHealth.objects.filter(~Q(condition="") | Q(xid_at__gt=now - hold)).values_list("gpu_id", flat=True)
-    )
+    return set(GpuHealth.objects.filter(~Q(condition="") | Q(xid_at__gt=now - hold)).values_list("gpu_id", flat=True))
 
 
 def health_notes_for_job(job: Job, now: datetime | None = None) -> list[str]:
@@ -221,6 +220,7 @@ def rollup(period: int, start: datetime, end: datetime) -> int:
     start, end = floor_time(start, period), floor_time(end, period)
     if end <= start:
         return 0
+    rows: Any
     if period == Resolution.MINUTE:
         source = GpuSample.objects.filter(at__gte=start, at__lt=end).annotate(bucket=TruncMinute("at"))
         aggregates: dict[str, Any] = {"n": Count("id")}

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
@@ -48,3 +49,11 @@ class IsNodeAgent(permissions.BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         return isinstance(request.auth, NodeToken)
+
+
+class NodeTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "monitoring.api.auth.NodeTokenAuthentication"
+    name = "nodeToken"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "bearerFormat": "qmnode_<prefix>_<secret>"}

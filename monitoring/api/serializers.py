@@ -37,7 +37,7 @@ class SampleBatchSerializer(serializers.Serializer):
 
 class RejectedSampleSerializer(serializers.Serializer):
     index = serializers.IntegerField(help_text="Position of the sample in the batch.")
-    errors = serializers.DictField(child=serializers.CharField())
+    errors = serializers.DictField(child=serializers.CharField())  # type: ignore[assignment]
 
 
 class IngestResultSerializer(serializers.Serializer):

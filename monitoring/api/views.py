@@ -19,6 +19,7 @@ from monitoring.api.serializers import (
     SeriesQuerySerializer,
     SeriesSerializer,
 )
+from monitoring.models import NodeToken
 from monitoring.series import series
 from scheduler.models import Gpu
 
@@ -42,7 +43,9 @@ class SampleIngestView(APIView):
     def post(self, request: Request) -> Response:
         from django.conf import settings
 
-        node = request.auth.node
+        token = request.auth
+        assert isinstance(token, NodeToken)  # IsNodeAgent
+        node = token.node
         body = request.data
         if not isinstance(body, dict) or not isinstance(body.get("samples"), list):
             raise exceptions.ValidationError({"samples": "Expected an object with a 'samples' list."})

@@ -72,8 +72,8 @@ def parse_dcgm_metrics(text: str, mig_indices: Mapping[tuple[int, int], int] | N
         by_parent[gpu].append(entity)
         gpus[gpu].uuid = gpus[gpu].uuid or entity.uuid
     readings = [_physical(index, gpus[index], by_parent.get(index, [])) for index in sorted(gpus)]
-    for (gpu, instance), entity in sorted(slices.items()):
-        index = (mig_indices or {}).get((gpu, instance))
+    for (gpu, slice_id), entity in sorted(slices.items()):
+        index = (mig_indices or {}).get((gpu, slice_id))
         if index is not None:
             readings.append(_reading(index, "", entity.values, _util(entity.values)))
     return sorted(readings, key=lambda r: r.index)
@@ -127,7 +127,7 @@ class DcgmCollector:
 
     def collect(self) -> list[Reading]:
         try:
-            with urllib.request.urlopen(self.url, timeout=self.timeout) as response:  # noqa: S310 - configured URL
+            with urllib.request.urlopen(self.url, timeout=self.timeout) as response:
                 text = response.read().decode()
         except OSError as exc:
             raise CollectorError(f"cannot scrape {self.url}: {exc}") from exc

@@ -40,10 +40,11 @@ class NvmlCollector:
     def __init__(self, nvml: ModuleType | Any | None = None) -> None:
         if nvml is None:
             try:
-                import pynvml as nvml
+                import pynvml
             except ImportError as exc:  # pragma: no cover - the package is a requirement
                 raise CollectorError("nvidia-ml-py is not installed") from exc
-        self.nvml = nvml
+            nvml = pynvml
+        self.nvml: Any = nvml
         self._ready = False
         self._events: Any = None
 

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from rest_framework.test import APIClient
 
 
 @pytest.fixture
@@ -19,20 +20,17 @@ def node(world: Any) -> Any:
 @pytest.fixture
 def agent(node: Any) -> Any:
     """``agent.post(samples, node=...)`` posts a batch with ``h100-01``'s token."""
-    from rest_framework.test import APIClient
-
     from monitoring.services import create_node_token
 
     _, secret = create_node_token(node)
-    client = APIClient()
+    client = AgentClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
-
-    def post(samples: list[dict[str, Any]], **batch: Any) -> Any:
-        return client.post("/api/v1/monitoring/samples/", {"samples": samples, **batch}, format="json")
-
-    client.post_samples = post
-    client.secret = secret
     return client
+
+
+class AgentClient(APIClient):
+    def post_samples(self, samples: list[dict[str, Any]], **batch: Any) -> Any:
+        return self.post("/api/v1/monitoring/samples/", {"samples": samples, **batch}, format="json")
 
 
 def sample(index: int, at: datetime, **fields: Any) -> dict[str, Any]:

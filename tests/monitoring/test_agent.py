@@ -7,6 +7,7 @@ import json
 import urllib.error
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from email.message import Message
 
 import pytest
 
@@ -84,7 +85,7 @@ def test_the_buffer_is_bounded_and_drops_the_oldest():
 
 def test_a_batch_the_portal_refuses_as_invalid_is_dropped_not_retried_forever():
     def refuse(request, timeout):
-        raise urllib.error.HTTPError(request.full_url, 400, "Bad Request", {}, io.BytesIO(b'{"rejected": []}'))
+        raise urllib.error.HTTPError(request.full_url, 400, "Bad Request", Message(), io.BytesIO(b'{"rejected": []}'))
 
     sender = agent.Sender("http://portal", "tok", "n1", post=refuse)
     sender.add([{"at": "bad"}])
@@ -94,7 +95,7 @@ def test_a_batch_the_portal_refuses_as_invalid_is_dropped_not_retried_forever():
 
 def test_an_auth_error_keeps_the_samples():
     def forbid(request, timeout):
-        raise urllib.error.HTTPError(request.full_url, 403, "Forbidden", {}, io.BytesIO(b"{}"))
+        raise urllib.error.HTTPError(request.full_url, 403, "Forbidden", Message(), io.BytesIO(b"{}"))
 
     sender = agent.Sender("http://portal", "tok", "n1", post=forbid)
     sender.add([{"at": "t1"}])

@@ -26,7 +26,10 @@ RULES = health.Thresholds()
         ({"temperature_c": 91}, "temperature 91 °C over the 85 °C threshold"),
         ({"throttle_reasons": ["sw_power_cap"]}, ""),
         ({"throttle_reasons": ["hw_thermal_slowdown"]}, "throttling (hw_thermal_slowdown)"),
-        ({"throttle_reasons": ["hw_power_brake_slowdown", "hw_slowdown"]}, "throttling (hw_power_brake_slowdown, hw_slowdown)"),
+        (
+            {"throttle_reasons": ["hw_power_brake_slowdown", "hw_slowdown"]},
+            "throttling (hw_power_brake_slowdown, hw_slowdown)",
+        ),
     ],
     ids=["cool", "over the threshold", "at its power cap is normal", "thermal throttling", "power brake"],
 )

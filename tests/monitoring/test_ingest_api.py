@@ -108,9 +108,7 @@ def test_only_a_valid_node_token_may_post(client_for, world, header):
 
 
 def test_a_logged_in_person_is_not_a_node(client_for, world):
-    response = client_for(world.admin).post(
-        "/api/v1/monitoring/samples/", {"samples": [sample(0, NOW)]}, format="json"
-    )
+    response = client_for(world.admin).post("/api/v1/monitoring/samples/", {"samples": [sample(0, NOW)]}, format="json")
     assert response.status_code in (401, 403)
 
 

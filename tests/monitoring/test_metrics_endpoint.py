@@ -40,7 +40,9 @@ def test_queue_gpus_and_tick_are_exported(world, client, tick):
     assert figures[("quartermaster_gpus_free", (("gpu_model", "L4"),))] == 0
     assert figures[("quartermaster_tick_started_jobs", ())] == 1
     assert figures[("quartermaster_tick_duration_seconds", ())] > 0
-    assert figures[("quartermaster_dispatch_errors_total", ())] == JobEvent.objects.filter(kind="dispatch_retry").count()
+    assert (
+        figures[("quartermaster_dispatch_errors_total", ())] == JobEvent.objects.filter(kind="dispatch_retry").count()
+    )
 
 
 def test_scrape_cost_does_not_grow_with_jobs(world, client, django_assert_max_num_queries):

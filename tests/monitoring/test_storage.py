@@ -75,7 +75,11 @@ def test_pruning_keeps_what_is_within_retention(gpus, settings):
 
 
 def _flat(value):
-    return {f"{m}_{s}": value for m in ("utilization", "memory_used", "temperature", "power") for s in ("min", "mean", "max")}
+    return {
+        f"{m}_{s}": value
+        for m in ("utilization", "memory_used", "temperature", "power")
+        for s in ("min", "mean", "max")
+    }
 
 
 @pytest.mark.parametrize(
@@ -88,7 +92,14 @@ def _flat(value):
         (timedelta(hours=1), 8000, Resolution.HOUR),
         (timedelta(days=30), 8000, Resolution.HOUR),
     ],
-    ids=["an hour of a node: raw", "an hour of 800 GPUs: minutes", "6 h: minutes", "2 days: hours", "an hour of 8k GPUs: hours", "30 days: hours"],
+    ids=[
+        "an hour of a node: raw",
+        "an hour of 800 GPUs: minutes",
+        "6 h: minutes",
+        "2 days: hours",
+        "an hour of 8k GPUs: hours",
+        "30 days: hours",
+    ],
 )
 def test_resolution_fits_the_range(span, gpus, expected):
     assert choose_resolution(span, gpus, max_points=720, raw_interval=10, row_budget=200_000) == expected
