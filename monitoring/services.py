@@ -6,6 +6,7 @@ rollup recomputes and upserts the same rows, pruning deletes what is already old
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Avg, Count, Max, Min, Sum
 from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
@@ -83,7 +84,7 @@ def ingest_batch(node: Node, samples: Sequence[Any], now: datetime | None = None
         by_index[index] = gpu_id
         if uuid:
             by_uuid[uuid] = gpu_id
-    rows: list[GpuSample] = []
+    rows: list[tuple[int, datetime, dict[str, Any]]] = []
     newest: dict[int, tuple[datetime, dict[str, Any]]] = {}
     unknown_uuids: set[str] = set()
     for position, raw in enumerate(samples):
@@ -100,18 +101,82 @@ def ingest_batch(node: Node, samples: Sequence[Any], now: datetime | None = None
             named = f"uuid {sample.uuid}" if sample.index is None else f"index {sample.index}"
             result.rejected.append({"index": position, "errors": {"gpu": f"No GPU with {named} on node {node.name}."}})
             continue
-        rows.append(GpuSample(gpu_id=gpu_id, at=sample.at, **sample.values))
+        rows.append((gpu_id, sample.at, sample.values))
         if gpu_id not in newest or sample.at > newest[gpu_id][0]:
             newest[gpu_id] = (sample.at, sample.values)
     if unknown_uuids:
         foreign = Gpu.objects.filter(uuid__in=unknown_uuids).exclude(node=node).values_list("uuid", flat=True).first()
         if foreign:
             raise ForeignGpu(f"GPU {foreign} belongs to another node; node {node.name} may post only its own GPUs.")
-    GpuSample.objects.bulk_create(rows, batch_size=2000, ignore_conflicts=True)
+    insert_samples(rows)
     result.accepted = len(rows)
     if newest:
         result.drained = record_health(node, {gpu: (at, values) for gpu, (at, values) in newest.items()}, now)
     return result
+
+
+#: Sample columns besides ``gpu_id`` and ``at``, and whether they hold JSON.
+_COLUMNS = (
+    ("utilization_pct", False),
+    ("memory_used_mib", False),
+    ("memory_total_mib", False),
+    ("temperature_c", False),
+    ("power_w", False),
+    ("power_limit_w", False),
+    ("sm_clock_mhz", False),
+    ("throttle_reasons", True),
+    ("xid", False),
+    ("ecc_errors", False),
+    ("processes", True),
+)
+_PG_TYPES = {"memory_used_mib": "integer", "memory_total_mib": "integer", "sm_clock_mhz": "integer", "xid": "integer"}
+
+
+def insert_samples(rows: Sequence[tuple[int, datetime, dict[str, Any]]]) -> None:
+    """Insert ``(gpu_id, at, values)`` rows, skipping ``(gpu, at)`` pairs already stored.
+
+    PostgreSQL: ``COPY`` into a temporary table, then ``INSERT ... SELECT ... ON CONFLICT
+    DO NOTHING``: several times faster than ``bulk_create``, whose per-value preparation
+    dominated the ingest path. Elsewhere (SQLite): ``bulk_create(ignore_conflicts=True)``.
+    """
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
+        GpuSample.objects.bulk_create(
+            [GpuSample(gpu_id=gpu_id, at=at, **values) for gpu_id, at, values in rows],
+            batch_size=500,
+            ignore_conflicts=True,
+        )
+        return
+    names = ["gpu_id", "at", *(name for name, _ in _COLUMNS)]
+    types = ["bigint", "timestamptz"] + [
+        "jsonb" if is_json else _PG_TYPES.get(name, "double precision") for name, is_json in _COLUMNS
+    ]
+    table = GpuSample._meta.db_table
+    with transaction.atomic(), connection.cursor() as cursor:
+        # A temporary staging table, emptied at commit: COPY into it, then one INSERT
+        # that skips what is already stored (COPY itself cannot skip conflicts).
+        cursor.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS qm_sample_stage "
+            f"({', '.join(f'{n} {t}' for n, t in zip(names, types, strict=True))}) ON COMMIT DELETE ROWS"
+        )
+        raw = cursor.cursor  # the psycopg cursor under Django's wrapper
+        with raw.copy(f"COPY qm_sample_stage ({', '.join(names)}) FROM STDIN") as copy:
+            for gpu_id, at, values in rows:
+                copy.write_row(
+                    (
+                        gpu_id,
+                        at,
+                        *(
+                            (json.dumps(values[name]) if name in values else "[]") if is_json else values.get(name)
+                            for name, is_json in _COLUMNS
+                        ),
+                    )
+                )
+        cursor.execute(
+            f"INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join(names)} FROM qm_sample_stage "
+            f"ON CONFLICT (gpu_id, at) DO NOTHING"
+        )
 
 
 def record_health(node: Node, newest: dict[int, tuple[datetime, dict[str, Any]]], now: datetime) -> bool:
