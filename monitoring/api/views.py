@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from monitoring import charts, services
+from monitoring import services
 from monitoring.api.auth import IsNodeAgent, NodeTokenAuthentication
 from monitoring.api.serializers import (
     IngestResultSerializer,
@@ -86,5 +86,7 @@ class SeriesView(APIView):
             result = series(gpus.values("id"), params["start"], end, params["metric"])
         except ValueError as exc:
             raise exceptions.ValidationError({"end": str(exc)}) from exc
+        from monitoring import charts  # plotly takes ~0.2 s to import: only when a chart is asked for
+
         payload = asdict(result) | {"figure": charts.band_figure(result)}
         return Response(SeriesSerializer(payload).data)
