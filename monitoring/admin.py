@@ -1,11 +1,44 @@
-from django.contrib import admin
+from __future__ import annotations
 
-from monitoring.models import GpuSample
+from typing import Any
+
+from django.contrib import admin, messages
+from django.http import HttpRequest
+from django.utils import timezone
+
+from monitoring.models import GpuHealth, GpuSample, NodeToken
 
 
 @admin.register(GpuSample)
 class GpuSampleAdmin(admin.ModelAdmin):
-    list_display = ["gpu", "at", "utilization_pct", "memory_used_mib", "temperature_c", "power_w"]
+    list_display = ["gpu", "at", "utilization_pct", "memory_used_mib", "temperature_c", "power_w", "xid"]
     list_filter = ["gpu__node"]
     list_select_related = ["gpu", "gpu__node"]
     date_hierarchy = "at"
+
+
+@admin.register(GpuHealth)
+class GpuHealthAdmin(admin.ModelAdmin):
+    list_display = ["gpu", "condition", "xid", "xid_at", "since"]
+    list_select_related = ["gpu", "gpu__node"]
+    search_fields = ["gpu__node__name", "condition"]
+
+
+@admin.register(NodeToken)
+class NodeTokenAdmin(admin.ModelAdmin):
+    """Adding a token shows its secret once, in a message; only the digest is stored."""
+
+    list_display = ["node", "key_prefix", "created_at", "last_used_at", "revoked_at"]
+    fields = ["node"]
+    actions = ["revoke"]
+
+    def save_model(self, request: HttpRequest, obj: NodeToken, form: Any, change: bool) -> None:
+        if not change:
+            prefix, secret = NodeToken.new_secret()
+            obj.key_prefix, obj.digest = prefix, NodeToken.hash(secret)
+            messages.warning(request, f"Token for {obj.node}: {secret} — copy it now, it is not shown again.")
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset: Any) -> None:
+        queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())

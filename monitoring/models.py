@@ -1,29 +1,132 @@
-"""Per-GPU telemetry samples from node agents (NVML or DCGM exporter)."""
+"""Per-GPU telemetry: raw samples from node agents, their rollups, each GPU's health,
+and the tokens node agents authenticate with."""
 
 from __future__ import annotations
+
+import hashlib
+import secrets
 
 from django.db import models
 
 
 class GpuSample(models.Model):
-    """One reading of one GPU at one instant."""
+    """One reading of one GPU at one instant. Unique on ``(gpu, at)``: a batch sent twice
+    (an agent retrying after a timeout) stores each reading once."""
 
     gpu = models.ForeignKey("scheduler.Gpu", on_delete=models.CASCADE, related_name="samples")
     at = models.DateTimeField()
     utilization_pct = models.FloatField()
     memory_used_mib = models.PositiveIntegerField()
-    temperature_c = models.FloatField()
-    power_w = models.FloatField()
+    memory_total_mib = models.PositiveIntegerField(null=True, blank=True)
+    temperature_c = models.FloatField(null=True, blank=True)
+    power_w = models.FloatField(null=True, blank=True)
+    power_limit_w = models.FloatField(null=True, blank=True)
     sm_clock_mhz = models.PositiveIntegerField(null=True, blank=True)
-    xid = models.IntegerField(null=True, blank=True, help_text="Last XID error code, if any.")
+    throttle_reasons = models.JSONField(
+        default=list, blank=True, help_text='Active clock throttle reasons, e.g. ["sw_power_cap"].'
+    )
+    xid = models.IntegerField(null=True, blank=True, help_text="XID error seen since the previous sample, if any.")
+    ecc_errors = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Volatile uncorrected ECC errors (count since driver load)."
+    )
     processes = models.JSONField(default=list, blank=True, help_text='[{"pid": 1, "used_memory_mib": 10}]')
 
     class Meta:
         ordering = ["-at"]
-        indexes = [
-            models.Index(fields=["gpu", "at"], name="gpusample_gpu_at"),
-            models.Index(fields=["at"], name="gpusample_at"),
-        ]
+        constraints = [models.UniqueConstraint(fields=["gpu", "at"], name="gpusample_unique_gpu_at")]
+        indexes = [models.Index(fields=["at"], name="gpusample_at")]
 
     def __str__(self) -> str:
         return f"{self.gpu} at {self.at}"
+
+
+class Resolution(models.IntegerChoices):
+    MINUTE = 60, "1 minute"
+    HOUR = 3600, "1 hour"
+
+
+class GpuRollup(models.Model):
+    """min/mean/max of one GPU over one aligned minute or hour (``at`` is its start).
+
+    Recomputing a period writes the same row (upsert on ``(gpu, period, at)``).
+    """
+
+    gpu = models.ForeignKey("scheduler.Gpu", on_delete=models.CASCADE, related_name="rollups")
+    period = models.PositiveIntegerField(choices=Resolution.choices)
+    at = models.DateTimeField()
+    samples = models.PositiveIntegerField()
+    utilization_min = models.FloatField()
+    utilization_mean = models.FloatField()
+    utilization_max = models.FloatField()
+    memory_used_min = models.FloatField()
+    memory_used_mean = models.FloatField()
+    memory_used_max = models.FloatField()
+    temperature_min = models.FloatField(null=True)
+    temperature_mean = models.FloatField(null=True)
+    temperature_max = models.FloatField(null=True)
+    power_min = models.FloatField(null=True)
+    power_mean = models.FloatField(null=True)
+    power_max = models.FloatField(null=True)
+
+    class Meta:
+        ordering = ["gpu_id", "period", "at"]
+        constraints = [models.UniqueConstraint(fields=["gpu", "period", "at"], name="gpurollup_unique_gpu_period_at")]
+        indexes = [models.Index(fields=["period", "at"], name="gpurollup_period_at")]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_id} {self.get_period_display()} at {self.at}"
+
+
+class GpuHealth(models.Model):
+    """The latest health of one GPU, as its newest sample showed it.
+
+    ``condition`` is empty while the GPU is fine and says why not otherwise (too hot,
+    throttling); ``xid``/``xid_at`` remember the newest XID error, which keeps the GPU
+    out of new jobs for ``MONITORING_XID_HOLD_SECONDS``.
+    """
+
+    gpu = models.OneToOneField("scheduler.Gpu", on_delete=models.CASCADE, related_name="health")
+    condition = models.CharField(max_length=200, blank=True)
+    xid = models.IntegerField(null=True, blank=True)
+    xid_at = models.DateTimeField(null=True, blank=True)
+    since = models.DateTimeField(help_text="When the current condition (or health) was first seen.")
+
+    class Meta:
+        verbose_name_plural = "GPU health"
+        indexes = [models.Index(fields=["xid_at"], name="gpuhealth_xid_at")]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_id}: {self.condition or 'ok'}"
+
+
+class NodeToken(models.Model):
+    """A node agent's credential. Only a SHA-256 digest is stored; the secret is shown once.
+
+    Created by admins per node (admin or ``manage.py create_node_token``); it may post
+    samples for that node's GPUs only.
+    """
+
+    PREFIX = "qmnode_"
+
+    node = models.ForeignKey("scheduler.Node", on_delete=models.CASCADE, related_name="tokens")
+    key_prefix = models.CharField(max_length=16, unique=True, editable=False)
+    digest = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} ({self.key_prefix}…)"
+
+    @staticmethod
+    def hash(secret: str) -> str:
+        return hashlib.sha256(secret.encode()).hexdigest()
+
+    @classmethod
+    def new_secret(cls) -> tuple[str, str]:
+        """Return ``(key_prefix, full_token)``; the prefix is the lookup key."""
+        prefix = secrets.token_hex(6)
+        return prefix, f"{cls.PREFIX}{prefix}_{secrets.token_urlsafe(32)}"

@@ -94,3 +94,14 @@ def env_secret(name: str, *, debug: bool, debug_default: str) -> str:
     if debug:
         return debug_default
     raise ImproperlyConfigured(f"{name} must be set when DEBUG is off")
+
+
+def env_int_list(name: str, default: list[int]) -> list[int]:
+    """Comma-separated integers (``"48, 79"``); a non-integer item fails loudly."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        return [int(item) for item in raw.split(",") if item.strip()]
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be comma-separated integers, got {raw!r}") from None

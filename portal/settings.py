@@ -10,7 +10,17 @@ from pathlib import Path
 
 import dj_database_url
 
-from portal.env import env_bool, env_choice, env_float, env_int, env_list, env_secret, env_str, env_weights
+from portal.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_int_list,
+    env_list,
+    env_secret,
+    env_str,
+    env_weights,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("QM_VAR_DIR", str(BASE_DIR / "var")))
@@ -199,6 +209,38 @@ SCHEDULER_SHARING_OVERHEAD = env_float("SCHEDULER_SHARING_OVERHEAD", 0.1, minimu
 #: Where the local backend keeps job directories and logs.
 QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
 
+# --- Monitoring ------------------------------------------------------------------
+#: Raw samples are kept this long, then only their rollups.
+MONITORING_RAW_RETENTION_HOURS = env_int("MONITORING_RAW_RETENTION_HOURS", 48, minimum=1)
+MONITORING_MINUTE_RETENTION_DAYS = env_int("MONITORING_MINUTE_RETENTION_DAYS", 30, minimum=1)
+MONITORING_HOUR_RETENTION_DAYS = env_int("MONITORING_HOUR_RETENTION_DAYS", 400, minimum=1)
+#: Seconds between rollup passes (beat); each pass recomputes the last lookback window.
+MONITORING_ROLLUP_SECONDS = env_float("MONITORING_ROLLUP_SECONDS", 60.0, minimum=1.0)
+MONITORING_ROLLUP_LOOKBACK_MINUTES = env_int("MONITORING_ROLLUP_LOOKBACK_MINUTES", 120, minimum=2)
+#: How often agents sample (the raw resolution charts assume).
+MONITORING_SAMPLE_SECONDS = env_float("MONITORING_SAMPLE_SECONDS", 10.0, minimum=1.0)
+#: Most samples one ingest request may carry.
+MONITORING_MAX_BATCH = env_int("MONITORING_MAX_BATCH", 10000, minimum=1)
+#: Charts: most points per series, and most rows a chart may read before a coarser
+#: resolution is used.
+MONITORING_CHART_MAX_POINTS = env_int("MONITORING_CHART_MAX_POINTS", 720, minimum=10)
+MONITORING_CHART_ROW_BUDGET = env_int("MONITORING_CHART_ROW_BUDGET", 200_000, minimum=1000)
+#: Health: a GPU over this temperature, or throttling for one of these reasons, gets no
+#: new jobs; nor does one with a new XID for MONITORING_XID_HOLD_SECONDS. A critical XID
+#: drains the node.
+MONITORING_TEMPERATURE_LIMIT_C = env_float("MONITORING_TEMPERATURE_LIMIT_C", 85.0, minimum=0)
+MONITORING_UNHEALTHY_THROTTLE_REASONS = env_list(
+    "MONITORING_UNHEALTHY_THROTTLE_REASONS",
+    ["hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"],
+)
+MONITORING_XID_HOLD_SECONDS = env_int("MONITORING_XID_HOLD_SECONDS", 3600, minimum=0)
+MONITORING_CRITICAL_XIDS = env_int_list("MONITORING_CRITICAL_XIDS", [48, 63, 64, 74, 79, 94, 95])
+#: Bearer token Prometheus must send to GET /metrics; empty = /metrics is open.
+MONITORING_METRICS_TOKEN = env_str("MONITORING_METRICS_TOKEN", "")
+#: Simulated samples for GPUs of local (simulated) clusters, from the scheduler loop or
+#: beat. Default: on in the embedded mode (no broker), off otherwise.
+MONITORING_SIMULATE = env_bool("MONITORING_SIMULATE", not env_str("CELERY_BROKER_URL", env_str("REDIS_URL", "")))
+
 # --- Celery ----------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "")
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
@@ -227,6 +269,23 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": SCHEDULER_ESTIMATE_SECONDS,
         "options": {"expires": SCHEDULER_ESTIMATE_SECONDS},
     },
+    "monitoring-rollup": {
+        "task": "monitoring.rollup",
+        "schedule": MONITORING_ROLLUP_SECONDS,
+        "options": {"expires": MONITORING_ROLLUP_SECONDS},
+    },
+    "monitoring-prune": {"task": "monitoring.prune", "schedule": 3600.0, "options": {"expires": 3600.0}},
+    **(
+        {
+            "monitoring-simulate": {
+                "task": "monitoring.simulate",
+                "schedule": MONITORING_SAMPLE_SECONDS,
+                "options": {"expires": MONITORING_SAMPLE_SECONDS},
+            }
+        }
+        if MONITORING_SIMULATE
+        else {}
+    ),
 }
 
 LOGGING = {

@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from monitoring.views import metrics
+
 handler400 = "portal.api.errors.bad_request_handler"
 handler404 = "portal.api.errors.not_found"
 
@@ -9,6 +11,8 @@ urlpatterns = [
     path("", include("portal.web.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
+    path("api/v1/", include("monitoring.api.urls")),
+    path("metrics", metrics, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]

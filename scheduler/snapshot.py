@@ -60,8 +60,13 @@ def _cc(text: str) -> tuple[int, int]:
 def load_nodes() -> tuple[NodeView, ...]:
     """Nodes of enabled clusters with their allocatable GPUs.
 
-    A GPU split into MIG slices is not allocatable itself; its slices are.
+    A GPU split into MIG slices is not allocatable itself; its slices are. A GPU whose
+    monitored health says so (``monitoring.services.unhealthy_gpu_ids``: too hot,
+    throttling, a recent XID) is marked unhealthy, and so are the slices of such a GPU.
     """
+    from monitoring.services import unhealthy_gpu_ids  # monitoring imports the scheduler
+
+    unhealthy = unhealthy_gpu_ids()
     gpu_rows = list(
         Gpu.objects.filter(node__cluster__enabled=True).values(
             "id", "node_id", "index", "model", "memory_mib", "compute_capability", "mig_profile", "parent_id", "shared"
@@ -79,6 +84,7 @@ def load_nodes() -> tuple[NodeView, ...]:
                 memory_mib=row["memory_mib"],
                 compute_capability=_cc(row["compute_capability"]),
                 shared=row["shared"],
+                healthy=row["id"] not in unhealthy and row["parent_id"] not in unhealthy,
             )
         )
     nodes = Node.objects.filter(cluster__enabled=True).values(

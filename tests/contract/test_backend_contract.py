@@ -46,7 +46,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_INVENTORY = REPO_ROOT / "scheduler/backends/local_clusters/demo.yaml"
 #: How long a job lasts on the simulating backend.
 SIMULATED_SECONDS = 1.5
-WAIT_SECONDS = 10.0
+WAIT_SECONDS = 30.0  # an upper bound only: waits end as soon as the condition holds (CI is 2 loaded cores)
 
 NODE_GROUPS: list[dict[str, Any]] = [
     {
@@ -350,7 +350,7 @@ def test_cancel_running_job(case: Case) -> None:
 
     case.backend.cancel(external_id)
 
-    result = wait_for(case.backend, external_id, timeout=5)
+    result = wait_for(case.backend, external_id)
     assert result.state is RemoteState.CANCELLED
     assert result.ended_at is not None
 

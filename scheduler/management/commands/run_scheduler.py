@@ -50,6 +50,11 @@ class Command(BaseCommand):
                     estimated_at = time.monotonic()
                     if options["verbosity"] > 1:
                         self.stdout.write(f"estimates: {written} changed")
+                if settings.MONITORING_SIMULATE:
+                    # The demo's GPU telemetry: samples for the local clusters' GPUs.
+                    from monitoring.services import record_simulated_samples
+
+                    record_simulated_samples()
                 if options["once"]:
                     return
                 time.sleep(interval)

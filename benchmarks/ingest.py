@@ -1,0 +1,213 @@
+"""How fast the ingest API stores GPU samples: ``POST /api/v1/monitoring/samples/`` over
+HTTP against gunicorn, on a throwaway database (see ``benchmarks/_common.py``).
+
+Usage: ``DEBUG=1 python benchmarks/ingest.py [--samples 200000] [--batch 1000]
+[--concurrency 4] [--workers 2] [--nodes 64]`` (``DATABASE_URL=postgres://...`` for
+PostgreSQL, the figure that matters: target >= 20,000 samples/s).
+
+Steps:
+1. Create and migrate the throwaway database; seed ``--nodes`` 8-GPU nodes (bulk rows)
+   and one node token per node.
+2. Build every request body before timing: each is one node's batch of ``--batch``
+   samples (its 8 GPUs at consecutive 10-second instants, as an agent sends after
+   buffering), realistic values, some with throttle reasons and processes.
+3. Start ``gunicorn portal.wsgi`` (``--workers`` sync workers), wait until it answers,
+   send a few untimed warm-up batches, then all batches from ``--concurrency`` threads.
+4. Check every answer is 200 with every sample accepted, and that the database holds
+   exactly the samples sent; print ``ingest_samples_per_s`` (samples / wall time) and
+   ``ingest_batch_p50_ms`` / ``ingest_batch_p99_ms``.
+5. Stop gunicorn, always, then drop the database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx
+
+from benchmarks._common import emit, log, percentile, throwaway_database, vacuum_analyze
+from benchmarks.submit import free_port, start_gunicorn, stop_gunicorn
+
+INGEST_URL = "/api/v1/monitoring/samples/"
+GPUS_PER_NODE = 8
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--samples", type=int, default=200_000, help="timed samples (default 200000)")
+    parser.add_argument("--batch", type=int, default=1000, help="samples per request (default 1000)")
+    parser.add_argument("--concurrency", type=int, default=4, help="client threads (default 4)")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn sync workers (default 2)")
+    parser.add_argument("--nodes", type=int, default=64, help="posting nodes (default 64)")
+    args = parser.parse_args(argv)
+    if min(args.samples, args.batch, args.concurrency, args.workers, args.nodes) < 1:
+        parser.error("every count must be >= 1")
+    if args.batch % GPUS_PER_NODE:
+        parser.error(f"--batch must be a multiple of {GPUS_PER_NODE} (one sample per GPU per instant)")
+    return args
+
+
+def seed(nodes: int) -> list[tuple[str, str]]:
+    """``nodes`` 8-GPU nodes with a token each; returns ``(node name, token)`` pairs."""
+    from benchmarks._synthetic import build_site
+    from monitoring.services import create_node_token
+    from scheduler.models import Node
+
+    site = build_site(nodes)
+    pairs = []
+    for node in Node.objects.filter(cluster_id=site.cluster_id).order_by("name"):
+        _, secret = create_node_token(node)
+        pairs.append((node.name, secret))
+    vacuum_analyze()
+    return pairs
+
+
+def bodies(pairs: list[tuple[str, str]], batches: int, batch: int, start: datetime) -> list[tuple[str, bytes]]:
+    """``batches`` request bodies, round-robin over the nodes; each node's batches follow
+    on in time, so no sample repeats an earlier ``(gpu, at)``."""
+    rng = random.Random(5)
+    instants = batch // GPUS_PER_NODE
+    made: list[tuple[str, bytes]] = []
+    for i in range(batches):
+        name, token = pairs[i % len(pairs)]
+        first = start + timedelta(seconds=10 * instants * (i // len(pairs)))
+        samples: list[dict[str, Any]] = []
+        for k in range(instants):
+            at = (first + timedelta(seconds=10 * k)).isoformat()
+            for index in range(GPUS_PER_NODE):
+                util = rng.uniform(0, 100)
+                sample: dict[str, Any] = {
+                    "index": index,
+                    "at": at,
+                    "utilization_pct": round(util, 1),
+                    "memory_used_mib": rng.randrange(0, 80_000),
+                    "memory_total_mib": 81_559,
+                    "temperature_c": round(35 + util * 0.4, 1),
+                    "power_w": round(70 + util * 6, 1),
+                    "power_limit_w": 700.0,
+                    "sm_clock_mhz": 1980,
+                }
+                if util > 95:
+                    sample["throttle_reasons"] = ["sw_power_cap"]
+                if util > 50:
+                    sample["processes"] = [{"pid": 1000 + index, "used_memory_mib": 40_000}]
+                samples.append(sample)
+        made.append((token, json.dumps({"node": name, "samples": samples}).encode()))
+    return made
+
+
+class Poster:
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.local = threading.local()
+        self.clients: list[httpx.Client] = []
+        self.lock = threading.Lock()
+
+    def post(self, item: tuple[str, bytes]) -> tuple[float, int, str]:
+        client = getattr(self.local, "client", None)
+        if client is None:
+            client = self.local.client = httpx.Client(base_url=self.base_url, timeout=120)
+            with self.lock:
+                self.clients.append(client)
+        token, body = item
+        t0 = time.perf_counter()
+        response = client.post(
+            INGEST_URL, content=body, headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        )
+        latency = (time.perf_counter() - t0) * 1000
+        ok = response.status_code == 200 and not response.json()["rejected"]
+        return latency, response.status_code, "" if ok else response.text[:500]
+
+    def run(self, items: list[tuple[str, bytes]], concurrency: int) -> tuple[list[float], float]:
+        t0 = time.perf_counter()
+        pool = ThreadPoolExecutor(max_workers=concurrency)
+        try:
+            results = list(pool.map(self.post, items))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        wall = (time.perf_counter() - t0) * 1000
+        failures = [(status, text) for _, status, text in results if text]
+        if failures:
+            for status, text in failures[:5]:
+                log(f"answer {status}: {text}")
+            raise SystemExit(f"{len(failures)} of {len(items)} batches were not fully accepted")
+        return [latency for latency, _, _ in results], wall
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+
+
+def wait_until_ready(proc: Any, base_url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"gunicorn exited with code {proc.returncode} before answering")
+        try:
+            if httpx.get(f"{base_url}/metrics", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise SystemExit(f"gunicorn did not answer within {timeout:.0f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    began = time.perf_counter()
+    batches = -(-args.samples // args.batch)
+    warmup = 2 * args.concurrency
+    with throwaway_database() as db:
+        from monitoring.models import GpuSample
+
+        log(f"seeding {args.nodes} nodes with node tokens")
+        pairs = seed(args.nodes)
+        # Recent enough to be within the raw retention when the server checks it.
+        start = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=40)
+        log(f"building {warmup + batches} batches of {args.batch} samples")
+        items = bodies(pairs, warmup + batches, args.batch, start)
+        port = free_port()
+        log(f"starting gunicorn ({args.workers} workers) on 127.0.0.1:{port}")
+        proc = start_gunicorn(db, args.workers, port, conn_max_age=60)
+        poster = Poster(f"http://127.0.0.1:{port}")
+        try:
+            wait_until_ready(proc, poster.base_url)
+            poster.run(items[:warmup], args.concurrency)
+            log(f"warmed up with {warmup} batches; timing {batches}")
+            latencies, wall_ms = poster.run(items[warmup:], args.concurrency)
+        finally:
+            poster.close()
+            stop_gunicorn(proc)
+        stored = GpuSample.objects.count()
+        expected = (warmup + batches) * args.batch
+        if stored != expected:
+            raise SystemExit(f"expected {expected} samples in the database, found {stored}")
+        timed = batches * args.batch
+        context = {
+            "samples": timed,
+            "batch": args.batch,
+            "concurrency": args.concurrency,
+            "workers": args.workers,
+            "nodes": args.nodes,
+            "vendor": db.vendor,
+        }
+        emit("ingest_samples_per_s", timed / (wall_ms / 1000), "samples/s", **context)
+        emit("ingest_batch_p50_ms", percentile(latencies, 50), "ms", **context)
+        emit("ingest_batch_p99_ms", percentile(latencies, 99), "ms", **context)
+    log(f"ingest benchmark finished in {time.perf_counter() - began:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

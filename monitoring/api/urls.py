@@ -1,0 +1,8 @@
+from django.urls import path
+
+from monitoring.api.views import SampleIngestView, SeriesView
+
+urlpatterns = [
+    path("monitoring/samples/", SampleIngestView.as_view(), name="monitoring-samples"),
+    path("monitoring/series/", SeriesView.as_view(), name="monitoring-series"),
+]

@@ -1,0 +1,92 @@
+"""The monitoring API: node agents post samples; people read series for charts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from monitoring import services
+from monitoring.api.auth import IsNodeAgent, NodeTokenAuthentication
+from monitoring.api.serializers import (
+    IngestResultSerializer,
+    SampleBatchSerializer,
+    SeriesQuerySerializer,
+    SeriesSerializer,
+)
+from monitoring.models import NodeToken
+from monitoring.series import series
+from scheduler.models import Gpu
+
+
+class SampleIngestView(APIView):
+    """``POST /api/v1/monitoring/samples/``: one node's batch of GPU samples."""
+
+    authentication_classes = [NodeTokenAuthentication]
+    permission_classes = [IsNodeAgent]
+
+    @extend_schema(
+        request=SampleBatchSerializer,
+        responses={200: IngestResultSerializer, 400: IngestResultSerializer},
+        summary="Post a batch of GPU samples (node token)",
+        description=(
+            "Invalid samples are rejected with their position and errors; the rest are stored. "
+            "Idempotent on (GPU, at). 400 if no sample was valid; 403 if the batch names another node "
+            "or another node's GPU."
+        ),
+    )
+    def post(self, request: Request) -> Response:
+        from django.conf import settings
+
+        token = request.auth
+        assert isinstance(token, NodeToken)  # IsNodeAgent
+        node = token.node
+        body = request.data
+        if not isinstance(body, dict) or not isinstance(body.get("samples"), list):
+            raise exceptions.ValidationError({"samples": "Expected an object with a 'samples' list."})
+        if body.get("node") not in (None, node.name):
+            raise exceptions.PermissionDenied(f"This token belongs to node {node.name}, not {body['node']}.")
+        samples = body["samples"]
+        if len(samples) > settings.MONITORING_MAX_BATCH:
+            raise exceptions.ValidationError(
+                {"samples": f"At most {settings.MONITORING_MAX_BATCH} samples per request; got {len(samples)}."}
+            )
+        try:
+            result = services.ingest_batch(node, samples)
+        except services.ForeignGpu as exc:
+            raise exceptions.PermissionDenied(str(exc)) from exc
+        failed = result.received > 0 and result.accepted == 0
+        return Response(asdict(result), status=status.HTTP_400_BAD_REQUEST if failed else status.HTTP_200_OK)
+
+
+class SeriesView(APIView):
+    """``GET /api/v1/monitoring/series/``: one metric of some GPUs as a min/mean/max band."""
+
+    @extend_schema(parameters=[SeriesQuerySerializer], responses=SeriesSerializer, summary="GPU metric series")
+    def get(self, request: Request) -> Response:
+        query = SeriesQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        gpus = Gpu.objects.all()
+        if params.get("gpus"):
+            try:
+                ids = [int(x) for x in params["gpus"].split(",") if x.strip()]
+            except ValueError:
+                raise exceptions.ValidationError({"gpus": "Comma-separated GPU ids."}) from None
+            gpus = gpus.filter(pk__in=ids)
+        if params.get("node"):
+            gpus = gpus.filter(node__name=params["node"])
+        end = params.get("end") or timezone.now()
+        try:
+            result = series(gpus.values("id"), params["start"], end, params["metric"])
+        except ValueError as exc:
+            raise exceptions.ValidationError({"end": str(exc)}) from exc
+        from monitoring import charts  # plotly takes ~0.2 s to import: only when a chart is asked for
+
+        payload = asdict(result) | {"figure": charts.band_figure(result)}
+        return Response(SeriesSerializer(payload).data)

@@ -1,0 +1,133 @@
+"""Time series for charts, at the resolution that fits the range.
+
+``series(gpu_ids, start, end)`` aggregates the chosen GPUs into one min/mean/max band
+per time bucket, so its size depends on the range, never on how many GPUs are in it:
+a 30-day chart of 8,000 GPUs reads the hourly rollups grouped by hour in the database
+and returns at most ``max_points`` points.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Avg, Max, Min, QuerySet
+
+from monitoring.models import GpuRollup, GpuSample, Resolution
+
+#: Chartable metrics: name -> raw sample column.
+METRICS = {
+    "utilization": "utilization_pct",
+    "memory_used": "memory_used_mib",
+    "temperature": "temperature_c",
+    "power": "power_w",
+}
+RAW = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    at: datetime
+    low: float
+    mean: float
+    high: float
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    metric: str
+    #: 0 for raw samples, else the rollup period in seconds.
+    resolution: int
+    #: Seconds each point covers (at least the resolution; more after downsampling).
+    bucket_seconds: int
+    points: tuple[Point, ...]
+
+
+def choose_resolution(span: timedelta, gpus: int, *, max_points: int, raw_interval: float, row_budget: int) -> int:
+    """The finest source that gives at most ``max_points`` points per GPU and reads at
+    most ``row_budget`` rows: raw samples, then minute rollups, else hour rollups."""
+    seconds = max(span.total_seconds(), 1.0)
+    for resolution, step in ((RAW, raw_interval), (Resolution.MINUTE, 60), (Resolution.HOUR, 3600)):
+        per_gpu = seconds / step
+        if resolution == Resolution.HOUR or (per_gpu <= max_points and per_gpu * max(gpus, 1) <= row_budget):
+            return int(resolution)
+    raise AssertionError("unreachable")
+
+
+def downsample(points: Sequence[Point], bucket_seconds: int, max_points: int) -> tuple[list[Point], int]:
+    """Merge neighbouring points until at most ``max_points`` remain (min of lows, mean of
+    means, max of highs). Returns the points and the seconds each now covers."""
+    if len(points) <= max_points:
+        return list(points), bucket_seconds
+    factor = math.ceil(len(points) / max_points)
+    merged = []
+    for i in range(0, len(points), factor):
+        group = points[i : i + factor]
+        merged.append(
+            Point(
+                group[0].at,
+                min(p.low for p in group),
+                sum(p.mean for p in group) / len(group),
+                max(p.high for p in group),
+            )
+        )
+    return merged, bucket_seconds * factor
+
+
+def series(
+    gpu_ids: Iterable[int] | QuerySet[Any],
+    start: datetime,
+    end: datetime,
+    metric: str = "utilization",
+    *,
+    max_points: int | None = None,
+) -> Series:
+    """The ``metric`` of the GPUs ``gpu_ids`` (ids, or a queryset of ids) over ``[start, end)``.
+
+    Raises ``ValueError`` for an unknown metric or an empty range.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; one of {', '.join(METRICS)}")
+    if end <= start:
+        raise ValueError("end must be after start")
+    max_points = max_points or settings.MONITORING_CHART_MAX_POINTS
+    ids: Any = gpu_ids if isinstance(gpu_ids, QuerySet) else list(gpu_ids)
+    count = ids.count() if isinstance(ids, QuerySet) else len(ids)
+    resolution = choose_resolution(
+        end - start,
+        count,
+        max_points=max_points,
+        raw_interval=settings.MONITORING_SAMPLE_SECONDS,
+        row_budget=settings.MONITORING_CHART_ROW_BUDGET,
+    )
+    if resolution == RAW:
+        bucket = max(1, math.ceil((end - start).total_seconds() / max_points))
+        points = _raw_points(ids, start, end, METRICS[metric], bucket)
+    else:
+        bucket = resolution
+        rows = (
+            GpuRollup.objects.filter(period=resolution, gpu_id__in=ids, at__gte=start, at__lt=end)
+            .exclude(**{f"{metric}_mean": None})
+            .values("at")
+            .annotate(low=Min(f"{metric}_min"), mean=Avg(f"{metric}_mean"), high=Max(f"{metric}_max"))
+            .order_by("at")
+        )
+        points = [Point(r["at"], r["low"], r["mean"], r["high"]) for r in rows]
+    points, bucket = downsample(points, bucket, max_points)
+    return Series(metric, resolution, bucket, tuple(points))
+
+
+def _raw_points(ids: Any, start: datetime, end: datetime, column: str, bucket: int) -> list[Point]:
+    origin = start.timestamp()
+    groups: dict[int, list[float]] = {}
+    rows = GpuSample.objects.filter(gpu_id__in=ids, at__gte=start, at__lt=end, **{f"{column}__isnull": False})
+    for at, value in rows.values_list("at", column).order_by():
+        groups.setdefault(int((at.timestamp() - origin) // bucket), []).append(float(value))
+    return [
+        Point(start + timedelta(seconds=key * bucket), min(v), sum(v) / len(v), max(v))
+        for key, v in sorted(groups.items())
+    ]

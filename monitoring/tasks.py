@@ -1,0 +1,25 @@
+"""Thin Celery tasks for monitoring; beat runs them (see ``CELERY_BEAT_SCHEDULE``)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from monitoring import services
+
+
+@shared_task(name="monitoring.rollup", ignore_result=True)
+def rollup() -> dict[str, int]:
+    """Recompute the minute and hour rollups of the recent window (idempotent)."""
+    return services.rollup_recent()
+
+
+@shared_task(name="monitoring.prune", ignore_result=True)
+def prune() -> dict[str, int]:
+    """Delete samples and rollups past their retention."""
+    return services.prune()
+
+
+@shared_task(name="monitoring.simulate", ignore_result=True)
+def simulate() -> int:
+    """One simulated sample per GPU of the local clusters (the demo's telemetry)."""
+    return services.record_simulated_samples()

@@ -1,0 +1,59 @@
+"""GET /metrics: what a site's Prometheus scrapes."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler.choices import EventKind, NodeState
+from scheduler.models import JobEvent, Node
+from scheduler.services import record_event
+from tests.builders import submit
+
+pytestmark = pytest.mark.django_db
+
+
+def scrape(client, **headers):
+    response = client.get("/metrics", **headers)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain")
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for s in family.samples
+    }
+
+
+def test_queue_gpus_and_tick_are_exported(world, client, tick):
+    Node.objects.exclude(name="h100-01").update(state=NodeState.DRAIN)
+    running = submit(world.alice, world.lab, gpus_per_node=2, gpu_model="H100-80GB")
+    tick()
+    submit(world.alice, world.lab, gpus_per_node=8)
+    submit(world.charlie, world.other, gpus_per_node=8, gpu_model="L4")
+    record_event(running.id, EventKind.DISPATCH_RETRY, "backend down")
+    figures = scrape(client)
+    assert figures[("quartermaster_jobs_running", (("account", "lab"), ("gpu_model", "H100-80GB")))] == 1
+    assert figures[("quartermaster_jobs_pending", (("account", "lab"), ("gpu_model", "any")))] == 1
+    assert figures[("quartermaster_jobs_pending", (("account", "other"), ("gpu_model", "L4")))] == 1
+    assert figures[("quartermaster_gpus_allocated", (("gpu_model", "H100-80GB"),))] == 2
+    assert figures[("quartermaster_gpus_free", (("gpu_model", "H100-80GB"),))] == 6  # h100-02 is drained
+    assert figures[("quartermaster_gpus_free", (("gpu_model", "L4"),))] == 0
+    assert figures[("quartermaster_tick_started_jobs", ())] == 1
+    assert figures[("quartermaster_tick_duration_seconds", ())] > 0
+    assert (
+        figures[("quartermaster_dispatch_errors_total", ())] == JobEvent.objects.filter(kind="dispatch_retry").count()
+    )
+
+
+def test_scrape_cost_does_not_grow_with_jobs(world, client, django_assert_max_num_queries):
+    for _ in range(20):
+        submit(world.alice, world.lab)
+    with django_assert_max_num_queries(8):
+        client.get("/metrics")
+
+
+def test_a_configured_token_is_required(world, client, settings):
+    settings.MONITORING_METRICS_TOKEN = "s3cret"
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+    scrape(client, HTTP_AUTHORIZATION="Bearer s3cret")
