@@ -48,6 +48,9 @@ class Node(models.Model):
     memory_mib = models.PositiveBigIntegerField(default=0)
     labels = models.JSONField(default=dict, blank=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    #: When the node was last found down (by the backend or for a missing heartbeat);
+    #: its jobs are requeued only once it stays down past a grace period.
+    down_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["cluster__name", "name"]

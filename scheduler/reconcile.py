@@ -7,8 +7,9 @@ Each poll of a cluster ends with a reconciliation (see ``services.poll_cluster``
    jobs on node failure, up to ``SCHEDULER_MAX_REQUEUES`` attempts; after that, or with
    requeue off, they end NODE_FAIL.
 2. **Silent nodes**: an UP node without a heartbeat for ``SCHEDULER_NODE_TIMEOUT_SECONDS``
-   is marked DOWN with the reason; jobs on DOWN nodes are requeued (or end NODE_FAIL)
-   and their remote jobs cancelled.
+   is marked DOWN with the reason; jobs on nodes DOWN for longer than
+   ``SCHEDULER_NODE_DOWN_GRACE_SECONDS`` are requeued (or end NODE_FAIL) and their
+   remote jobs cancelled.
 3. **Orphans**: jobs at the backend that carry our key (``<uuid>.<attempt>``) but whose
    attempt is not an active job (a cancel whose hand-off failed, a database restored
    from backup) are recorded on the cluster and, with ``SCHEDULER_CANCEL_ORPHANS``,
@@ -26,7 +27,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 
 from scheduler.backends.base import Backend, BackendError
 from scheduler.choices import ACTIVE_STATES, EventKind, JobState, NodeState
@@ -77,14 +78,29 @@ def mark_silent_nodes(cluster: Cluster, now: datetime) -> list[str]:
     )
     names = list(silent.values_list("name", flat=True))
     if names:
-        silent.update(state=NodeState.DOWN, reason=f"no heartbeat for {settings.SCHEDULER_NODE_TIMEOUT_SECONDS}s")
+        # Down since it was last heard of: the heartbeat timeout already was its grace.
+        silent.update(
+            state=NodeState.DOWN,
+            reason=f"no heartbeat for {settings.SCHEDULER_NODE_TIMEOUT_SECONDS}s",
+            down_since=F("last_heartbeat"),
+        )
         log.warning("cluster %s: nodes stopped heartbeating: %s", cluster.name, ", ".join(names))
     return names
 
 
 def jobs_on_down_nodes(cluster: Cluster, now: datetime) -> list[int]:
-    """Requeue (or fail) every active job that holds a GPU on a DOWN node of ``cluster``."""
-    down = dict(Node.objects.filter(cluster=cluster, state=NodeState.DOWN).values_list("name", "reason"))
+    """Requeue (or fail) every active job that holds a GPU on a node of ``cluster`` that
+    has been DOWN for ``SCHEDULER_NODE_DOWN_GRACE_SECONDS``.
+
+    The grace matters: right after a workload manager restarts, it reports its nodes
+    down until their daemons register again, and their jobs are fine.
+    """
+    settled = now - timedelta(seconds=settings.SCHEDULER_NODE_DOWN_GRACE_SECONDS)
+    down = dict(
+        Node.objects.filter(cluster=cluster, state=NodeState.DOWN)
+        .filter(Q(down_since__lte=settled) | Q(down_since__isnull=True))
+        .values_list("name", "reason")
+    )
     if not down:
         return []
     moved = []

@@ -664,7 +664,7 @@ def sync_nodes(cluster: Cluster, backend: Backend, now: datetime) -> int:
         Node.objects.filter(cluster=cluster, name__in=[i.name for i in infos]).update(last_heartbeat=now)
         down = [i.name for i in infos if i.state == "down"]
         Node.objects.filter(cluster=cluster, name__in=down).exclude(state=NodeState.DOWN).update(
-            state=NodeState.DOWN, reason="reported down by backend"
+            state=NodeState.DOWN, reason="reported down by backend", down_since=now
         )
         for info in infos:
             if info.state == "drain":
@@ -676,7 +676,7 @@ def sync_nodes(cluster: Cluster, backend: Backend, now: datetime) -> int:
             Q(state=NodeState.DOWN, reason="reported down by backend")
             | Q(state=NodeState.DOWN, reason__startswith="no heartbeat")
             | Q(state=NodeState.DRAIN, reason__startswith=_BACKEND_DRAIN)
-        ).update(state=NodeState.UP, reason="")
+        ).update(state=NodeState.UP, reason="", down_since=None)
     return len(infos)
 
 
@@ -802,7 +802,7 @@ def drain_node(node: Node, *, reason: str) -> None:
 
 def resume_node(node: Node) -> None:
     """Make a drained or down node schedulable again (in the backend too, as for drain)."""
-    Node.objects.filter(pk=node.pk).update(state=NodeState.UP, reason="")
+    Node.objects.filter(pk=node.pk).update(state=NodeState.UP, reason="", down_since=None)
     _tell_backend(node, lambda admin: admin.resume_node(node.name))
 
 

@@ -108,3 +108,28 @@ def test_orphans_are_only_reported_when_cancelling_is_off(world, settings):
     services.poll_backends()
     assert backend.poll([orphan])[orphan].state is RemoteState.RUNNING
     backend.cancel(orphan)
+
+
+def test_a_node_reported_down_keeps_its_jobs_through_the_grace_period(world, tick, settings):
+    """A restarting workload manager reports its nodes down for a moment; their jobs are
+    requeued only if the node stays down past SCHEDULER_NODE_DOWN_GRACE_SECONDS."""
+    settings.SCHEDULER_NODE_DOWN_GRACE_SECONDS = 120
+    job = running_job(world, tick)
+    node = job.allocations[0]["node"]
+    backend = services.backend_for(world.cluster)
+    now = timezone.now()
+    Node.objects.filter(name=node).update(state=NodeState.DOWN, reason="reported down by backend", down_since=now)
+
+    assert (
+        services.reconcile.reconcile(world.cluster, backend, now + timedelta(seconds=60))["requeued_from_down_nodes"]
+        == 0
+    )
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+
+    assert (
+        services.reconcile.reconcile(world.cluster, backend, now + timedelta(seconds=180))["requeued_from_down_nodes"]
+        == 1
+    )
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING

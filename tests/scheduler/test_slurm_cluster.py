@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -141,3 +142,43 @@ def test_cluster_api_refuses_a_bad_slurm_config(world: Any, client_for: Any) -> 
 
     assert response.status_code == 400
     assert "partition must be a string" in str(response.json())
+
+
+def restart_slurmctld(while_down: Any) -> Any:
+    """Stop slurmctld (SIGTERM, as an admin's restart does), run ``while_down()``, start it
+    again with the same slurm.conf and wait until it answers; returns what it returned."""
+    conf = slurm_dev.slurm_conf()
+    env = {**os.environ, "SLURM_CONF": conf}
+    pid = int((Path(conf).parent.parent / "run" / "slurmctld.pid").read_text().strip())
+    os.kill(pid, 15)
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=30, what="slurmctld to stop")
+    try:
+        return while_down()
+    finally:
+        subprocess.run(["slurmctld", "-f", conf], env=env, check=True, timeout=60)
+        wait_for(
+            lambda: subprocess.run(["scontrol", "ping"], env=env, capture_output=True).returncode == 0,
+            timeout=60,
+            what="slurmctld to answer",
+        )
+
+
+def test_a_slurmctld_restart_loses_no_job_and_polling_resumes(world: Any, slurm_cluster: Any, tick: Any) -> None:
+    job = submit(world.alice, world.lab, command="sleep 20", gpus_per_node=1, walltime_seconds=600)
+    tick()
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+
+    report = restart_slurmctld(services.poll_backends)
+
+    assert report[slurm_cluster.name] == {"error": 1}  # the controller was away: nothing judged
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    assert Cluster.objects.get(pk=slurm_cluster.pk).reachable is False
+
+    services.poll_backends()
+    assert Cluster.objects.get(pk=slurm_cluster.pk).reachable is True
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING and job.attempt == 0
+    services.cancel_job(job, by="test")
+    services.cancel_remote(job.id)
