@@ -196,8 +196,9 @@ SCHEDULER_MAX_REQUEUES = env_int("SCHEDULER_MAX_REQUEUES", 3, minimum=0)
 #: An UP node the backend has not listed for this long is marked DOWN.
 SCHEDULER_NODE_TIMEOUT_SECONDS = env_int("SCHEDULER_NODE_TIMEOUT_SECONDS", 300, minimum=1)
 #: Jobs on a DOWN node are requeued once it has stayed down this long (a restarting
-#: workload manager reports nodes down until they register again).
-SCHEDULER_NODE_DOWN_GRACE_SECONDS = env_int("SCHEDULER_NODE_DOWN_GRACE_SECONDS", 120, minimum=0)
+#: workload manager reports nodes down until they register again; Slurm and Kubernetes
+#: themselves keep a lost node's jobs for 300 s by default).
+SCHEDULER_NODE_DOWN_GRACE_SECONDS = env_int("SCHEDULER_NODE_DOWN_GRACE_SECONDS", 600, minimum=0)
 #: Cancel backend jobs that carry our key but that no active job holds.
 SCHEDULER_CANCEL_ORPHANS = env_bool("SCHEDULER_CANCEL_ORPHANS", True)
 #: A job cannot be preempted during its first N seconds.

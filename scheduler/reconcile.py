@@ -2,10 +2,10 @@
 
 Each poll of a cluster ends with a reconciliation (see ``services.poll_cluster``):
 
-1. **Lost or node-failed jobs** (the backend no longer knows a job the portal thinks
-   runs, or reports NODE_FAIL) are requeued as a new attempt, as Slurm requeues batch
-   jobs on node failure, up to ``SCHEDULER_MAX_REQUEUES`` attempts; after that, or with
-   requeue off, they end NODE_FAIL.
+1. **Node-failed jobs** (the backend reports NODE_FAIL) are requeued as a new attempt,
+   as Slurm requeues batch jobs on node failure, up to ``SCHEDULER_MAX_REQUEUES``
+   attempts; after that, or with requeue off, they end NODE_FAIL. A job the backend no
+   longer knows at all ends NODE_FAIL without a requeue (see ``services``).
 2. **Silent nodes**: an UP node without a heartbeat for ``SCHEDULER_NODE_TIMEOUT_SECONDS``
    is marked DOWN with the reason; jobs on nodes DOWN for longer than
    ``SCHEDULER_NODE_DOWN_GRACE_SECONDS`` are requeued (or end NODE_FAIL) and their
@@ -36,11 +36,13 @@ from scheduler.models import Cluster, Job, Node
 log = logging.getLogger(__name__)
 
 
-def lost(job_id: int, reason: str, now: datetime) -> bool:
-    """A running job the backend lost or whose node failed: requeue it or end it NODE_FAIL.
+def lost(job_id: int, reason: str, now: datetime, external_id: str | None = None) -> bool:
+    """A running job whose node failed: requeue it or end it NODE_FAIL.
 
-    Returns whether the job moved (it was still active).
+    ``external_id``: the backend id the news is about; the job moves only if it still
+    runs as that attempt. Returns whether the job moved.
     """
+    where = {"external_id": external_id} if external_id is not None else {}
     from scheduler.services import FRESH_ATTEMPT, cancel_remote_after_commit, transition
 
     job = Job.objects.filter(pk=job_id, state__in=ACTIVE_STATES).values("attempt", "cluster_id", "external_id").first()
@@ -51,6 +53,7 @@ def lost(job_id: int, reason: str, now: datetime) -> bool:
             job_id,
             ACTIVE_STATES,
             JobState.PENDING,
+            where=where,
             event=EventKind.REQUEUED,
             message=f"{reason}; requeued as attempt {job['attempt'] + 1}",
             data={"reason": reason},
@@ -61,6 +64,7 @@ def lost(job_id: int, reason: str, now: datetime) -> bool:
             job_id,
             ACTIVE_STATES,
             JobState.NODE_FAIL,
+            where=where,
             message=reason,
             ended_at=now,
             state_reason=reason[:500],

@@ -77,16 +77,19 @@ def transition(
     event: str = EventKind.STATE,
     message: str = "",
     data: dict[str, Any] | None = None,
+    where: dict[str, Any] | None = None,
     **fields: Any,
 ) -> bool:
     """Move one job from any of ``from_states`` to ``to_state`` if it is still there.
 
-    Returns ``True`` when this call made the change (exactly one row updated), ``False``
-    when someone else moved the job first. Records a ``JobEvent`` only on success.
+    ``where`` pins more of what the caller saw (the attempt, the backend id), so news
+    about an old attempt never moves the job's new one. Returns ``True`` when this call
+    made the change (exactly one row updated), ``False`` when someone else moved the job
+    first. Records a ``JobEvent`` only on success.
     """
     sources = list(from_states)
     with transaction.atomic():
-        changed = Job.objects.filter(pk=job_id, state__in=sources).update(state=to_state, **fields)
+        changed = Job.objects.filter(pk=job_id, state__in=sources, **(where or {})).update(state=to_state, **fields)
         if changed:
             record_event(job_id, event, message or f"-> {to_state}", {"to": to_state, **(data or {})})
     return changed == 1
@@ -579,13 +582,15 @@ def dispatch_job(job_id: int) -> None:
         job.id,
         [JobState.DISPATCHING],
         JobState.RUNNING,
+        where={"attempt": job.attempt},
         event=EventKind.DISPATCHED,
         message=f"running on {job.cluster.name} as {external_id}",
         external_id=external_id,
         started_at=timezone.now(),
     )
     if not moved:
-        # Cancelled (or requeued) while we were submitting: do not leave it running.
+        # Cancelled, or requeued as a new attempt, while we were submitting: do not
+        # leave this attempt running.
         backend.cancel(external_id)
 
 
@@ -602,12 +607,19 @@ _REMOTE_TO_JOB = {
 }
 
 
-def _apply_poll_result(job_id: int, result: PollResult) -> bool:
+def _apply_poll_result(job_id: int, result: PollResult, external_id: str) -> bool:
+    """Record a polled end on the job, if it still runs as the attempt that was polled.
+
+    A node failure requeues the job (``reconcile.lost``). A job the backend no longer
+    knows ends NODE_FAIL without a requeue: it may well have finished while nobody
+    looked (purged from slurmctld's memory without accounting, a Job deleted by a TTL),
+    and running it again would repeat its effects.
+    """
     if not result.state.is_terminal:
         return False
     reason = result.reason or ("the backend no longer knows this job" if result.state is RemoteState.UNKNOWN else "")
-    if result.state in (RemoteState.NODE_FAIL, RemoteState.UNKNOWN):
-        return reconcile.lost(job_id, reason or "its node failed", result.ended_at or timezone.now())
+    if result.state is RemoteState.NODE_FAIL:
+        return reconcile.lost(job_id, reason or "its node failed", result.ended_at or timezone.now(), external_id)
     return transition(
         job_id,
         [JobState.RUNNING],
@@ -616,6 +628,7 @@ def _apply_poll_result(job_id: int, result: PollResult) -> bool:
         exit_code=result.exit_code,
         ended_at=result.ended_at or timezone.now(),
         state_reason=reason[:500],
+        where={"external_id": external_id},
     )
 
 
@@ -741,7 +754,7 @@ def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int
         results = backend.poll(list(running))
         for external_id, job_id in running.items():
             result = results.get(external_id)
-            if result is not None and _apply_poll_result(job_id, result):
+            if result is not None and _apply_poll_result(job_id, result, external_id):
                 ended += 1
     stale = now - timedelta(seconds=settings.SCHEDULER_REDISPATCH_SECONDS)
     stuck = list(

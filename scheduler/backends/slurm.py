@@ -48,6 +48,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -66,6 +67,7 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 #: Environment variables a job may not set: sbatch reads SBATCH_* as options, and SLURM_*
 #: would confuse Slurm's own tools inside the job.
 _RESERVED_ENV = ("SBATCH_", "SLURM_", "QM_")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: How far back a submit looks in accounting for an earlier job with the same key.
 _ACCOUNTING_LOOKBACK = "now-7days"
@@ -327,6 +329,8 @@ class SlurmBackend:
         for key, value in spec.env.items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise self._reject(spec, f"env must map strings to strings, got {key!r}: {value!r}")
+            if not _ENV_NAME.fullmatch(key) or "\x00" in value:
+                raise self._reject(spec, f"env name {key!r} is not a shell variable name (or its value has NUL)")
             if key.startswith(_RESERVED_ENV):
                 reserved = ", ".join(_RESERVED_ENV)
                 raise self._reject(spec, f"env may not set {key} (names starting {reserved} are reserved)")
@@ -354,8 +358,10 @@ class SlurmBackend:
             args.append(f"--mem={spec.memory_mib_per_node}M")
         if self.partition:
             args.append(f"--partition={self.partition}")
+        # sbatch itself runs on the portal's host: it gets only our variables (a job's
+        # LD_PRELOAD, say, must not load code into it). The job's own variables are
+        # exported by the batch script, on the compute node.
         env = {
-            **spec.env,
             "PATH": _JOB_PATH,
             "QM_JOB_KEY": spec.key,
             "QM_NODELIST": ",".join(names),
@@ -363,7 +369,8 @@ class SlurmBackend:
         }
         # The first non-comment line ends sbatch's #SBATCH parsing, so directives in the
         # user's script cannot override the placement above. Scripts run with bash.
-        script = f"#!/bin/bash\n: Quartermaster job {spec.key}\n{spec.script or spec.command}\n"
+        exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in sorted(spec.env.items()))
+        script = f"#!/bin/bash\n: Quartermaster job {spec.key}\n{exports}{spec.script or spec.command}\n"
         return args, env, script
 
     @contextmanager

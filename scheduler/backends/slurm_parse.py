@@ -124,7 +124,9 @@ def poll_result(
     keeps two polls of the same job equal whichever source answered.
     """
     base = slurm_state.split(" ", 1)[0].upper()
-    state = JOB_STATES.get(base, RemoteState.FAILED)
+    # A state this code does not know is not taken for an end: judging a live job ended
+    # would fail it and then sweep it as an orphan. It stays RUNNING, with the reason.
+    state = JOB_STATES.get(base, RemoteState.RUNNING)
     if reason in ("None", "(null)"):
         reason = ""
     reason = _STATE_REASONS.get(base, reason)
@@ -143,16 +145,34 @@ def poll_result(
 
 
 def from_squeue(job: Mapping[str, Any]) -> PollResult:
-    """A job of ``squeue --json`` (Slurm 22.05, API v0.0.38)."""
+    """A job of ``squeue --json``: Slurm 22.05 (API v0.0.38) gives ``job_state`` as a
+    string and times and exit codes as numbers; 23.02 and later give a list of state
+    words and ``{"set": ..., "number": ...}`` objects, which are read too."""
+    state = job.get("job_state", "")
+    if isinstance(state, list):
+        state = state[0] if state else ""
     status = job.get("exit_code")
+    if isinstance(status, dict):  # 23.02+: {"status": [...], "return_code": {"number": n}, "signal": {...}}
+        code = _number(status.get("return_code"))
+        signal = _number((status.get("signal") or {}).get("id")) if isinstance(status.get("signal"), dict) else None
+        exit_code = 128 + signal if signal else code
+    else:
+        exit_code = exit_code_from_status(status) if isinstance(status, int) else None
     return poll_result(
         str(job["job_id"]),
-        str(job.get("job_state", "")),
-        exit_code_from_status(status) if isinstance(status, int) else None,
+        str(state),
+        exit_code,
         str(job.get("state_reason") or ""),
-        job.get("start_time"),
-        job.get("end_time"),
+        _number(job.get("start_time")),
+        _number(job.get("end_time")),
     )
+
+
+def _number(value: Any) -> int | None:
+    """A number, or 23.02's ``{"set": true, "number": n}`` (``set: false``: none)."""
+    if isinstance(value, dict):
+        return int(value["number"]) if value.get("set", True) and isinstance(value.get("number"), int) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def from_sacct_line(line: str) -> PollResult | None:
@@ -186,13 +206,16 @@ def gres_gpus(gres: str) -> tuple[str, int]:
 def node_state(slurm_state: str, flags: list[str]) -> str:
     """Slurm's node state and flags -> "up", "drain" or "down".
 
-    Down, failed and not responding nodes are down; a drained or draining node (state
-    flag DRAIN) is drained; idle, mixed, allocated, completing and the like are up.
+    Down and failed nodes are down (the portal requeues their jobs after a grace). A
+    drained or draining node is drained, and so is one that is not responding or in an
+    unknown state: Slurm itself keeps its jobs until ``SlurmdTimeout``, so the portal
+    places nothing new there but does not give up on its jobs. A powered-down node (power
+    saving, ``idle~``) is up: Slurm powers it on for the jobs sent to it.
     """
     words = {slurm_state.upper(), *(f.upper() for f in flags)}
-    if words & {"DOWN", "FAIL", "FAILING", "NOT_RESPONDING", "UNKNOWN", "FUTURE", "INVALID", "POWERED_DOWN"}:
+    if words & {"DOWN", "FAIL", "FAILING", "FUTURE", "INVALID"}:
         return "down"
-    if words & {"DRAIN", "DRAINED", "DRAINING"}:
+    if words & {"DRAIN", "DRAINED", "DRAINING", "NOT_RESPONDING", "UNKNOWN"}:
         return "drain"
     return "up"
 

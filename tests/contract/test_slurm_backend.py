@@ -52,7 +52,7 @@ def _isolated_scheduler_settings() -> None:
         ("BOOT_FAIL", 0, RemoteState.NODE_FAIL, 0),
         ("DEADLINE", 0, RemoteState.TIMEOUT, 0),
         ("REQUEUED", 0, RemoteState.PENDING, None),
-        ("SOMETHING_NEW", 0, RemoteState.FAILED, 0),
+        ("SOMETHING_NEW", 0, RemoteState.RUNNING, None),
     ],
     ids=[
         "pending",
@@ -69,7 +69,7 @@ def _isolated_scheduler_settings() -> None:
         "boot failure is a node failure",
         "deadline is a timeout",
         "requeued waits again",
-        "unknown state fails loudly",
+        "unknown state is not an end",
     ],
 )
 def test_squeue_job_states_and_exit_codes(
@@ -87,6 +87,28 @@ def test_squeue_job_states_and_exit_codes(
 def test_out_of_memory_and_unknown_states_say_why() -> None:
     assert "out of memory" in parse.from_squeue({"job_id": 1, "job_state": "OUT_OF_MEMORY"}).reason
     assert "SOMETHING_NEW" in parse.from_squeue({"job_id": 1, "job_state": "SOMETHING_NEW"}).reason
+
+
+def test_an_unknown_state_is_not_taken_for_an_end() -> None:
+    result = parse.from_squeue({"job_id": 1, "job_state": "SOMETHING_NEW"})
+    assert result.state is RemoteState.RUNNING and not result.state.is_terminal
+
+
+def test_newer_slurm_json_shapes_are_read() -> None:
+    """Slurm 23.02+ gives job_state as a list and numbers as {"set", "number"} objects."""
+    running = parse.from_squeue(
+        {"job_id": 5, "job_state": ["RUNNING"], "start_time": {"set": True, "number": 1700000000}}
+    )
+    assert running.state is RemoteState.RUNNING and running.started_at is not None
+    failed = parse.from_squeue(
+        {
+            "job_id": 6,
+            "job_state": ["FAILED"],
+            "exit_code": {"status": ["NONZERO_EXIT"], "return_code": {"set": True, "number": 3}},
+            "end_time": {"set": True, "number": 1700000100},
+        }
+    )
+    assert (failed.state, failed.exit_code) == (RemoteState.FAILED, 3)
 
 
 def test_pending_job_has_no_start_time_yet() -> None:
@@ -145,10 +167,23 @@ def test_gres_gpus(gres: str, expected: tuple[str, int]) -> None:
         ("idle", ["DRAIN"], "drain"),
         ("allocated", ["DRAIN"], "drain"),
         ("down", [], "down"),
-        ("idle", ["NOT_RESPONDING"], "down"),
+        ("mixed", ["NOT_RESPONDING"], "drain"),
+        ("unknown", [], "drain"),
+        ("idle", ["POWERED_DOWN"], "up"),
         ("down", ["DRAIN"], "down"),
     ],
-    ids=["idle", "mixed", "allocated", "drained", "draining", "down", "not responding", "down and drained"],
+    ids=[
+        "idle",
+        "mixed",
+        "allocated",
+        "drained",
+        "draining",
+        "down",
+        "not responding keeps its jobs",
+        "unknown",
+        "powered down for power saving",
+        "down and drained",
+    ],
 )
 def test_node_states(state: str, flags: list[str], ours: str) -> None:
     assert parse.node_state(state, flags) == ours
@@ -370,7 +405,7 @@ def test_sbatch_gets_the_placement_and_a_clean_environment(tmp_path: Path, monke
         cpus_per_node=4,
         memory_mib_per_node=2048,
         walltime_seconds=3601,
-        env={"FOO": "bar"},
+        env={"FOO": "bar", "LD_PRELOAD": "/tmp/evil.so"},
     )
 
     assert backend.submit(job) == "42"
@@ -388,8 +423,11 @@ def test_sbatch_gets_the_placement_and_a_clean_environment(tmp_path: Path, monke
         "--no-requeue",
     ):
         assert option in recorded
-    assert "FOO=bar" in recorded and f"QM_JOB_KEY={job.key}" in recorded and "QM_GPUS=node1:0,1" in recorded
+    assert f"QM_JOB_KEY={job.key}" in recorded and "QM_GPUS=node1:0,1" in recorded
+    # The job's own variables reach the job through its script, never sbatch's process.
+    assert "\nFOO=bar" not in recorded and "export FOO=bar\n" in recorded
     assert "portal-secret" not in recorded and "SBATCH_PARTITION" not in recorded
+    assert "\nLD_PRELOAD=" not in recorded and "export LD_PRELOAD=/tmp/evil.so\n" in recorded
     assert "#!/bin/bash\n: Quartermaster job" in recorded and "python train.py" in recorded
 
 

@@ -133,3 +133,30 @@ def test_a_node_reported_down_keeps_its_jobs_through_the_grace_period(world, tic
     )
     job.refresh_from_db()
     assert job.state == JobState.PENDING
+
+
+def test_news_about_an_old_attempt_never_moves_the_new_one(world, tick):
+    from scheduler.backends.base import PollResult
+
+    job = running_job(world, tick)
+    old = job.external_id
+    services.requeue_job(job, by="alice")
+    tick()
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING and job.external_id != old
+
+    assert not services._apply_poll_result(job.id, PollResult(old, RemoteState.CANCELLED), old)
+    assert not services._apply_poll_result(job.id, PollResult(old, RemoteState.NODE_FAIL), old)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING and job.attempt == 1
+    services.cancel_job(job, by="test")
+
+
+def test_a_job_the_backend_no_longer_knows_ends_node_fail_without_a_rerun(world, tick):
+    from scheduler.backends.base import PollResult
+
+    job = running_job(world, tick)
+    assert services._apply_poll_result(job.id, PollResult(job.external_id, RemoteState.UNKNOWN), job.external_id)
+    job.refresh_from_db()
+    assert (job.state, job.attempt) == (JobState.NODE_FAIL, 0)
+    assert job.state_reason == "the backend no longer knows this job"
