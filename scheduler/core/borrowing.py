@@ -48,6 +48,8 @@ class GuaranteeBook:
         self.held: dict[str, float] = defaultdict(float)
         self.borrowed: set[int] = set()
         self._lineages: dict[str, tuple[str, ...]] = {}
+        if not self.guarantees:
+            return  # nothing is ever borrowed, and what accounts hold is read against guarantees only
         oldest_first = sorted(running, key=lambda r: (r.started_at.isoformat() if r.started_at else _EPOCH_KEY, r.id))
         for job in oldest_first:
             if self._charge(job.account, job.gpu_amount):
