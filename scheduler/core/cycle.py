@@ -116,9 +116,17 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     Capacity only shrinks during a cycle, so a request that failed once against the
     same held-back resources is not tried again, and feasibility on the idle cluster
     is computed once per request shape: a cycle over 10,000 pending jobs stays cheap.
+
+    ``snapshot.carry`` (optional) lets consecutive cycles of one caller share their
+    ledger (see ``scheduler.core.placement.LedgerCarry``); decisions are the same with
+    or without it.
     """
     decisions = Decisions()
-    ledger = Ledger.from_snapshot(snapshot, policy.sharing_overhead)
+    carry = snapshot.carry
+    if carry is not None:
+        ledger = carry.ledger(snapshot, policy.sharing_overhead)
+    else:
+        ledger = Ledger.from_snapshot(snapshot, policy.sharing_overhead)
     idle = IdleCluster.shared(snapshot.nodes, policy.sharing_overhead)
     failed: set[tuple[object, ...]] = set()
     blocked = False
@@ -209,6 +217,8 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             reservations.append(reservation)
             decisions.reservations.append(reservation)
     decisions.borrowed = set(guarantees.borrowed)
+    if carry is not None:
+        carry.keep(decisions)
     if policy.explain:
         decisions.blockers = explain(
             order, decisions, Circumstances(snapshot, ledger, idle, limits, guarantees, reservations, policy.max_starts)

@@ -65,7 +65,7 @@ from typing import Protocol
 
 from scheduler.core.cycle import schedule
 from scheduler.core.fairshare import AccountNode, FairShareTree, UsageInterval, UsagePolicy, charge, decay_usage_map
-from scheduler.core.placement import IdleCluster
+from scheduler.core.placement import IdleCluster, LedgerCarry
 from scheduler.core.priority import PriorityWeights
 from scheduler.core.types import Allocation, GpuView, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
 
@@ -369,6 +369,7 @@ def replay(
     gpus_per_node = max(len(n.gpus) for n in nodes)
     parents: dict[str, str | None] = {account: None for account in guarantees or {}}
     idle = IdleCluster(nodes)
+    carry = LedgerCarry()  # consecutive cycles share their ledger
 
     # 1. Submission order; the simulator's ids are positions in it.
     ordered = sorted(trace, key=lambda j: j.submit_s)  # stable: row order breaks ties
@@ -421,6 +422,7 @@ def replay(
             tuple(pending.values()),
             account_limits=guarantees or {},
             account_parents=parents,
+            carry=carry,
         )
         if usage is not None:
             snapshot = replace(snapshot, fairshare_tree=usage.tree, usage=usage.as_of(t, running.values()))
