@@ -13,16 +13,19 @@ holds back. With ``reservations > 1`` the first K blocked jobs get one each
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from scheduler.core.placement import Ledger
 from scheduler.core.types import Allocation, PendingJob, PlacementStrategy, Reservation
 
 
-@dataclass(frozen=True, slots=True)
-class Release:
-    """Resources that come back at ``at`` (a running job's latest end)."""
+class Release(NamedTuple):
+    """Resources that come back at ``at`` (a running job's latest end).
+
+    A named tuple, not a dataclass: a cycle that plans ahead makes one per running job,
+    and a replay runs tens of thousands of cycles.
+    """
 
     at: datetime
     allocations: tuple[Allocation, ...]
@@ -49,18 +52,21 @@ def plan_reservation(
        alone what earlier reservations starting before it would end will need.
     """
     earlier = list(earlier)
-    events: list[tuple[datetime, int, tuple[Allocation, ...]]] = [(r.at, 0, r.allocations) for r in releases]
+    # (instant, kind, sequence): given back before taken at one instant, else in order
+    events: list[tuple[datetime, int, int, tuple[Allocation, ...]]] = [
+        (r.at, 0, i, r.allocations) for i, r in enumerate(releases)
+    ]
     for r in earlier:
-        events.append((r.start_at, 1, r.allocations))
-        events.append((r.end_at, 0, r.allocations))
-    events.sort(key=lambda e: (e[0], e[1]))
+        events.append((r.start_at, 1, len(events), r.allocations))
+        events.append((r.end_at, 0, len(events), r.allocations))
+    events.sort()
     trial = ledger.copy()
     i = 0
     while i < len(events):
         at = events[i][0]
         touched: set[str] = set()
         while i < len(events) and events[i][0] == at:
-            _, kind, allocations = events[i]
+            _, kind, _, allocations = events[i]
             if kind == 0:
                 trial.release(allocations)
                 touched.update(a.node for a in allocations)

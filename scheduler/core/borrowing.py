@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timezone
 
 from scheduler.core.limits import gpu_count
 from scheduler.core.types import Blocker, Limits, PendingJob, PendingReason, RunningJob, Start
@@ -48,10 +48,10 @@ class GuaranteeBook:
         self.held: dict[str, float] = defaultdict(float)
         self.borrowed: set[int] = set()
         self._lineages: dict[str, tuple[str, ...]] = {}
+        self._chains: dict[str, tuple[tuple[str, ...], list[str]]] = {}  # account -> lineage, guaranteed levels
         if not self.guarantees:
             return  # nothing is ever borrowed, and what accounts hold is read against guarantees only
-        oldest_first = sorted(running, key=lambda r: (r.started_at.isoformat() if r.started_at else _EPOCH_KEY, r.id))
-        for job in oldest_first:
+        for job in _oldest_first(running):
             if self._charge(job.account, job.gpu_amount):
                 self.borrowed.add(job.id)
 
@@ -126,11 +126,29 @@ class GuaranteeBook:
         self.borrowed.discard(job.id)
 
     def _charge(self, account: str, gpus: float) -> bool:
-        levels = self._guaranteed_levels(account)
+        chains = self._chains.get(account)
+        if chains is None:
+            chains = self._chains[account] = (self._lineage(account), self._guaranteed_levels(account))
+        lineage, levels = chains
+        held = self.held
+        for level in lineage:
+            held[level] += gpus
         borrowed = not levels
-        for level in self._lineage(account):
-            self.held[level] += gpus
         for level in levels:
-            if self.held[level] > self.guarantees[level] + 1e-9:
+            if held[level] > self.guarantees[level] + 1e-9:
                 borrowed = True
-        return borrowed and self.active
+        return borrowed and bool(self.guarantees)
+
+
+def _oldest_first(running: Iterable[RunningJob]) -> list[RunningJob]:
+    """Running jobs by start (unknown first), then id: the order guarantees fill in.
+
+    The order is that of ``started_at.isoformat()``, which is chronological when every
+    start is in one fixed-offset zone (or all are naive); then the datetimes themselves are compared,
+    which is much cheaper than formatting every start every cycle.
+    """
+    jobs = list(running)
+    zones = {r.started_at.tzinfo for r in jobs if r.started_at is not None}
+    if len(zones) <= 1 and all(zone is None or isinstance(zone, timezone) for zone in zones):
+        return sorted(jobs, key=lambda r: (r.started_at is not None, r.started_at, r.id))
+    return sorted(jobs, key=lambda r: (r.started_at.isoformat() if r.started_at else _EPOCH_KEY, r.id))

@@ -64,7 +64,17 @@ class _Releases:
 
     def all(self) -> list[Release]:
         if self._running is None:
-            self._running = [Release(latest_end(r, self.now), r.allocations, r.id) for r in self.running]
+            now = self.now  # latest_end, inlined: one per running job
+            self._running = [
+                Release(
+                    latest_end(r, now)
+                    if r.started_at is None
+                    else max(now, r.started_at + timedelta(seconds=r.walltime_seconds)),
+                    r.allocations,
+                    r.id,
+                )
+                for r in self.running
+            ]
         kept = [r for r in self._running if r.job_id not in self.gone] if self.gone else self._running
         return [*kept, *self.started]
 

@@ -115,6 +115,8 @@ class RunningJob:
 
     @property
     def gpu_amount(self) -> float:
+        if len(self.allocations) == 1:  # the common case, without a generator (0 + x is x)
+            return self.allocations[0].gpu_amount
         return sum(a.gpu_amount for a in self.allocations)
 
 
