@@ -8,7 +8,7 @@ ordering and fair-share plug in by changing the order of the walk.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 
 from scheduler.core.backfill import Release, delayed_by, held_back, plan_reservation
@@ -16,7 +16,7 @@ from scheduler.core.borrowing import GuaranteeBook
 from scheduler.core.dependencies import Readiness, readiness
 from scheduler.core.fairshare import fair_tree_factors
 from scheduler.core.limits import LimitBook, caps_anything
-from scheduler.core.placement import IdleCluster, Ledger, request_shape
+from scheduler.core.placement import IdleCluster, Ledger, LedgerCarry, request_shape
 from scheduler.core.preemption import candidates, plan_preemption
 from scheduler.core.priority import cluster_gpu_count, order_by_priority, priority_breakdowns
 from scheduler.core.reasons import Circumstances, explain
@@ -55,12 +55,26 @@ class _Releases:
     the evicted ones, then the jobs started, in order.
     """
 
-    def __init__(self, running: tuple[RunningJob, ...], now: datetime) -> None:
+    def __init__(self, running: tuple[RunningJob, ...], now: datetime, carry: LedgerCarry | None) -> None:
         self.running = running
         self.now = now
+        self.carry = carry
         self.gone: set[int] = set()
         self.started: list[Release] = []
         self._running: list[Release] | None = None
+
+    def for_reservation(self) -> tuple[list[Release], Iterator[tuple[datetime, int, tuple[Allocation, ...]]]]:
+        """The releases as ``plan_reservation`` takes them: with a carry (and no shared
+        GPU anywhere) the running jobs' ends come from its sorted list, clamped to
+        ``now``, and only the jobs started this cycle are listed."""
+        carry = self.carry
+        if carry is not None and carry.exact and not any(_shares(r.allocations) for r in self.started):
+            ends = carry.running_ends(self.running)
+            if ends is not None:
+                now, gone = self.now, self.gone
+                ordered = ((end if end > now else now, i, a) for end, i, a in ends if i not in gone)
+                return self.started, ordered
+        return self.all(), iter(())
 
     def all(self) -> list[Release]:
         if self._running is None:
@@ -77,6 +91,10 @@ class _Releases:
             ]
         kept = [r for r in self._running if r.job_id not in self.gone] if self.gone else self._running
         return [*kept, *self.started]
+
+
+def _shares(allocations: tuple[Allocation, ...]) -> bool:
+    return any(a.gpu_share for a in allocations)
 
 
 def queue_order(snapshot: Snapshot, policy: Policy, now: datetime, decisions: Decisions) -> list[PendingJob]:
@@ -142,7 +160,7 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     blocked = False
     reservations: list[Reservation] = []
     failed_jobs: list[int] = []  # blocked jobs, in order; the first K get reservations
-    releases = _Releases(snapshot.running, now)
+    releases = _Releases(snapshot.running, now, carry)
     limits = (
         LimitBook(
             snapshot.nodes, snapshot.running, snapshot.account_limits, snapshot.user_limits, snapshot.account_parents
@@ -222,7 +240,8 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             decisions.pending_reasons[job.id] = PendingReason.PRIORITY
             continue
         decisions.pending_reasons[job.id] = PendingReason.RESOURCES
-        reservation = plan_reservation(job, ledger, releases.all(), reservations, policy.placement)
+        listed, ordered = releases.for_reservation()
+        reservation = plan_reservation(job, ledger, listed, reservations, policy.placement, ordered=ordered)
         if reservation is not None:
             reservations.append(reservation)
             decisions.reservations.append(reservation)

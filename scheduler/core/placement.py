@@ -7,10 +7,12 @@ starts, so one GPU can never be handed to two jobs within a cycle or across cycl
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from scheduler.core.types import Allocation, Decisions, NodeView, PendingJob, Snapshot, Start
+from scheduler.core.types import Allocation, Decisions, NodeView, PendingJob, RunningJob, Snapshot, Start
 from scheduler.core.types import PlacementStrategy as Strategy
 
 
@@ -250,6 +252,10 @@ class Ledger:
 _last_idle: tuple[tuple[NodeView, ...], float, Ledger] | None = None
 
 
+#: A running job's walltime end (start + walltime), its id and what it holds.
+End = tuple[datetime, int, tuple[Allocation, ...]]
+
+
 class LedgerCarry:
     """What one caller's consecutive cycles share: the free-capacity ledger of the
     running jobs, kept up to date instead of rebuilt (put the same object in the
@@ -273,6 +279,8 @@ class LedgerCarry:
         self._overhead = 0.0
         self._held: dict[int, tuple[Allocation, ...]] = {}  # job id -> what the ledger took for it
         self._shared: set[int] = set()  # jobs of ``_held`` that hold a share of a GPU
+        self._ends: dict[int, tuple[RunningJob, datetime]] = {}  # job id -> job, start + walltime
+        self._by_end: list[End] = []  # sorted
 
     def ledger(self, snapshot: Snapshot, sharing_overhead: float) -> Ledger:
         """The ledger of ``snapshot`` (capacity minus running jobs), lent to one cycle
@@ -304,6 +312,34 @@ class LedgerCarry:
             self._shared = {job_id for job_id, allocations in self._held.items() if _shares(allocations)}
         self._lent, self._nodes, self._overhead = ledger, snapshot.nodes, sharing_overhead
         return ledger
+
+    @property
+    def exact(self) -> bool:
+        """Whether no running job holds a share of a GPU (see :meth:`running_ends`)."""
+        return not self._shared
+
+    def running_ends(self, running: tuple[RunningJob, ...]) -> list[End] | None:
+        """``(start + walltime, job id, allocations)`` of every running job, sorted,
+        kept across cycles (only jobs that ended or started move); ``None`` if a job
+        has no known start (its latest end depends on ``now``).
+
+        A cycle that needs a reservation walks these in time order instead of making
+        and sorting one release per running job (``plan_reservation(ordered=...)``).
+        """
+        ends, by_end = self._ends, self._by_end
+        current = {r.id: r for r in running}
+        for job_id in [i for i, (job, _) in ends.items() if current.get(i) is not job]:
+            _, end = ends.pop(job_id)
+            del by_end[bisect.bisect_left(by_end, (end, job_id))]
+        for job in running:
+            if job.id in ends:
+                continue
+            if job.started_at is None:
+                return None
+            end = job.started_at + timedelta(seconds=job.walltime_seconds)
+            ends[job.id] = (job, end)
+            bisect.insort(by_end, (end, job.id, job.allocations))
+        return by_end
 
     def keep(self, decisions: Decisions) -> None:
         """Take the lent ledger back, noting what the cycle did to it: victims given
