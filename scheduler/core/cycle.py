@@ -181,7 +181,8 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
                     PendingReason.DEPENDENCY if ready is Readiness.WAITING else PendingReason.DEPENDENCY_NEVER
                 )
                 continue
-        if not idle.fits(job):
+        shape = request_shape(job)
+        if not idle.fits(job, shape):
             decisions.pending_reasons[job.id] = PendingReason.NODES_UNAVAILABLE
             continue
         qos_walltime = snapshot.qos_max_walltime.get(job.qos)
@@ -200,8 +201,8 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if over is not None:
             decisions.pending_reasons[job.id] = over
             continue
-        in_the_way = delayed_by(job, reservations, now)
-        key = (request_shape(job), tuple(r.job_id for r in in_the_way))
+        in_the_way = delayed_by(job, reservations, now) if reservations else []
+        key = (shape, tuple(r.job_id for r in in_the_way)) if in_the_way else (shape, ())
         start = None if key in failed else ledger.place(job, held_back(in_the_way), policy.placement)
         if start is None and may_evict:
             victims = _preempt_for(job, snapshot, policy, now, ledger, evictable, guarantees, held_back(in_the_way))
