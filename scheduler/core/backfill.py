@@ -47,7 +47,7 @@ def plan_reservation(
     ``earlier`` reservations hold their resources from their start to their end, so a
     new reservation never overlaps one made before it. ``ordered`` are more releases,
     ``(instant, sequence, allocations)`` already in time order (a replay keeps its
-    running jobs' ends sorted, see ``scheduler.core.placement.LedgerCarry``): they are
+    running jobs' ends sorted, see ``scheduler.core.carry.Carry``): they are
     merged in as the walk goes, so a reservation found early never looks at the rest.
 
     Steps:

@@ -55,6 +55,15 @@ class GuaranteeBook:
             if self._charge(job.account, job.gpu_amount):
                 self.borrowed.add(job.id)
 
+    def copy(self) -> GuaranteeBook:
+        """An independent book with the same figures (the caches of the tree are shared)."""
+        clone = GuaranteeBook((), {}, self.parents)
+        clone.guarantees, clone.borrowing_limits = self.guarantees, self.borrowing_limits
+        clone.held = defaultdict(float, self.held)
+        clone.borrowed = set(self.borrowed)
+        clone._lineages, clone._chains = self._lineages, self._chains
+        return clone
+
     @property
     def active(self) -> bool:
         """Whether any account holds a guarantee (otherwise nothing is ever borrowed)."""

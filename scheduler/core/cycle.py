@@ -13,10 +13,11 @@ from datetime import datetime, timedelta
 
 from scheduler.core.backfill import Release, delayed_by, held_back, plan_reservation
 from scheduler.core.borrowing import GuaranteeBook
+from scheduler.core.carry import Carry
 from scheduler.core.dependencies import Readiness, readiness
 from scheduler.core.fairshare import fair_tree_factors
 from scheduler.core.limits import LimitBook, caps_anything
-from scheduler.core.placement import IdleCluster, Ledger, LedgerCarry, request_shape
+from scheduler.core.placement import IdleCluster, Ledger, request_shape
 from scheduler.core.preemption import candidates, plan_preemption
 from scheduler.core.priority import cluster_gpu_count, order_by_priority, priority_breakdowns
 from scheduler.core.reasons import Circumstances, explain
@@ -55,7 +56,7 @@ class _Releases:
     the evicted ones, then the jobs started, in order.
     """
 
-    def __init__(self, running: tuple[RunningJob, ...], now: datetime, carry: LedgerCarry | None) -> None:
+    def __init__(self, running: tuple[RunningJob, ...], now: datetime, carry: Carry | None) -> None:
         self.running = running
         self.now = now
         self.carry = carry
@@ -146,7 +147,7 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     is computed once per request shape: a cycle over 10,000 pending jobs stays cheap.
 
     ``snapshot.carry`` (optional) lets consecutive cycles of one caller share their
-    ledger (see ``scheduler.core.placement.LedgerCarry``); decisions are the same with
+    ledger (see ``scheduler.core.carry.Carry``); decisions are the same with
     or without it.
     """
     decisions = Decisions()
@@ -168,7 +169,11 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if caps_anything(snapshot.account_limits) or caps_anything(snapshot.user_limits)
         else None
     )
-    guarantees = GuaranteeBook(snapshot.running, snapshot.account_limits, snapshot.account_parents)
+    guarantees = (
+        carry.guarantee_book(snapshot)
+        if carry is not None
+        else GuaranteeBook(snapshot.running, snapshot.account_limits, snapshot.account_parents)
+    )
     may_evict = policy.preemption or (policy.reclaim and guarantees.active)
     evictable = {r.id: r for r in snapshot.running} if may_evict else {}
     order = queue_order(snapshot, policy, now, decisions)

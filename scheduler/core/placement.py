@@ -7,12 +7,10 @@ starts, so one GPU can never be handed to two jobs within a cycle or across cycl
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 
-from scheduler.core.types import Allocation, Decisions, NodeView, PendingJob, RunningJob, Snapshot, Start
+from scheduler.core.types import Allocation, NodeView, PendingJob, Snapshot, Start
 from scheduler.core.types import PlacementStrategy as Strategy
 
 
@@ -250,112 +248,6 @@ class Ledger:
 
 
 _last_idle: tuple[tuple[NodeView, ...], float, Ledger] | None = None
-
-
-#: A running job's walltime end (start + walltime), its id and what it holds.
-End = tuple[datetime, int, tuple[Allocation, ...]]
-
-
-class LedgerCarry:
-    """What one caller's consecutive cycles share: the free-capacity ledger of the
-    running jobs, kept up to date instead of rebuilt (put the same object in the
-    ``carry`` of every snapshot of a replay).
-
-    Building the ledger costs one update per running job every cycle; between two
-    cycles of a replay only the jobs that ended, started or were evicted differ. The
-    carried ledger is the one the last cycle ended with (its starts taken, its victims
-    given back); the next snapshot's running jobs are compared to what it holds, by job
-    id and allocations, and only the differences are given back or taken. Any snapshot
-    may be passed: the result is the ledger ``Ledger.from_snapshot`` would build, for
-    valid snapshots (no GPU held twice). Shared GPUs are the exception: their loads are
-    floats, and taking and giving back in another order could round differently, so
-    while any running job holds a share the ledger is rebuilt every cycle.
-    """
-
-    def __init__(self) -> None:
-        self._ledger: Ledger | None = None  # None while a cycle uses it (or before the first)
-        self._lent: Ledger | None = None
-        self._nodes: tuple[NodeView, ...] | None = None
-        self._overhead = 0.0
-        self._held: dict[int, tuple[Allocation, ...]] = {}  # job id -> what the ledger took for it
-        self._shared: set[int] = set()  # jobs of ``_held`` that hold a share of a GPU
-        self._ends: dict[int, tuple[RunningJob, datetime]] = {}  # job id -> job, start + walltime
-        self._by_end: list[End] = []  # sorted
-
-    def ledger(self, snapshot: Snapshot, sharing_overhead: float) -> Ledger:
-        """The ledger of ``snapshot`` (capacity minus running jobs), lent to one cycle
-        until :meth:`keep`. A cycle that never hands it back leaves nothing to reuse."""
-        ledger, self._ledger = self._ledger, None
-        if ledger is not None and (
-            snapshot.nodes is not self._nodes or sharing_overhead != self._overhead or self._shared
-        ):
-            ledger = None
-        if ledger is not None:
-            held = self._held
-            current = {r.id: r.allocations for r in snapshot.running}
-            for job_id in [i for i in held if i not in current]:
-                ledger.release(held.pop(job_id))
-            for job_id, allocations in current.items():
-                prior = held.get(job_id)
-                if prior is allocations or prior == allocations:
-                    continue
-                if _shares(allocations):
-                    ledger = None
-                    break
-                if prior is not None:
-                    ledger.release(prior)
-                ledger.take(allocations)
-                held[job_id] = allocations
-        if ledger is None:
-            ledger = Ledger.from_snapshot(snapshot, sharing_overhead)
-            self._held = {r.id: r.allocations for r in snapshot.running}
-            self._shared = {job_id for job_id, allocations in self._held.items() if _shares(allocations)}
-        self._lent, self._nodes, self._overhead = ledger, snapshot.nodes, sharing_overhead
-        return ledger
-
-    @property
-    def exact(self) -> bool:
-        """Whether no running job holds a share of a GPU (see :meth:`running_ends`)."""
-        return not self._shared
-
-    def running_ends(self, running: tuple[RunningJob, ...]) -> list[End] | None:
-        """``(start + walltime, job id, allocations)`` of every running job, sorted,
-        kept across cycles (only jobs that ended or started move); ``None`` if a job
-        has no known start (its latest end depends on ``now``).
-
-        A cycle that needs a reservation walks these in time order instead of making
-        and sorting one release per running job (``plan_reservation(ordered=...)``).
-        """
-        ends, by_end = self._ends, self._by_end
-        current = {r.id: r for r in running}
-        for job_id in [i for i, (job, _) in ends.items() if current.get(i) is not job]:
-            _, end = ends.pop(job_id)
-            del by_end[bisect.bisect_left(by_end, (end, job_id))]
-        for job in running:
-            if job.id in ends:
-                continue
-            if job.started_at is None:
-                return None
-            end = job.started_at + timedelta(seconds=job.walltime_seconds)
-            ends[job.id] = (job, end)
-            bisect.insort(by_end, (end, job.id, job.allocations))
-        return by_end
-
-    def keep(self, decisions: Decisions) -> None:
-        """Take the lent ledger back, noting what the cycle did to it: victims given
-        back, starts taken."""
-        for eviction in decisions.evictions:
-            self._held.pop(eviction.victim_id, None)
-            self._shared.discard(eviction.victim_id)
-        for start in decisions.starts:
-            self._held[start.job_id] = start.allocations
-            if _shares(start.allocations):
-                self._shared.add(start.job_id)
-        self._ledger, self._lent = self._lent, None
-
-
-def _shares(allocations: tuple[Allocation, ...]) -> bool:
-    return any(a.gpu_share for a in allocations)
 
 
 class IdleCluster:

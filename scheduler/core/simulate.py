@@ -63,9 +63,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
+from scheduler.core.carry import Carry
 from scheduler.core.cycle import schedule
 from scheduler.core.fairshare import AccountNode, FairShareTree, UsageInterval, UsagePolicy, charge, decay_usage_map
-from scheduler.core.placement import IdleCluster, LedgerCarry
+from scheduler.core.placement import IdleCluster
 from scheduler.core.priority import PriorityWeights
 from scheduler.core.types import Allocation, GpuView, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
 
@@ -369,7 +370,7 @@ def replay(
     gpus_per_node = max(len(n.gpus) for n in nodes)
     parents: dict[str, str | None] = {account: None for account in guarantees or {}}
     idle = IdleCluster(nodes)
-    carry = LedgerCarry()  # consecutive cycles share their ledger
+    carry = Carry()  # consecutive cycles share their books
 
     # 1. Submission order; the simulator's ids are positions in it.
     ordered = sorted(trace, key=lambda j: j.submit_s)  # stable: row order breaks ties

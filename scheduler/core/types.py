@@ -15,8 +15,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the policy modules import these types; annotations only here
+    from scheduler.core.carry import Carry
     from scheduler.core.fairshare import FairShareTree
-    from scheduler.core.placement import LedgerCarry
     from scheduler.core.priority import PriorityBreakdown, PriorityWeights
 
 ComputeCapability = tuple[int, int]
@@ -193,8 +193,9 @@ class Snapshot:
     #: QOS name -> the longest walltime a job in it may ask for.
     qos_max_walltime: Mapping[str, int] = field(default_factory=dict)
     #: Optional state consecutive snapshots of one caller share (a replay): the cycle's
-    #: ledger is updated from it instead of rebuilt. Decisions are the same without it.
-    carry: LedgerCarry | None = field(default=None, compare=False)
+    #: books are updated from it instead of rebuilt (see ``scheduler.core.carry``).
+    #: Decisions are the same without it.
+    carry: Carry | None = field(default=None, compare=False)
 
 
 class PlacementStrategy(enum.Enum):

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core import Policy, RunningJob, schedule
-from scheduler.core.placement import LedgerCarry
+from scheduler.core.carry import Carry
 from scheduler.core.types import Allocation, GpuView, Limits, NodeView, Snapshot
 from tests.builders import T0, node, pending
 
@@ -65,7 +65,7 @@ def cycles(draw: st.DrawFn):  # type: ignore[no-untyped-def]
 def test_cycles_with_a_carry_decide_what_cycles_without_one_decide(world) -> None:  # type: ignore[no-untyped-def]
     steps, policy, guarantees = world
     limits = {a: Limits(guaranteed_gpus=g) for a, g in guarantees.items()}
-    carry = LedgerCarry()
+    carry = Carry()
     running: dict[int, RunningJob] = {}
     now = T0
     for queue, ends, surprise in steps:
@@ -88,3 +88,15 @@ def test_cycles_with_a_carry_decide_what_cycles_without_one_decide(world) -> Non
             job = by_id[start.job_id]
             running[job.id] = RunningJob(job.id, start.allocations, now, job.walltime_seconds, job.account, job.user)
         now += timedelta(minutes=5)
+
+
+def test_the_guarantee_book_is_reused_only_while_the_very_same_jobs_run() -> None:
+    carry = Carry()
+    limits = {"x": Limits(guaranteed_gpus=2)}
+    job = RunningJob(1, (Allocation("a1", (0, 1)),), T0, 3600, "x", "x")
+    world = Snapshot(NODES, (job,), (), account_limits=limits)
+    assert carry.guarantee_book(world).borrowed == set()
+    assert carry.guarantee_book(world).held["x"] == 2
+    # the same job id, restarted on more GPUs: a new book, in which it borrows
+    bigger = replace(job, allocations=(Allocation("a1", (0, 1, 2)),))
+    assert carry.guarantee_book(replace(world, running=(bigger,))).borrowed == {1}
