@@ -49,11 +49,27 @@ class GuaranteeBook:
         self.borrowed: set[int] = set()
         self._lineages: dict[str, tuple[str, ...]] = {}
         self._chains: dict[str, tuple[tuple[str, ...], list[str]]] = {}  # account -> lineage, guaranteed levels
+        #: ``within_guarantee`` answers per (account, GPUs), until what is held changes.
+        self._within: dict[tuple[str, float], bool] = {}
         if not self.guarantees:
             return  # nothing is ever borrowed, and what accounts hold is read against guarantees only
+        # _charge inlined: a replay builds a book over every running job each cycle
+        held, guarantees, chains, borrowed = self.held, self.guarantees, self._chains, self.borrowed
         for job in _oldest_first(running):
-            if self._charge(job.account, job.gpu_amount):
-                self.borrowed.add(job.id)
+            chain = chains.get(job.account)
+            if chain is None:
+                chain = chains[job.account] = (self._lineage(job.account), self._guaranteed_levels(job.account))
+            lineage, levels = chain
+            allocations = job.allocations
+            gpus = allocations[0].gpu_amount if len(allocations) == 1 else job.gpu_amount
+            for level in lineage:
+                held[level] += gpus
+            over = not levels
+            for level in levels:
+                if held[level] > guarantees[level] + 1e-9:
+                    over = True
+            if over:
+                borrowed.add(job.id)
 
     def copy(self) -> GuaranteeBook:
         """An independent book with the same figures (the caches of the tree are shared)."""
@@ -86,8 +102,14 @@ class GuaranteeBook:
     def within_guarantee(self, job: PendingJob) -> bool:
         """Whether ``job`` would run on guaranteed capacity: every guaranteed account
         above it (at least one) has room for all its GPUs."""
-        levels = self._guaranteed_levels(job.account)
-        return bool(levels) and all(self.held[a] + job.gpu_amount <= self.guarantees[a] + 1e-9 for a in levels)
+        key = (job.account, job.gpu_amount)
+        answer = self._within.get(key)
+        if answer is None:
+            levels = self._guaranteed_levels(job.account)
+            answer = self._within[key] = bool(levels) and all(
+                self.held[a] + job.gpu_amount <= self.guarantees[a] + 1e-9 for a in levels
+            )
+        return answer
 
     def blocker(self, job: PendingJob) -> Blocker | None:
         """The borrowing limit ``job`` would break by starting, with its figures."""
@@ -133,6 +155,7 @@ class GuaranteeBook:
         for account in self._lineage(job.account):
             self.held[account] -= job.gpu_amount
         self.borrowed.discard(job.id)
+        self._within.clear()
 
     def _charge(self, account: str, gpus: float) -> bool:
         chains = self._chains.get(account)
@@ -140,6 +163,7 @@ class GuaranteeBook:
             chains = self._chains[account] = (self._lineage(account), self._guaranteed_levels(account))
         lineage, levels = chains
         held = self.held
+        self._within.clear()
         for level in lineage:
             held[level] += gpus
         borrowed = not levels
