@@ -158,6 +158,7 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         ledger = Ledger.from_snapshot(snapshot, policy.sharing_overhead)
     idle = IdleCluster.shared(snapshot.nodes, policy.sharing_overhead)
     failed: set[tuple[object, ...]] = set()
+    no_victims: set[tuple[object, ...]] = set()  # requests no eviction could start since the last change
     blocked = False
     reservations: list[Reservation] = []
     failed_jobs: list[int] = []  # blocked jobs, in order; the first K get reservations
@@ -210,8 +211,17 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         key = (shape, tuple(r.job_id for r in in_the_way)) if in_the_way else (shape, ())
         start = None if key in failed else ledger.place(job, held_back(in_the_way), policy.placement)
         if start is None and may_evict:
-            victims = _preempt_for(job, snapshot, policy, now, ledger, evictable, guarantees, held_back(in_the_way))
-            if victims is not None:
+            # What _preempt_for looks at of the job; the rest of its inputs change only on a start or an eviction
+            asked = (key, job.account, job.qos, job.gpu_amount)
+            victims = (
+                None
+                if asked in no_victims
+                else _preempt_for(job, snapshot, policy, now, ledger, evictable, guarantees, in_the_way)
+            )
+            if victims is None:
+                no_victims.add(asked)
+            else:
+                no_victims.clear()
                 start, evicted = victims
                 decisions.evictions.extend(evicted)
                 gone = {e.victim_id for e in evicted}
@@ -230,6 +240,7 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if start is not None:
             ledger.commit(start)
             guarantees.commit(job, start)
+            no_victims.clear()
             decisions.starts.append(start)
             if reservations:
                 decisions.backfilled.add(job.id)
@@ -273,7 +284,7 @@ def _preempt_for(
     ledger: Ledger,
     evictable: Mapping[int, RunningJob],
     guarantees: GuaranteeBook,
-    held: Mapping[str, Allocation],
+    in_the_way: list[Reservation],
 ) -> tuple[Start, list[Eviction]] | None:
     """Start ``job`` by evicting running jobs, if a victim set exists, and say who goes.
 
@@ -299,6 +310,7 @@ def _preempt_for(
     if not by_qos and not by_reclaim:
         return None
     eligible = list({r.id: r for r in (*by_reclaim, *by_qos)}.values())
+    held = held_back(in_the_way)
     plan = plan_preemption(job, ledger, eligible, held, snapshot.qos_priorities, now, first=guarantees.borrowed)
     if plan is None:
         return None
