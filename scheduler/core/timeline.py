@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -278,8 +279,8 @@ class Planner:
                 at = instants[i]
                 touched = released[at]
                 for position in tuple(touched):
-                    line = lines[position]
-                    if (line.free_at(at) & accepts[position]).bit_count() < wanted:
+                    line = lines[position]  # free_at(at), inlined: the walk's innermost step
+                    if (line.masks[bisect_right(line.times, at) - 1] & accepts[position]).bit_count() < wanted:
                         touched.discard(position)  # only shrinks from here: never again
                     else:
                         opened.append(line)
