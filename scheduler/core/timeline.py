@@ -211,7 +211,7 @@ class Planner:
                         touched = nodes[at] = set()
                         fresh.append(at)
                     touched.add(position)
-            if len(fresh) > 8:  # a new index, or one long unused: sort once
+            if len(fresh) > 64:  # a new index: sort once (a few new instants go in one by one)
                 instants.extend(fresh)
                 instants.sort()
             else:
