@@ -12,17 +12,21 @@ holds back. With ``reservations > 1`` the first K blocked jobs get one each
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from scheduler.core.placement import Ledger
 from scheduler.core.types import Allocation, PendingJob, PlacementStrategy, Reservation
 
 
-@dataclass(frozen=True, slots=True)
-class Release:
-    """Resources that come back at ``at`` (a running job's latest end)."""
+class Release(NamedTuple):
+    """Resources that come back at ``at`` (a running job's latest end).
+
+    A named tuple, not a dataclass: a cycle that plans ahead makes one per running job,
+    and a replay runs tens of thousands of cycles.
+    """
 
     at: datetime
     allocations: tuple[Allocation, ...]
@@ -35,11 +39,16 @@ def plan_reservation(
     releases: Iterable[Release],
     earlier: Iterable[Reservation] = (),
     strategy: PlacementStrategy | None = None,
+    *,
+    ordered: Iterable[tuple[datetime, int, tuple[Allocation, ...]]] = (),
 ) -> Reservation | None:
     """The earliest start for ``job`` as running jobs end, or ``None`` if never.
 
     ``earlier`` reservations hold their resources from their start to their end, so a
-    new reservation never overlaps one made before it.
+    new reservation never overlaps one made before it. ``ordered`` are more releases,
+    ``(instant, sequence, allocations)`` already in time order (a replay keeps its
+    running jobs' ends sorted, see ``scheduler.core.carry.Carry``): they are
+    merged in as the walk goes, so a reservation found early never looks at the rest.
 
     Steps:
     1. Turn releases and earlier reservations into events on a copy of the ledger:
@@ -47,26 +56,36 @@ def plan_reservation(
        take theirs.
     2. After each instant that gave something back, try to place the job, leaving
        alone what earlier reservations starting before it would end will need.
+
+    Within one instant the order of the events given back does not matter (whole GPUs,
+    CPUs and memory are given back exactly, in any order; a caller passing ``ordered``
+    holds no shared GPUs), so merging ``ordered`` by instant alone finds what sorting
+    everything would.
     """
     earlier = list(earlier)
-    events: list[tuple[datetime, int, tuple[Allocation, ...]]] = [(r.at, 0, r.allocations) for r in releases]
+    # (instant, kind, sequence): given back before taken at one instant, else in order
+    events: list[tuple[datetime, int, int, tuple[Allocation, ...]]] = [
+        (r.at, 0, i, r.allocations) for i, r in enumerate(releases)
+    ]
     for r in earlier:
-        events.append((r.start_at, 1, r.allocations))
-        events.append((r.end_at, 0, r.allocations))
-    events.sort(key=lambda e: (e[0], e[1]))
+        events.append((r.start_at, 1, len(events), r.allocations))
+        events.append((r.end_at, 0, len(events), r.allocations))
+    events.sort()
+    more = ((at, 0, len(events) + k, allocations) for k, (at, _, allocations) in enumerate(ordered))
+    merged = heapq.merge(events, more)
     trial = ledger.copy()
-    i = 0
-    while i < len(events):
-        at = events[i][0]
+    event = next(merged, None)
+    while event is not None:
+        at = event[0]
         touched: set[str] = set()
-        while i < len(events) and events[i][0] == at:
-            _, kind, allocations = events[i]
+        while event is not None and event[0] == at:
+            _, kind, _, allocations = event
             if kind == 0:
                 trial.release(allocations)
                 touched.update(a.node for a in allocations)
             else:
                 trial.take(allocations)
-            i += 1
+            event = next(merged, None)
         if not any(n in trial.by_name and trial.by_name[n].free_count >= job.gpus_per_node for n in touched):
             continue
         ends = at + timedelta(seconds=job.walltime_seconds)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timezone
 
 from scheduler.core.limits import gpu_count
 from scheduler.core.types import Blocker, Limits, PendingJob, PendingReason, RunningJob, Start
@@ -48,10 +48,37 @@ class GuaranteeBook:
         self.held: dict[str, float] = defaultdict(float)
         self.borrowed: set[int] = set()
         self._lineages: dict[str, tuple[str, ...]] = {}
-        oldest_first = sorted(running, key=lambda r: (r.started_at.isoformat() if r.started_at else _EPOCH_KEY, r.id))
-        for job in oldest_first:
-            if self._charge(job.account, job.gpu_amount):
-                self.borrowed.add(job.id)
+        self._chains: dict[str, tuple[tuple[str, ...], list[str]]] = {}  # account -> lineage, guaranteed levels
+        #: ``within_guarantee`` answers per (account, GPUs), until what is held changes.
+        self._within: dict[tuple[str, float], bool] = {}
+        if not self.guarantees:
+            return  # nothing is ever borrowed, and what accounts hold is read against guarantees only
+        # _charge inlined: a replay builds a book over every running job each cycle
+        held, guarantees, chains, borrowed = self.held, self.guarantees, self._chains, self.borrowed
+        for job in _oldest_first(running):
+            chain = chains.get(job.account)
+            if chain is None:
+                chain = chains[job.account] = (self._lineage(job.account), self._guaranteed_levels(job.account))
+            lineage, levels = chain
+            allocations = job.allocations
+            gpus = allocations[0].gpu_amount if len(allocations) == 1 else job.gpu_amount
+            for level in lineage:
+                held[level] += gpus
+            over = not levels
+            for level in levels:
+                if held[level] > guarantees[level] + 1e-9:
+                    over = True
+            if over:
+                borrowed.add(job.id)
+
+    def copy(self) -> GuaranteeBook:
+        """An independent book with the same figures (the caches of the tree are shared)."""
+        clone = GuaranteeBook((), {}, self.parents)
+        clone.guarantees, clone.borrowing_limits = self.guarantees, self.borrowing_limits
+        clone.held = defaultdict(float, self.held)
+        clone.borrowed = set(self.borrowed)
+        clone._lineages, clone._chains = self._lineages, self._chains
+        return clone
 
     @property
     def active(self) -> bool:
@@ -75,8 +102,14 @@ class GuaranteeBook:
     def within_guarantee(self, job: PendingJob) -> bool:
         """Whether ``job`` would run on guaranteed capacity: every guaranteed account
         above it (at least one) has room for all its GPUs."""
-        levels = self._guaranteed_levels(job.account)
-        return bool(levels) and all(self.held[a] + job.gpu_amount <= self.guarantees[a] + 1e-9 for a in levels)
+        key = (job.account, job.gpu_amount)
+        answer = self._within.get(key)
+        if answer is None:
+            levels = self._guaranteed_levels(job.account)
+            answer = self._within[key] = bool(levels) and all(
+                self.held[a] + job.gpu_amount <= self.guarantees[a] + 1e-9 for a in levels
+            )
+        return answer
 
     def blocker(self, job: PendingJob) -> Blocker | None:
         """The borrowing limit ``job`` would break by starting, with its figures."""
@@ -122,13 +155,33 @@ class GuaranteeBook:
         for account in self._lineage(job.account):
             self.held[account] -= job.gpu_amount
         self.borrowed.discard(job.id)
+        self._within.clear()
 
     def _charge(self, account: str, gpus: float) -> bool:
-        levels = self._guaranteed_levels(account)
+        chains = self._chains.get(account)
+        if chains is None:
+            chains = self._chains[account] = (self._lineage(account), self._guaranteed_levels(account))
+        lineage, levels = chains
+        held = self.held
+        self._within.clear()
+        for level in lineage:
+            held[level] += gpus
         borrowed = not levels
-        for level in self._lineage(account):
-            self.held[level] += gpus
         for level in levels:
-            if self.held[level] > self.guarantees[level] + 1e-9:
+            if held[level] > self.guarantees[level] + 1e-9:
                 borrowed = True
-        return borrowed and self.active
+        return borrowed and bool(self.guarantees)
+
+
+def _oldest_first(running: Iterable[RunningJob]) -> list[RunningJob]:
+    """Running jobs by start (unknown first), then id: the order guarantees fill in.
+
+    The order is that of ``started_at.isoformat()``, which is chronological when every
+    start is in one fixed-offset zone (or all are naive); then the datetimes themselves are compared,
+    which is much cheaper than formatting every start every cycle.
+    """
+    jobs = list(running)
+    zones = {r.started_at.tzinfo for r in jobs if r.started_at is not None}
+    if len(zones) <= 1 and all(zone is None or isinstance(zone, timezone) for zone in zones):
+        return sorted(jobs, key=lambda r: (r.started_at is not None, r.started_at, r.id))
+    return sorted(jobs, key=lambda r: (r.started_at.isoformat() if r.started_at else _EPOCH_KEY, r.id))

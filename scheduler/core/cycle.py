@@ -8,14 +8,15 @@ ordering and fair-share plug in by changing the order of the walk.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 
 from scheduler.core.backfill import Release, delayed_by, held_back, plan_reservation
 from scheduler.core.borrowing import GuaranteeBook
+from scheduler.core.carry import Carry
 from scheduler.core.dependencies import Readiness, readiness
 from scheduler.core.fairshare import fair_tree_factors
-from scheduler.core.limits import LimitBook
+from scheduler.core.limits import LimitBook, caps_anything
 from scheduler.core.placement import IdleCluster, Ledger, request_shape
 from scheduler.core.preemption import candidates, plan_preemption
 from scheduler.core.priority import cluster_gpu_count, order_by_priority, priority_breakdowns
@@ -43,6 +44,58 @@ def latest_end(job: RunningJob, now: datetime) -> datetime:
     if job.started_at is None:
         return now + timedelta(seconds=job.walltime_seconds)
     return max(now, job.started_at + timedelta(seconds=job.walltime_seconds))
+
+
+class _Releases:
+    """When running and just-started jobs give their resources back (their walltime
+    limits), built only if the cycle needs it (a reservation, estimates): most cycles
+    of a replay start what fits and plan nothing, and this costs one object per
+    running job.
+
+    In the order the cycle used to keep them: running jobs in snapshot order without
+    the evicted ones, then the jobs started, in order.
+    """
+
+    def __init__(self, running: tuple[RunningJob, ...], now: datetime, carry: Carry | None) -> None:
+        self.running = running
+        self.now = now
+        self.carry = carry
+        self.gone: set[int] = set()
+        self.started: list[Release] = []
+        self._running: list[Release] | None = None
+
+    def for_reservation(self) -> tuple[list[Release], Iterator[tuple[datetime, int, tuple[Allocation, ...]]]]:
+        """The releases as ``plan_reservation`` takes them: with a carry (and no shared
+        GPU anywhere) the running jobs' ends come from its sorted list, clamped to
+        ``now``, and only the jobs started this cycle are listed."""
+        carry = self.carry
+        if carry is not None and carry.exact and not any(_shares(r.allocations) for r in self.started):
+            ends = carry.running_ends(self.running)
+            if ends is not None:
+                now, gone = self.now, self.gone
+                ordered = ((end if end > now else now, i, a) for end, i, a in ends if i not in gone)
+                return self.started, ordered
+        return self.all(), iter(())
+
+    def all(self) -> list[Release]:
+        if self._running is None:
+            now = self.now  # latest_end, inlined: one per running job
+            self._running = [
+                Release(
+                    latest_end(r, now)
+                    if r.started_at is None
+                    else max(now, r.started_at + timedelta(seconds=r.walltime_seconds)),
+                    r.allocations,
+                    r.id,
+                )
+                for r in self.running
+            ]
+        kept = [r for r in self._running if r.job_id not in self.gone] if self.gone else self._running
+        return [*kept, *self.started]
+
+
+def _shares(allocations: tuple[Allocation, ...]) -> bool:
+    return any(a.gpu_share for a in allocations)
 
 
 def queue_order(snapshot: Snapshot, policy: Policy, now: datetime, decisions: Decisions) -> list[PendingJob]:
@@ -92,26 +145,38 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     Capacity only shrinks during a cycle, so a request that failed once against the
     same held-back resources is not tried again, and feasibility on the idle cluster
     is computed once per request shape: a cycle over 10,000 pending jobs stays cheap.
+
+    ``snapshot.carry`` (optional) lets consecutive cycles of one caller share their
+    ledger (see ``scheduler.core.carry.Carry``); decisions are the same with
+    or without it.
     """
     decisions = Decisions()
-    ledger = Ledger.from_snapshot(snapshot, policy.sharing_overhead)
+    carry = snapshot.carry
+    if carry is not None:
+        ledger = carry.ledger(snapshot, policy.sharing_overhead)
+    else:
+        ledger = Ledger.from_snapshot(snapshot, policy.sharing_overhead)
     idle = IdleCluster.shared(snapshot.nodes, policy.sharing_overhead)
     failed: set[tuple[object, ...]] = set()
+    no_victims: set[tuple[object, ...]] = set()  # requests no eviction could start since the last change
     blocked = False
     reservations: list[Reservation] = []
     failed_jobs: list[int] = []  # blocked jobs, in order; the first K get reservations
-    plans_ahead = policy.backfill or policy.estimates
-    releases = [Release(latest_end(r, now), r.allocations, r.id) for r in snapshot.running] if plans_ahead else []
-    evictable = {r.id: r for r in snapshot.running}
+    releases = _Releases(snapshot.running, now, carry)
     limits = (
         LimitBook(
             snapshot.nodes, snapshot.running, snapshot.account_limits, snapshot.user_limits, snapshot.account_parents
         )
-        if snapshot.account_limits or snapshot.user_limits
+        if caps_anything(snapshot.account_limits) or caps_anything(snapshot.user_limits)
         else None
     )
-    guarantees = GuaranteeBook(snapshot.running, snapshot.account_limits, snapshot.account_parents)
+    guarantees = (
+        carry.guarantee_book(snapshot)
+        if carry is not None
+        else GuaranteeBook(snapshot.running, snapshot.account_limits, snapshot.account_parents)
+    )
     may_evict = policy.preemption or (policy.reclaim and guarantees.active)
+    evictable = {r.id: r for r in snapshot.running} if may_evict else {}
     order = queue_order(snapshot, policy, now, decisions)
 
     for job in order:
@@ -122,7 +187,8 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
                     PendingReason.DEPENDENCY if ready is Readiness.WAITING else PendingReason.DEPENDENCY_NEVER
                 )
                 continue
-        if not idle.fits(job):
+        shape = request_shape(job)
+        if not idle.fits(job, shape):
             decisions.pending_reasons[job.id] = PendingReason.NODES_UNAVAILABLE
             continue
         qos_walltime = snapshot.qos_max_walltime.get(job.qos)
@@ -141,16 +207,25 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if over is not None:
             decisions.pending_reasons[job.id] = over
             continue
-        in_the_way = delayed_by(job, reservations, now)
-        key = (request_shape(job), tuple(r.job_id for r in in_the_way))
+        in_the_way = delayed_by(job, reservations, now) if reservations else []
+        key = (shape, tuple(r.job_id for r in in_the_way)) if in_the_way else (shape, ())
         start = None if key in failed else ledger.place(job, held_back(in_the_way), policy.placement)
         if start is None and may_evict:
-            victims = _preempt_for(job, snapshot, policy, now, ledger, evictable, guarantees, held_back(in_the_way))
-            if victims is not None:
+            # What _preempt_for looks at of the job; the rest of its inputs change only on a start or an eviction
+            asked = (key, job.account, job.qos, job.gpu_amount)
+            victims = (
+                None
+                if asked in no_victims
+                else _preempt_for(job, snapshot, policy, now, ledger, evictable, guarantees, in_the_way)
+            )
+            if victims is None:
+                no_victims.add(asked)
+            else:
+                no_victims.clear()
                 start, evicted = victims
                 decisions.evictions.extend(evicted)
                 gone = {e.victim_id for e in evicted}
-                releases = [r for r in releases if r.job_id not in gone]
+                releases.gone |= gone
                 for victim_id in gone:
                     victim = evictable.pop(victim_id)
                     guarantees.release(victim)
@@ -165,11 +240,11 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if start is not None:
             ledger.commit(start)
             guarantees.commit(job, start)
+            no_victims.clear()
             decisions.starts.append(start)
             if reservations:
                 decisions.backfilled.add(job.id)
-            if plans_ahead:
-                releases.append(Release(now + timedelta(seconds=job.walltime_seconds), start.allocations, job.id))
+            releases.started.append(Release(now + timedelta(seconds=job.walltime_seconds), start.allocations, job.id))
             continue
         failed.add(key)
         if not policy.backfill:
@@ -182,18 +257,21 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             decisions.pending_reasons[job.id] = PendingReason.PRIORITY
             continue
         decisions.pending_reasons[job.id] = PendingReason.RESOURCES
-        reservation = plan_reservation(job, ledger, releases, reservations, policy.placement)
+        listed, ordered = releases.for_reservation()
+        reservation = plan_reservation(job, ledger, listed, reservations, policy.placement, ordered=ordered)
         if reservation is not None:
             reservations.append(reservation)
             decisions.reservations.append(reservation)
     decisions.borrowed = set(guarantees.borrowed)
+    if carry is not None:
+        carry.keep(decisions)
     if policy.explain:
         decisions.blockers = explain(
             order, decisions, Circumstances(snapshot, ledger, idle, limits, guarantees, reservations, policy.max_starts)
         )
     if policy.estimates:
         decisions.estimates = estimate_queue(
-            order, decisions, ledger, ((r.at, r.allocations) for r in releases), now, policy
+            order, decisions, ledger, ((r.at, r.allocations) for r in releases.all()), now, policy
         )
     return decisions
 
@@ -206,7 +284,7 @@ def _preempt_for(
     ledger: Ledger,
     evictable: Mapping[int, RunningJob],
     guarantees: GuaranteeBook,
-    held: Mapping[str, Allocation],
+    in_the_way: list[Reservation],
 ) -> tuple[Start, list[Eviction]] | None:
     """Start ``job`` by evicting running jobs, if a victim set exists, and say who goes.
 
@@ -232,6 +310,7 @@ def _preempt_for(
     if not by_qos and not by_reclaim:
         return None
     eligible = list({r.id: r for r in (*by_reclaim, *by_qos)}.values())
+    held = held_back(in_the_way)
     plan = plan_preemption(job, ledger, eligible, held, snapshot.qos_priorities, now, first=guarantees.borrowed)
     if plan is None:
         return None

@@ -22,6 +22,22 @@ class _Usage:
     by_model: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
 
+def caps_anything(limits: Mapping[str, Limits]) -> bool:
+    """Whether any of ``limits`` caps what runs (GPUs, GPUs of a model, jobs, walltime).
+
+    Guarantees and borrowing limits are not caps here (see ``scheduler.core.borrowing``):
+    a cycle whose limits hold only those needs no :class:`LimitBook`, which would find
+    nothing to report and still charge every running job.
+    """
+    return any(
+        lim.max_gpus is not None
+        or lim.max_gpus_per_model
+        or lim.max_running_jobs is not None
+        or lim.max_walltime_seconds is not None
+        for lim in limits.values()
+    )
+
+
 class LimitBook:
     """Running usage against limits, updated as a cycle commits starts."""
 

@@ -272,8 +272,10 @@ class IdleCluster:
             _last_cluster = (nodes, sharing_overhead, cls(nodes, sharing_overhead))
         return _last_cluster[2]
 
-    def fits(self, job: PendingJob) -> bool:
-        shape = request_shape(job)
+    def fits(self, job: PendingJob, shape: tuple[object, ...] | None = None) -> bool:
+        """Whether ``job`` fits the idle cluster (``shape``: its ``request_shape``, if known)."""
+        if shape is None:
+            shape = request_shape(job)
         answer = self._answers.get(shape)
         if answer is None:
             answer = self._answers[shape] = self._ledger.first_fit(job) is not None

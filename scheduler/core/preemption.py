@@ -68,11 +68,11 @@ def _fits_after(
 def _victims_on(
     capacity: NodeCapacity,
     job: PendingJob,
-    eligible: list[RunningJob],
+    here: list[RunningJob],
     held: Allocation | None,
 ) -> tuple[list[RunningJob], Allocation] | None:
-    """The smallest victim set on one node that lets the job's share fit there."""
-    here = [v for v in eligible if any(a.node == capacity.node.name for a in v.allocations)]
+    """The smallest victim set on one node that lets the job's share fit there
+    (``here``: the eligible jobs on that node, cheapest first)."""
     chosen: list[RunningJob] = []
     allocation = _fits_after(capacity, job, chosen, held)
     for victim in here:
@@ -112,11 +112,15 @@ def plan_preemption(
     if not eligible:
         return None
     ordered = sorted(eligible, key=lambda v: _cost(v, qos_priorities, now, first))
+    on_node: dict[str, list[RunningJob]] = {}  # node -> eligible jobs there, cheapest first
+    for victim in ordered:
+        for name in dict.fromkeys(a.node for a in victim.allocations):
+            on_node.setdefault(name, []).append(victim)
     best: tuple[tuple[int, tuple[object, ...]], PreemptionPlan] | None = None
     for cluster, capacities in ledger.by_cluster.items():
         options = []
         for capacity in capacities:
-            found = _victims_on(capacity, job, ordered, held.get(capacity.node.name))
+            found = _victims_on(capacity, job, on_node.get(capacity.node.name, []), held.get(capacity.node.name))
             if found is not None:
                 victims, allocation = found
                 options.append(

@@ -65,6 +65,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
+from scheduler.core.carry import Carry
 from scheduler.core.cycle import schedule
 from scheduler.core.fairshare import AccountNode, FairShareTree, UsageInterval, UsagePolicy, charge, decay_usage_map
 from scheduler.core.placement import IdleCluster
@@ -404,6 +405,7 @@ def replay(
     gpus_per_node = max(len(n.gpus) for n in nodes)
     parents: dict[str, str | None] = {account: None for account in guarantees or {}}
     idle = IdleCluster(nodes)
+    carry = Carry()  # consecutive cycles share their books
 
     # 1. Submission order; the simulator's ids are positions in it.
     ordered = sorted(trace, key=lambda j: j.submit_s)  # stable: row order breaks ties
@@ -456,6 +458,7 @@ def replay(
             tuple(pending.values()),
             account_limits=guarantees or {},
             account_parents=parents,
+            carry=carry,
         )
         if usage is not None:
             snapshot = replace(snapshot, fairshare_tree=usage.tree, usage=usage.as_of(t, running.values()))

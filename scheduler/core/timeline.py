@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -81,18 +82,28 @@ class NodeTimeline:
             self.cpus[j] += sign * cpus
             self.memory[j] += sign * memory
 
-    def window(self, start: int, end: int) -> tuple[int, int, int]:
-        """GPUs free during all of ``[start, end)``, and the least free CPUs and memory."""
-        times = self.times
+    def fit(self, start: int, end: int, accepts: int, wanted: int, cpus: int, memory: int) -> int | None:
+        """The accepted GPUs free during all of ``[start, end)`` if at least ``wanted`` of
+        them, ``cpus`` CPUs and ``memory`` MiB stay free throughout, else ``None``.
+
+        Stops at the first segment that rules the node out: most nodes a search looks
+        at fail, and a window can span many segments.
+        """
+        times, masks, free_cpus, free_memory = self.times, self.masks, self.cpus, self.memory
         i = bisect.bisect_right(times, start) - 1
-        mask, cpus, memory = self.masks[i], self.cpus[i], self.memory[i]
-        i += 1
-        while i < len(times) and times[i] < end:
-            mask &= self.masks[i]
-            cpus = min(cpus, self.cpus[i])
-            memory = min(memory, self.memory[i])
+        last = len(times)
+        mask = accepts
+        while True:
+            mask &= masks[i]
+            if mask.bit_count() < wanted or free_cpus[i] < cpus or free_memory[i] < memory:
+                return None
             i += 1
-        return mask, cpus, memory
+            if i == last or times[i] >= end:
+                return mask
+
+    def free_at(self, at: int) -> int:
+        """The mask of GPUs free at ``at``."""
+        return self.masks[bisect.bisect_right(self.times, at) - 1]
 
     def free_count(self, at: int) -> int:
         return self.masks[bisect.bisect_right(self.times, at) - 1].bit_count()
@@ -100,20 +111,17 @@ class NodeTimeline:
 
 @dataclass(slots=True)
 class _Releases:
-    """Release instants in order, and the nodes something is released on at each."""
+    """For one kind of request: the release instants, in order, and the nodes released
+    on at each that could still hold one share of it.
 
+    Fed from the planner's release log (see ``Planner._released``): ``seen`` entries of
+    it are in.
+    """
+
+    eligible: list[bool]  # per node position: could it ever hold one share?
     at: list[int] = field(default_factory=list)
     nodes: dict[int, set[int]] = field(default_factory=dict)
-
-    def add(self, at: int, position: int) -> None:
-        touched = self.nodes.get(at)
-        if touched is None:
-            touched = self.nodes[at] = set()
-            bisect.insort(self.at, at)
-        touched.add(position)
-
-    def copy(self) -> _Releases:
-        return _Releases(list(self.at), {at: set(nodes) for at, nodes in self.nodes.items()})
+    seen: int = 0
 
 
 @dataclass(slots=True)
@@ -155,13 +163,15 @@ class Planner:
                 self.lines.append(line)
                 self.by_name[capacity.node.name] = line
                 self.clusters.setdefault(cluster, []).append(line)
-        #: Per GPU count ``g`` asked per node: the release instants, sorted, and the nodes
-        #: released on then that had at least ``g`` free GPUs the last time we looked.
-        #: Planning only takes, so a node with fewer is dropped for good (see ``_released``).
-        self._releases: dict[int, _Releases] = {-1: _Releases()}
+        #: Every release, in the order it was noted: ``(instant, node position)``. Each
+        #: kind of request keeps its own index of it (see ``_released``).
+        self._log: list[tuple[int, int]] = []
         for at, allocations in releases:
             self._give_back(max(to_us(at, now), 0), allocations)
         self._accepting: dict[tuple[object, ...], list[int]] = {}
+        #: Node labels -> per node, whether it carries them (jobs without labels: None).
+        self._labelled: dict[tuple[tuple[str, str], ...], list[bool]] = {}
+        self._indexes: dict[tuple[object, ...], _Releases] = {}
         self._cursors: dict[tuple[object, ...], _Cursor] = {}
 
     def _give_back(self, at: int, allocations: Iterable[Allocation]) -> None:
@@ -171,21 +181,65 @@ class Planner:
                 continue
             mask = sum(1 << line.bits[i] for i in allocation.gpu_indices if i in line.bits)
             line.change(at, None, mask, allocation.cpus, allocation.memory_mib, 1)
-            self._note_release(at, line)
+            self._log.append((at, line.position))
 
-    def _note_release(self, at: int, line: NodeTimeline) -> None:
-        for index in self._releases.values():
-            index.add(at, line.position)
+    def _allowed(self, job: PendingJob) -> list[bool] | None:
+        """Per node, whether it carries the job's node labels (``None``: it asks for none).
+        A GPU job's accept masks already say so; a CPU-only job needs this."""
+        if not job.node_labels:
+            return None
+        allowed = self._labelled.get(job.node_labels)
+        if allowed is None:
+            allowed = self._labelled[job.node_labels] = [job.fits_node(line.node) for line in self.lines]
+        return allowed
 
-    def _released(self, wanted: int) -> _Releases:
-        """The release index for jobs asking ``wanted`` GPUs per node (built on first use)."""
-        index = self._releases.get(wanted)
+    def _released(
+        self, wanted: int, accepts_key: tuple[object, ...], accepts: list[int], allowed: list[bool] | None = None
+    ) -> _Releases:
+        """The release index of jobs asking ``wanted`` accepted GPUs per node, brought up
+        to date with the log.
+
+        One index per kind of request, so a search walks only the instants at which
+        something is released on a node that could hold it (a job asking for one GPU
+        model skips every release on other models' nodes). A node is dropped from an
+        instant once fewer than ``wanted`` accepted GPUs are free there: planning only
+        takes, so that stays true (see ``plan``). Instant 0 starts with every node that
+        could hold a share, so a first search looks at what is free now through the same
+        walk: a busy cluster has few such nodes, and most are dropped for good on the
+        first look.
+        """
+        key = (wanted, accepts_key)
+        index = self._indexes.get(key)
         if index is None:
-            index = self._releases[wanted] = self._releases[-1].copy()
+            eligible = [
+                mask.bit_count() >= wanted and (allowed is None or allowed[position])
+                for position, mask in enumerate(accepts)
+            ]
+            now = {position for position, ok in enumerate(eligible) if ok}
+            index = self._indexes[key] = _Releases(eligible, [0] if now else [], {0: now} if now else {})
+        log = self._log
+        if index.seen < len(log):
+            eligible, instants, nodes = index.eligible, index.at, index.nodes
+            fresh = []
+            for at, position in log[index.seen :] if index.seen else log:
+                if eligible[position]:
+                    touched = nodes.get(at)
+                    if touched is None:
+                        touched = nodes[at] = set()
+                        fresh.append(at)
+                    touched.add(position)
+            if len(fresh) > 64:  # a new index: sort once (a few new instants go in one by one)
+                instants.extend(fresh)
+                instants.sort()
+            else:
+                for at in fresh:
+                    bisect.insort(instants, at)
+            index.seen = len(log)
         return index
 
-    def _accepts(self, job: PendingJob) -> list[int]:
-        """Per node, the mask of GPUs that satisfy the job's per-GPU constraints."""
+    def _accepts(self, job: PendingJob) -> tuple[tuple[object, ...], list[int]]:
+        """Per node, the mask of GPUs that satisfy the job's per-GPU constraints and node
+        labels (and the key they are cached under)."""
         key = (
             job.gpu_model,
             job.min_gpu_memory_mib,
@@ -202,7 +256,7 @@ class Planner:
                 else 0
                 for line in self.lines
             ]
-        return masks
+        return key, masks
 
     def plan(self, job: PendingJob) -> tuple[datetime, tuple[Allocation, ...]] | None:
         """Plan ``job`` at its earliest start and hold its resources until its walltime
@@ -212,100 +266,99 @@ class Planner:
         1. Resume at the cursor of identical requests (or ``now``, scanning every node).
         2. Keep the nodes one share of the job fits on for the whole walltime; if the
            strategy can place the gang on them, that instant is the start.
-        3. Otherwise move to the next release instant: re-check the nodes kept, add the
-           nodes something is released on, and go to 2. Past the last release nothing
-           changes any more: the job never fits.
+        3. Otherwise move to the next release instant at which some node of the job's
+           release index still has ``gpus_per_node`` accepted GPUs free ("opens"):
+           re-check the nodes kept, add the nodes that opened, and go to 2. Past the
+           last release nothing changes any more: the job never fits.
+
+        Instants at which nothing opens are skipped without re-checking the nodes kept:
+        with nothing given back on them, what is free over the window only shrinks
+        as the window moves later, so the nodes that fit there are a subset of those
+        kept, and a subset cannot be placed where the whole set could not.
         """
-        accepts = self._accepts(job)
+        accepts_key, accepts = self._accepts(job)
+        wanted, cpus, memory = job.gpus_per_node, job.cpus_per_node, job.memory_mib_per_node
         walltime = job.walltime_seconds * 1_000_000
         key = (request_shape(job), walltime)
+        allowed = self._allowed(job)
+        index = self._released(wanted, accepts_key, accepts, allowed)
+        instants, released, lines = index.at, index.nodes, self.lines
         cursor = self._cursors.get(key)
-        if cursor is None:
-            at, candidates = 0, self.lines
+        fitting: list[tuple[NodeTimeline, int]] = []
+        if cursor is None and job.nodes > 0:
+            at, i = 0, 0  # a first search walks the index from instant 0 (see _released)
         else:
-            at, candidates = cursor.at, cursor.fitting
-        fitting: list[tuple[NodeTimeline, tuple[int, ...]]] = []
-        for line in candidates:
-            share = self._share(line, job, accepts[line.position], at, at + walltime)
-            if share is not None:
-                fitting.append((line, share))
-        releases = self._released(job.gpus_per_node)
-        i = bisect.bisect_right(releases.at, at)
+            at, candidates = (cursor.at, cursor.fitting) if cursor else (0, lines)
+            for line in candidates:
+                if allowed is not None and not allowed[line.position]:
+                    continue
+                mask = line.fit(at, at + walltime, accepts[line.position], wanted, cpus, memory)
+                if mask is not None:
+                    fitting.append((line, mask))
+            i = bisect.bisect_right(instants, at)
         while True:
-            chosen = self._choose(job, fitting, at)
-            if chosen is not None:
-                break
-            if i == len(releases.at):
-                self._cursors[key] = _Cursor(at, [line for line, _ in fitting])
-                return None
-            at = releases.at[i]
-            touched = releases.nodes[at]
-            opened = []
-            for position in sorted(touched):
-                line = self.lines[position]
-                if line.free_count(at) < job.gpus_per_node:
-                    touched.discard(position)  # only shrinks from here: never again
+            if len(fitting) >= job.nodes:
+                chosen = self._choose(job, fitting, at)
+                if chosen is not None:
+                    break
+            opened: list[NodeTimeline] = []
+            while not opened:
+                if i == len(instants):
+                    self._cursors[key] = _Cursor(at, [line for line, _ in fitting])
+                    return None
+                at = instants[i]
+                touched = released[at]
+                for position in tuple(touched):
+                    line = lines[position]  # free_at(at), inlined: the walk's innermost step
+                    if (line.masks[bisect_right(line.times, at) - 1] & accepts[position]).bit_count() < wanted:
+                        touched.discard(position)  # only shrinks from here: never again
+                    else:
+                        opened.append(line)
+                if touched:
+                    i += 1
                 else:
-                    opened.append(line)
-            if not touched:
-                del releases.at[i], releases.nodes[at]
-            else:
-                i += 1
-            if not opened and not fitting:
-                continue
+                    del instants[i], released[at]
             kept = {line.position for line, _ in fitting}
+            end = at + walltime
             still = []
             for line in [*(line for line, _ in fitting), *(line for line in opened if line.position not in kept)]:
-                share = self._share(line, job, accepts[line.position], at, at + walltime)
-                if share is not None:
-                    still.append((line, share))
+                mask = line.fit(at, end, accepts[line.position], wanted, cpus, memory)
+                if mask is not None:
+                    still.append((line, mask))
             fitting = still
         self._cursors[key] = _Cursor(at, [line for line, _ in fitting])
         allocations = []
-        for line, gpus in chosen:
-            mask = sum(1 << line.bits[i] for i in gpus)
-            line.change(at, at + walltime, mask, job.cpus_per_node, job.memory_mib_per_node, -1)
-            allocations.append(Allocation(line.node.name, gpus, job.cpus_per_node, job.memory_mib_per_node))
-        for line, _ in chosen:
-            self._note_release(at + walltime, line)
+        for line, mask in chosen:
+            picked = 0
+            gpus: list[int] = []
+            while len(gpus) < wanted:
+                low = mask & -mask
+                picked |= low
+                gpus.append(line.node.gpus[low.bit_length() - 1].index)
+                mask ^= low
+            line.change(at, at + walltime, picked, cpus, memory, -1)
+            allocations.append(Allocation(line.node.name, tuple(gpus), cpus, memory))
+            self._log.append((at + walltime, line.position))
         return self.now + timedelta(microseconds=at), tuple(allocations)
 
-    def _share(self, line: NodeTimeline, job: PendingJob, accepts: int, start: int, end: int) -> tuple[int, ...] | None:
-        """The GPU indices one share of ``job`` gets on ``line`` for ``[start, end)``, or ``None``."""
-        if not line.node.schedulable or (job.node_labels and not job.fits_node(line.node)):
-            return None
-        mask, cpus, memory = line.window(start, end)
-        if cpus < job.cpus_per_node or memory < job.memory_mib_per_node:
-            return None
-        usable = mask & accepts
-        wanted = job.gpus_per_node
-        if usable.bit_count() < wanted:
-            return None
-        gpus = line.node.gpus
-        picked: list[int] = []
-        while len(picked) < wanted:
-            low = usable & -usable
-            picked.append(gpus[low.bit_length() - 1].index)
-            usable ^= low
-        return tuple(picked)
-
     def _choose(
-        self, job: PendingJob, fitting: list[tuple[NodeTimeline, tuple[int, ...]]], at: int
-    ) -> list[tuple[NodeTimeline, tuple[int, ...]]] | None:
+        self, job: PendingJob, fitting: list[tuple[NodeTimeline, int]], at: int
+    ) -> list[tuple[NodeTimeline, int]] | None:
         """The nodes ``Ledger.place`` would pick among those that fit, or ``None``.
 
         Per cluster (in ledger order) the fitting nodes are ordered as the strategy
         orders candidates (pack: fewest free GPUs at ``at`` first; spread: most; first:
         by name; ties by name) and the first ``job.nodes`` taken; pack keeps the cluster
         that leaves the fewest free GPUs on the chosen nodes, the others the first
-        cluster that has enough.
+        cluster that has enough. Each chosen node gives its lowest ``gpus_per_node``
+        GPUs of the mask that fits.
         """
         if len(fitting) < job.nodes:
             return None
-        by_cluster: dict[str, list[tuple[int, int, NodeTimeline, tuple[int, ...]]]] = {}
-        for line, share in fitting:
-            by_cluster.setdefault(line.node.cluster, []).append((line.free_count(at), line.position, line, share))
-        best: tuple[int, list[tuple[NodeTimeline, tuple[int, ...]]]] | None = None
+        by_cluster: dict[str, list[tuple[int, int, NodeTimeline, int]]] = {}
+        for line, mask in fitting:
+            by_cluster.setdefault(line.node.cluster, []).append((line.free_count(at), line.position, line, mask))
+        best: tuple[int, list[tuple[NodeTimeline, int]]] | None = None
         for cluster in self.clusters:
             options = by_cluster.get(cluster)
             if options is None or len(options) < job.nodes:
@@ -317,10 +370,10 @@ class Planner:
             else:
                 options.sort(key=lambda o: o[1])
             picked = options[: job.nodes]
-            placement = [(line, share) for _, _, line, share in picked]
+            placement = [(line, mask) for _, _, line, mask in picked]
             if self.strategy is not PlacementStrategy.PACK:
                 return placement
-            leftover = sum(free - len(share) for free, _, _, share in picked)
+            leftover = sum(free - job.gpus_per_node for free, _, _, _ in picked)
             if best is None or leftover < best[0]:
                 best = (leftover, placement)
         return best[1] if best else None

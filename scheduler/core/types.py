@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the policy modules import these types; annotations only here
+    from scheduler.core.carry import Carry
     from scheduler.core.fairshare import FairShareTree
     from scheduler.core.priority import PriorityBreakdown, PriorityWeights
 
@@ -114,6 +115,8 @@ class RunningJob:
 
     @property
     def gpu_amount(self) -> float:
+        if len(self.allocations) == 1:  # the common case, without a generator (0 + x is x)
+            return self.allocations[0].gpu_amount
         return sum(a.gpu_amount for a in self.allocations)
 
 
@@ -199,6 +202,10 @@ class Snapshot:
     #: Clusters whose workload manager cannot be reached now -> the error (their nodes
     #: come in unschedulable).
     unreachable_clusters: Mapping[str, str] = field(default_factory=dict)
+    #: Optional state consecutive snapshots of one caller share (a replay): the cycle's
+    #: books are updated from it instead of rebuilt (see ``scheduler.core.carry``).
+    #: Decisions are the same without it.
+    carry: Carry | None = field(default=None, compare=False)
 
 
 class PlacementStrategy(enum.Enum):

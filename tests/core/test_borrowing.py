@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core import PendingReason, Policy, schedule
-from scheduler.core.borrowing import GuaranteeBook
+from scheduler.core.borrowing import GuaranteeBook, _oldest_first
 from scheduler.core.types import Allocation, Limits, PendingJob, RunningJob, Snapshot
 from tests.builders import T0, node, pending
 
@@ -165,3 +165,25 @@ def test_properties_guaranteed_use_never_exceeds_the_guarantee_and_borrowing_sta
     assert unborrowed["guest"] == 0
     if borrow_limit is not None:
         assert held["nlp"] <= guarantees[0] + borrow_limit
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    starts=st.lists(
+        st.one_of(st.none(), st.integers(-(10**12), 10**12)),  # microseconds around T0, or unknown
+        max_size=12,
+    ),
+    zone=st.sampled_from([UTC, timezone(timedelta(hours=-5)), None]),
+)
+def test_guarantees_fill_oldest_first_in_the_order_of_the_start_timestamps_text(starts, zone) -> None:  # type: ignore[no-untyped-def]
+    """The book orders running jobs by ``started_at.isoformat()`` (then id); comparing the
+    datetimes instead, as it does when it can, gives the same order."""
+    base = T0.astimezone(zone) if zone is not None else T0.replace(tzinfo=None)
+    running = [
+        RunningJob(job_id, (), None if us is None else base + timedelta(microseconds=us))
+        for job_id, us in enumerate(starts)
+    ]
+    by_text = sorted(
+        running, key=lambda r: (r.started_at.isoformat() if r.started_at else datetime.min.isoformat(), r.id)
+    )
+    assert _oldest_first(reversed(running)) == by_text

@@ -77,3 +77,14 @@ def test_estimated_plan_never_overcommits_a_gpu(shape, requests, backfill) -> No
     ]
     for instant in {start for start, _, _ in spans}:
         assert sum(g for start, end, g in spans if start <= instant < end) <= capacity
+
+
+def test_a_cpu_only_job_with_node_labels_is_estimated_on_a_labelled_node_only() -> None:
+    """The labelled node is full of CPUs for an hour; the idle unlabelled one does not count."""
+    labelled = replace(node("r2"), labels={"rack": "r2"})
+    hog = RunningJob(
+        90, (Allocation("r2", (), cpus=64),), started_at=T0 - timedelta(hours=9), walltime_seconds=10 * 3600
+    )
+    job = pending(1, gpus_per_node=0, cpus_per_node=8, node_labels=(("rack", "r2"),))
+    estimates = estimate_starts(snapshot([node("r1"), labelled], [job], [hog]), Policy(backfill=True), T0)
+    assert estimates[1] == T0 + timedelta(hours=1)

@@ -1,0 +1,134 @@
+"""The queue planner behind start estimates is exact: for every job it finds the same
+start and GPUs as trying every candidate instant in order on every node.
+
+``Planner`` keeps step functions per node, per-request cursors and release indexes that
+drop nodes for good; the reference below keeps none of that. It lists what is free on
+each node at each instant from scratch (capacity now, plus releases, minus the jobs
+planned so far), and at each candidate instant (now, a release, the end of a planned
+job) in order hands ``Ledger.place`` what stays free for the job's whole walltime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.core.placement import Ledger, NodeCapacity
+from scheduler.core.timeline import Planner
+from scheduler.core.types import Allocation, NodeView, PendingJob, PlacementStrategy
+from tests.builders import T0, node, pending
+
+
+@dataclass
+class Reference:
+    """The plan by brute force. Times are microseconds after ``T0``."""
+
+    nodes: list[NodeView]  # schedulable, in ledger order
+    free_now: dict[str, tuple[set[int], int, int]]  # node -> GPUs, CPUs, memory free now
+    releases: list[tuple[int, Allocation]]  # given back from then on
+    planned: list[tuple[int, int, Allocation]] = field(default_factory=list)  # held on [start, end)
+
+    def free_at(self, name: str, at: int) -> tuple[set[int], int, int]:
+        gpus, cpus, memory = self.free_now[name]
+        gpus = set(gpus)
+        for when, a in self.releases:
+            if a.node == name and when <= at:
+                gpus, cpus, memory = gpus | set(a.gpu_indices), cpus + a.cpus, memory + a.memory_mib
+        for start, end, a in self.planned:
+            if a.node == name and start <= at < end:
+                gpus, cpus, memory = gpus - set(a.gpu_indices), cpus - a.cpus, memory - a.memory_mib
+        return gpus, cpus, memory
+
+    def instants(self) -> list[int]:
+        return sorted({0, *(when for when, _ in self.releases), *(end for _, end, _ in self.planned)})
+
+    def plan(self, job: PendingJob, strategy: PlacementStrategy) -> tuple[int, tuple[Allocation, ...]] | None:
+        walltime = job.walltime_seconds * 1_000_000
+        for at in self.instants():
+            inside = [t for t in self.instants() if at < t < at + walltime]
+            ledger = Ledger(())
+            for n in self.nodes:
+                now_gpus = self.free_at(n.name, at)[0]
+                gpus, cpus, memory = set(now_gpus), 10**12, 10**12
+                for t in (at, *inside):
+                    g, c, m = self.free_at(n.name, t)
+                    gpus &= g
+                    cpus, memory = min(cpus, c), min(memory, m)
+                capacity = NodeCapacity(
+                    n, {g.index: g.index in gpus for g in n.gpus}, cpus, memory, free_count=len(now_gpus)
+                )
+                ledger.by_name[n.name] = capacity
+                ledger.by_cluster.setdefault(n.cluster, []).append(capacity)
+            start = ledger.place(job, None, strategy)
+            if start is not None:
+                self.planned += [(at, at + walltime, a) for a in start.allocations]
+                return at, start.allocations
+        return None
+
+
+@st.composite
+def plans(draw: st.DrawFn):  # type: ignore[no-untyped-def]
+    nodes = [
+        node(
+            f"n{i}",
+            gpus=draw(st.integers(1, 4)),
+            model=draw(st.sampled_from(["H100-80GB", "L4"])),
+            cluster=draw(st.sampled_from(["a", "b"])),
+            cpus=draw(st.sampled_from([4, 64])),
+            schedulable=draw(st.integers(0, 9)) > 0,
+            unhealthy=draw(st.sampled_from([(), (0,)])),
+        )
+        for i in range(draw(st.integers(1, 6)))
+    ]
+    ledger = Ledger(nodes)
+    releases = []
+    for n in nodes:  # running jobs: some GPUs of each node, released within 6 hours (or already due)
+        taken = tuple(draw(st.lists(st.sampled_from(range(len(n.gpus))), unique=True, max_size=len(n.gpus))))
+        if taken:
+            allocation = Allocation(n.name, taken, draw(st.integers(0, 2)))
+            ledger.take((allocation,))
+            ends = T0 + timedelta(minutes=draw(st.sampled_from([-30, 0, 30, 60, 90, 180, 360])))
+            releases.append((ends, (allocation,)))
+    jobs = [
+        pending(
+            i,
+            nodes=draw(st.integers(1, 2)),
+            gpus_per_node=draw(st.integers(0, 3)),
+            cpus_per_node=draw(st.sampled_from([0, 1, 3])),
+            gpu_model=draw(st.sampled_from(["", "", "H100-80GB", "L4"])),
+            walltime_seconds=draw(st.sampled_from([1800, 3600, 3 * 3600])),
+        )
+        for i in range(1, draw(st.integers(1, 12)) + 1)
+    ]
+    return nodes, ledger, releases, jobs, draw(st.sampled_from(list(PlacementStrategy)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(plans())
+def test_the_planner_finds_the_same_start_and_gpus_as_trying_every_instant(world) -> None:  # type: ignore[no-untyped-def]
+    nodes, ledger, releases, jobs, strategy = world
+    planner = Planner(ledger, releases, T0, strategy)
+    by_name = {n.name: n for n in nodes}
+    reference = Reference(
+        [c.node for capacities in ledger.by_cluster.values() for c in capacities],
+        {
+            name: ({i for i, free in c.free_gpus.items() if free}, c.free_cpus, c.free_memory_mib)
+            for name, c in ledger.by_name.items()
+        },
+        [
+            (max((at - T0) // timedelta(microseconds=1), 0), a)
+            for at, allocations in releases
+            for a in allocations
+            if by_name[a.node].schedulable
+        ],
+    )
+    for job in jobs:
+        expected = reference.plan(job, strategy)
+        planned = planner.plan(job)
+        if expected is None:
+            assert planned is None
+        else:
+            assert planned == (T0 + timedelta(microseconds=expected[0]), expected[1])
