@@ -60,6 +60,16 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
     never = _Cached(lambda job: _never_fits(job, c.snapshot.nodes, c.snapshot.unreachable_clusters))
     reserved = {r.job_id: r for r in c.reservations}
     first_reservation = c.reservations[0] if c.reservations else None
+    behind_reservation = _BehindReservation(first_reservation) if first_reservation else None
+    # What the books say is fixed once the cycle ended: one answer per kind of request.
+    over_limits = _Cached(
+        lambda job: (
+            tuple(b for b in c.limits.blockers(job) if b.code is not PendingReason.WALLTIME_LIMIT)
+            if c.limits is not None
+            else ()
+        ),
+        key=lambda job: (job.account, job.user, job.gpu_amount, job.gpu_model, job.walltime_seconds),
+    )
     head: PendingJob | None = None  # the first job waiting for resources
     ahead = 0
     result: dict[int, tuple[Blocker, ...]] = {}
@@ -74,8 +84,7 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
             found.append(never(job))
         else:
             found.extend(_walltime(job, c.snapshot.qos_max_walltime))
-            if c.limits is not None:
-                found.extend(b for b in c.limits.blockers(job) if b.code is not PendingReason.WALLTIME_LIMIT)
+            found.extend(over_limits(job))
             borrowing = c.guarantees.blocker(job) if c.guarantees.active else None
             if borrowing is not None:
                 found.append(borrowing)
@@ -95,7 +104,7 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
                     )
                 found.append(short)
             if primary is PendingReason.PRIORITY or (short is None and job.id not in reserved and c.reservations):
-                found.append(_priority(ahead, head, first_reservation))
+                found.append(behind_reservation(ahead) if behind_reservation is not None else _priority(ahead, head))
             if primary is PendingReason.CYCLE_LIMIT:
                 found.append(
                     Blocker(
@@ -112,14 +121,17 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
 
 
 class _Cached(Generic[T]):
-    """A per-request-shape memo of one diagnosis."""
+    """A memo of one diagnosis per kind of request (by default its shape)."""
 
-    def __init__(self, compute: Callable[[PendingJob], T]) -> None:
+    def __init__(
+        self, compute: Callable[[PendingJob], T], key: Callable[[PendingJob], tuple[object, ...]] = request_shape
+    ) -> None:
         self._compute = compute
+        self._key = key
         self._answers: dict[tuple[object, ...], T] = {}
 
     def __call__(self, job: PendingJob) -> T:
-        shape = request_shape(job)
+        shape = self._key(job)
         if shape not in self._answers:
             self._answers[shape] = self._compute(job)
         return self._answers[shape]
@@ -208,16 +220,30 @@ def _walltime(job: PendingJob, qos_max: Mapping[str, int]) -> list[Blocker]:
     ]
 
 
-def _priority(ahead: int, head: PendingJob | None, reservation: Reservation | None) -> Blocker:
-    evidence: dict[str, object] = {"ahead": ahead}
-    message = f"{ahead} job{'s' if ahead != 1 else ''} ahead of it in priority order wait"
-    if reservation is not None:
-        evidence |= {"reserved_for": reservation.job_id, "reservation_start": _minute(reservation.start_at)}
-        message += (
+def _ahead(ahead: int) -> str:
+    return f"{ahead} job{'s' if ahead != 1 else ''} ahead of it in priority order wait"
+
+
+class _BehindReservation:
+    """The priority blocker of jobs behind a reservation: its words and figures are
+    formatted once per cycle, not once per waiting job."""
+
+    def __init__(self, reservation: Reservation) -> None:
+        self.evidence = {"reserved_for": reservation.job_id, "reservation_start": _minute(reservation.start_at)}
+        self.suffix = (
             f"; job {reservation.job_id} holds a reservation from {reservation.start_at:%Y-%m-%d %H:%M} UTC "
             "that this job would delay"
         )
-    elif head is not None:
+
+    def __call__(self, ahead: int) -> Blocker:
+        return Blocker(PendingReason.PRIORITY, _ahead(ahead) + self.suffix, {"ahead": ahead, **self.evidence})
+
+
+def _priority(ahead: int, head: PendingJob | None) -> Blocker:
+    """The priority blocker without backfill: jobs wait behind the first blocked one."""
+    evidence: dict[str, object] = {"ahead": ahead}
+    message = _ahead(ahead)
+    if head is not None:
         evidence["blocked_by"] = head.id
         message += f"; job {head.id} is first in line for resources"
     return Blocker(PendingReason.PRIORITY, message, evidence)
