@@ -122,7 +122,11 @@ def sweep_orphans(cluster: Cluster, backend: Backend) -> list[str]:
     list_jobs: Any = getattr(backend, "list_jobs", None)
     if list_jobs is None:
         return []
-    remote: dict[str, str] = dict(list_jobs())
+    try:
+        remote: dict[str, str] = dict(list_jobs())
+    except BackendError as exc:  # a sweep that cannot list (RBAC, say) must not take the cluster down
+        log.warning("cluster %s: cannot list jobs for the orphan sweep: %s", cluster.name, exc)
+        return []
     known = {
         f"{uuid}.{attempt}"
         for uuid, attempt in Job.objects.filter(state__in=ACTIVE_STATES).values_list("uuid", "attempt")

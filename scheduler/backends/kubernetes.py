@@ -346,7 +346,8 @@ class KubernetesBackend:
         parts: list[str] = []
         for pod in pods:
             try:
-                text = self.api.read_pod_log(namespace, pod["metadata"]["name"])
+                # At least one byte per line, so this many lines always cover max_bytes.
+                text = self.api.read_pod_log(namespace, pod["metadata"]["name"], tail_lines=max_bytes)
             except NotFound:
                 continue
             parts.append(f"==> {pod['metadata']['name']} <==\n{text}" if len(pods) > 1 else text)

@@ -72,7 +72,10 @@ class KubeApi:
                 raise NotFound(_status_message(exc)) from exc
             if exc.status == 409:
                 raise Conflict(_status_message(exc)) from exc
-            transient = exc.status is None or exc.status in (408, 429) or exc.status >= 500
+            # 401 (an expired or rotated token) and a ResourceQuota's 403 ("exceeded
+            # quota") are fixed by an admin or by time, not by the user: retry them.
+            quota = exc.status == 403 and "exceeded quota" in _status_message(exc)
+            transient = exc.status is None or exc.status in (401, 408, 429) or exc.status >= 500 or quota
             message = f"{self._where}: {what}: {_status_message(exc)}"
             raise BackendError(message, permanent=not transient) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -141,8 +144,13 @@ class KubeApi:
             grace_period_seconds=grace_seconds,
         )
 
-    def read_pod_log(self, namespace: str, name: str) -> str:
-        raw = self._call(f"read log of Pod {namespace}/{name}", self._core.read_namespaced_pod_log, name, namespace)
+    def read_pod_log(self, namespace: str, name: str, tail_lines: int | None = None) -> str:
+        """A pod's log; ``tail_lines`` asks the API server for only the last lines, so a
+        job with gigabytes of output is never downloaded whole for a log tail."""
+        extra = {"tail_lines": tail_lines} if tail_lines else {}
+        raw = self._call(
+            f"read log of Pod {namespace}/{name}", self._core.read_namespaced_pod_log, name, namespace, **extra
+        )
         return raw.decode("utf-8", errors="replace")
 
     def list_nodes(self) -> list[Obj]:

@@ -420,7 +420,8 @@ class LocalBackend:
             keys = sorted(entry.name for entry in self._jobs.iterdir()) if self._jobs.is_dir() else []
         except OSError as exc:
             raise BackendError(f"local backend {self.name!r}: list jobs: {exc}", permanent=False) from exc
-        return {key: key for key, result in self.poll(keys).items() if not result.state.is_terminal}
+        live = [key for key in keys if not (self._jobs / key / runner.RESULT_FILE).exists()]
+        return {key: key for key, result in self.poll(live).items() if not result.state.is_terminal}
 
     def list_nodes(self) -> list[NodeInfo]:
         """The configured inventory (fresh copies: callers may not alter ours)."""

@@ -70,6 +70,11 @@ TRANSIENT_MARKERS = (
     "slurmctld is not responding",
     "slurmdbd",
     "too many pending jobs",
+    # Submit limits of the portal's own Slurm user (QOS/association MaxSubmitJobs): jobs
+    # end and the limit frees up, so waiting is right; failing users' jobs is not.
+    "job submit limit",
+    "maxsubmitjob",
+    "assocmaxsubmit",
     "job submission is disabled",
     "zero bytes were transmitted or received",
     "munge",

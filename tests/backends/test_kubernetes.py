@@ -255,7 +255,8 @@ def test_kubeconfig_with_a_token_reaches_the_server(tmp_path: Path) -> None:
         assert [n.name for n in backend.list_nodes()] == ["gpu-01", "gpu-02", "mig-01"]
 
 
-def test_token_file_is_sent_and_a_wrong_token_is_permanent(tmp_path: Path) -> None:
+def test_token_file_is_sent_and_a_wrong_token_is_retried_not_fatal(tmp_path: Path) -> None:
+    """A rejected token (401) is an admin's to fix, not the user's: jobs wait, not fail."""
     with FakeKube(nodes=contract_nodes(), token="s3cret") as kube:
         (tmp_path / "token").write_text("s3cret\n")
         assert backend_for(kube, tmp_path, token_file=str(tmp_path / "token")).list_nodes()
@@ -263,7 +264,7 @@ def test_token_file_is_sent_and_a_wrong_token_is_permanent(tmp_path: Path) -> No
         with pytest.raises(BackendError) as caught:
             backend_for(kube, tmp_path, token="wrong").list_nodes()
 
-    assert caught.value.permanent and "Unauthorized" in caught.value.message
+    assert not caught.value.permanent and "Unauthorized" in caught.value.message
 
 
 def test_each_account_has_its_namespace(kube: FakeKube, tmp_path: Path) -> None:
@@ -282,8 +283,16 @@ def test_each_account_has_its_namespace(kube: FakeKube, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("status", "permanent"),
-    [(400, True), (403, True), (422, True), (429, False), (500, False), (503, False)],
-    ids=["400 bad request", "403 forbidden", "422 invalid", "429 throttled", "500 internal", "503 unavailable"],
+    [(400, True), (401, False), (403, True), (422, True), (429, False), (500, False), (503, False)],
+    ids=[
+        "400 bad request",
+        "401 expired token",
+        "403 forbidden",
+        "422 invalid",
+        "429 throttled",
+        "500 internal",
+        "503 unavailable",
+    ],
 )
 def test_api_errors_are_permanent_or_transient(
     kube: FakeKube, backend: KubernetesBackend, status: int, permanent: bool
