@@ -53,6 +53,17 @@ class ApiError(Exception):
         return str(body) or f"HTTP {self.status}"
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects are not followed: urllib would carry the bearer token along, to any
+    host. A redirect comes back as an error naming where it pointed."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 class Api:
     """A minimal JSON client for ``/api/v1/`` with a bearer token (stdlib only)."""
 
@@ -71,9 +82,12 @@ class Api:
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with _OPENER.open(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                where = exc.headers.get("Location", "?")
+                raise ApiError(exc.code, f"the server redirected to {where}; give that address with --url") from None
             raw = exc.read()
             try:
                 parsed: Any = json.loads(raw)

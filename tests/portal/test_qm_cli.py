@@ -78,3 +78,32 @@ def test_walltime_forms(text, seconds):
 
 def test_api_builds_urls_under_api_v1():
     assert Api("http://x:8000/", "t").base == "http://x:8000/api/v1/"
+
+
+def test_a_redirect_is_refused_so_the_token_never_travels_elsewhere():
+    """A server answering 302 to another host must not receive the bearer token there."""
+    import http.server
+    import threading
+
+    seen: list[str | None] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{self.server.server_port}/elsewhere/")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        err = io.StringIO()
+        url = f"http://127.0.0.1:{server.server_port}"
+        assert main(["--url", url, "--token", "qm_x_secret", "jobs"], out=io.StringIO(), err=err) == 1
+    finally:
+        server.shutdown()
+    assert seen == ["Bearer qm_x_secret"]  # asked once, not followed
+    assert "redirected to" in err.getvalue()
