@@ -91,7 +91,7 @@ def test_a_redirect_is_refused_so_the_token_never_travels_elsewhere():
         def do_GET(self) -> None:
             seen.append(self.headers.get("Authorization"))
             self.send_response(302)
-            self.send_header("Location", f"http://127.0.0.1:{self.server.server_port}/elsewhere/")
+            self.send_header("Location", "http://elsewhere.invalid/api/v1/jobs/")
             self.end_headers()
 
         def log_message(self, *args: object) -> None:
