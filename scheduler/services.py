@@ -820,6 +820,12 @@ def resume_node(node: Node) -> None:
 
 
 def _tell_backend(node: Node, action: Callable[[NodeAdmin], None]) -> None:
+    """After the caller's transaction commits (a backend command can take seconds, and
+    must not run for a change that is then rolled back), tell the backend."""
+    transaction.on_commit(partial(_tell_backend_now, node, action), robust=True)
+
+
+def _tell_backend_now(node: Node, action: Callable[[NodeAdmin], None]) -> None:
     cluster = Cluster.objects.filter(pk=node.cluster_id).first()
     if cluster is None:
         return

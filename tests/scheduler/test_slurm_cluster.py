@@ -122,16 +122,20 @@ def test_node_drained_in_slurm_is_drained_in_the_portal_and_back(slurm_cluster: 
 
 
 @pytest.mark.slurm
-def test_node_drained_in_the_portal_is_drained_in_slurm(slurm_cluster: Any) -> None:
+def test_node_drained_in_the_portal_is_drained_in_slurm(
+    slurm_cluster: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     node = slurm_cluster.nodes.get(name="node4")
     backend = services.backend_for(slurm_cluster)
     try:
-        services.drain_node(node, reason="maintenance")
+        with django_capture_on_commit_callbacks(execute=True):  # Slurm is told after commit
+            services.drain_node(node, reason="maintenance")
         assert {n.name: n.state for n in backend.list_nodes()}["node4"] == "drain"
         services.poll_cluster(slurm_cluster)
         assert slurm_cluster.nodes.get(name="node4").reason == "maintenance"  # the admin's drain stays
     finally:
-        services.resume_node(node)
+        with django_capture_on_commit_callbacks(execute=True):
+            services.resume_node(node)
     wait_for(lambda: {n.name: n.state for n in backend.list_nodes()}["node4"] == "up", what="node4 up in Slurm")
 
 
