@@ -193,3 +193,46 @@ def test_a_bad_range_is_a_form_error_and_a_400_csv(world, params):
     page = client.get("/manage/cluster/", params)
     assert page.status_code == 200 and page.context["form"].errors
     assert client.get("/manage/cluster/gpu-hours.csv", params).status_code == 400
+
+
+def embedded_figures(html: str) -> dict[str, dict]:
+    import json
+    import re
+
+    return {
+        name: json.loads(body)
+        for name, body in re.findall(r'<script id="(figure-[\w-]+)" type="application/json">(.*?)</script>', html, re.S)
+    }
+
+
+def test_cluster_overview_draws_its_charts_from_bulk_reads(world, tick, django_assert_max_num_queries):
+    from django.utils import timezone
+
+    from monitoring.queue import record_queue
+    from monitoring.services import record_simulated_samples, rollup_recent
+
+    submit(world.alice, world.lab, gpus_per_node=2)
+    submit(world.charlie, world.other, nodes=3, gpus_per_node=8)  # never fits: pending
+    tick()
+    record_simulated_samples()
+    rollup_recent(timezone.now() + timedelta(minutes=1))  # a week is charted from hourly rollups
+    record_queue()
+    client = logged_in(world.admin)
+    with django_assert_max_num_queries(25):
+        html = client.get("/manage/cluster/").content.decode()
+    figures = embedded_figures(html)
+    assert set(figures) == {
+        f"figure-{n}" for n in ("gpu-heatmap", "allocated-utilization", "utilization", "queue", "waits", "gpu-hours")
+    }
+    assert figures["figure-gpu-heatmap"]["layout"]["meta"]["counts"]["allocated"] == 2
+    assert [t["name"] for t in figures["figure-queue"]["data"]] == ["lab", "other"] * 2
+    assert sum(figures["figure-waits"]["data"][0]["y"]) == 1
+    assert figures["figure-utilization"]["data"][2]["y"]  # the simulated samples, rolled up
+    assert figures["figure-utilization"]["layout"]["meta"]["resolution_seconds"] == 3600
+    assert 'id="idle-gpus"' in html
+
+
+def test_accounts_page_has_the_fairshare_bar_chart(world):
+    html = logged_in(world.admin).get("/manage/accounts/").content.decode()
+    shares, usage = embedded_figures(html)["figure-fairshare"]["data"]
+    assert shares["y"] == ["lab", "other"] and usage["name"] == "normalised usage"
