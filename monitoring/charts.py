@@ -30,8 +30,24 @@ BAND_FILL = "rgba(31, 119, 180, 0.2)"
 IDLE_COLOR = "#d62728"
 
 
+#: Lines of at most this many points get markers too (a lone point draws no line).
+SPARSE = 60
+
+Span = tuple[datetime, datetime]
+
+
 def _figure(data: list[dict[str, Any]], title: str, **layout: Any) -> dict[str, Any]:
     return {"data": data, "layout": {"title": {"text": title}, "margin": MARGIN, **layout}}
+
+
+def _lines(points: int) -> str:
+    return "lines+markers" if points <= SPARSE else "lines"
+
+
+def _time_axis(span: Span | None, **more: Any) -> dict[str, Any]:
+    """A date axis, showing the whole ``span`` (start, end) when given, not just the data."""
+    shown = {"range": [span[0].isoformat(), span[1].isoformat()]} if span else {}
+    return {"type": "date", **shown, **more}
 
 
 # --- GPU metrics over time ---------------------------------------------------------------
@@ -55,7 +71,8 @@ def _band_traces(series: Series, axis: str = "", legend: bool = True) -> list[di
         },
         {
             "type": "scatter",
-            "mode": "lines",
+            "mode": _lines(len(times)),
+            "marker": {"size": 4},
             **axes,
             "x": times,
             "y": [p.mean for p in series.points],
@@ -66,19 +83,21 @@ def _band_traces(series: Series, axis: str = "", legend: bool = True) -> list[di
     ]
 
 
-def band_figure(series: Series, title: str | None = None) -> dict[str, Any]:
-    """The mean as a line inside a shaded min-max band, one point per bucket."""
+def band_figure(series: Series, title: str | None = None, span: Span | None = None) -> dict[str, Any]:
+    """The mean as a line inside a shaded min-max band, one point per bucket; the time
+    axis shows ``span`` (start, end) when given."""
     return _figure(
         _band_traces(series),
         title or TITLES.get(series.metric, series.metric),
-        xaxis={"type": "date"},
+        xaxis=_time_axis(span),
         yaxis={"title": {"text": UNITS.get(series.metric, "")}, "rangemode": "tozero"},
         meta={"resolution_seconds": series.resolution, "bucket_seconds": series.bucket_seconds},
     )
 
 
-def job_gpu_figure(metrics: Sequence[Series]) -> dict[str, Any]:
-    """One band per metric (its GPUs' min, mean and max), stacked, sharing the time axis."""
+def job_gpu_figure(metrics: Sequence[Series], span: Span | None = None) -> dict[str, Any]:
+    """One band per metric (its GPUs' min, mean and max), stacked, sharing the time axis,
+    which shows ``span`` (the job's start and end) when given."""
     rows = max(len(metrics), 1)
     gap = 0.06
     height = (1 - gap * (rows - 1)) / rows
@@ -88,12 +107,9 @@ def job_gpu_figure(metrics: Sequence[Series]) -> dict[str, Any]:
         axis = "" if i == 0 else str(i + 1)
         data += _band_traces(series, axis, legend=False)
         top = 1 - i * (height + gap)
-        layout[f"xaxis{axis}"] = {
-            "type": "date",
-            "anchor": f"y{axis}",
-            "showticklabels": i == rows - 1,
-            **({"matches": "x"} if axis else {}),
-        }
+        layout[f"xaxis{axis}"] = _time_axis(
+            span, anchor=f"y{axis}", showticklabels=i == rows - 1, **({"matches": "x"} if axis else {})
+        )
         layout[f"yaxis{axis}"] = {
             "domain": [max(top - height, 0), top],
             "title": {"text": f"{TITLES.get(series.metric, series.metric)} ({UNITS.get(series.metric, '')})"},
@@ -208,9 +224,10 @@ class QueueRow:
     running: float
 
 
-def queue_figure(rows: Sequence[QueueRow]) -> dict[str, Any]:
-    """Pending (top) and running (bottom) jobs over time, stacked by account. An account
-    with no row at a sampled instant had no jobs then (zero)."""
+def queue_figure(rows: Sequence[QueueRow], span: Span | None = None) -> dict[str, Any]:
+    """Pending (top) and running (bottom) jobs over time (the time axis shows ``span``
+    when given), stacked by account. An account with no row at a sampled instant had no
+    jobs then (zero)."""
     times = sorted({r.at for r in rows})
     accounts = sorted({r.account for r in rows})
     value = {(r.at, r.account): r for r in rows}
@@ -221,7 +238,7 @@ def queue_figure(rows: Sequence[QueueRow]) -> dict[str, Any]:
             data.append(
                 {
                     "type": "scatter",
-                    "mode": "lines",
+                    "mode": _lines(len(times)),
                     "stackgroup": group,
                     "name": account,
                     "legendgroup": account,
@@ -237,9 +254,9 @@ def queue_figure(rows: Sequence[QueueRow]) -> dict[str, Any]:
         data,
         "Queue by account: pending (top) and running jobs",
         height=420,
-        xaxis={"type": "date", "anchor": "y", "showticklabels": False, "matches": "x2"},
+        xaxis=_time_axis(span, anchor="y", showticklabels=False, matches="x2"),
         yaxis={"domain": [0.55, 1], "title": {"text": "pending"}, "rangemode": "tozero"},
-        xaxis2={"type": "date", "anchor": "y2"},
+        xaxis2=_time_axis(span, anchor="y2"),
         yaxis2={"domain": [0, 0.45], "title": {"text": "running"}, "rangemode": "tozero"},
     )
 
@@ -261,7 +278,7 @@ def wait_figure(bins: Sequence[WaitBin]) -> dict[str, Any]:
     }
     return _figure(
         [trace],
-        f"Wait before start ({total} jobs started in the range)",
+        f"Wait before start ({total} {'job' if total == 1 else 'jobs'} started in the range)",
         xaxis={"type": "category", "title": {"text": "waited"}},
         yaxis={"title": {"text": "jobs"}, "rangemode": "tozero"},
     )
@@ -300,5 +317,6 @@ def fairshare_figure(rows: Sequence[ShareRow]) -> dict[str, Any]:
         height=120 + 40 * max(len(accounts), 1),
         xaxis={"rangemode": "tozero", "tickformat": ".0%"},
         yaxis={"autorange": "reversed", "type": "category"},
-        legend={"orientation": "h"},
+        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
+        margin={**MARGIN, "t": 70},
     )

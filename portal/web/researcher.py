@@ -370,7 +370,9 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "shape": request_shape(job.nodes, job.gpus_per_node, job.gpu_model, job.gpu_share),
             "log": services.read_job_log(job, 16_384) if job.external_id else "",
             "live": live,
-            "gpu_figure": charts.job_gpu_figure(metrics) if any(m.points for m in metrics) else None,
+            "gpu_figure": charts.job_gpu_figure(metrics, (job.started_at, job.ended_at or now))
+            if job.started_at and any(m.points for m in metrics)
+            else None,
             "health_notes": health_notes_for_job(job, now),
             "may": {
                 "cancel": job.state in QUEUED_STATES | ACTIVE_STATES,

@@ -440,8 +440,8 @@ def cluster_charts(start: datetime, end: datetime, now: datetime, hours: list[fi
         "allocated-utilization": charts.allocated_utilization_figure(
             cells, readings.IDLE_BELOW_PCT, f"last {window.total_seconds() / 60:g} min"
         ),
-        "utilization": charts.band_figure(utilization, "GPU utilization, all GPUs"),
-        "queue": charts.queue_figure(queue_history(start, until, settings.MONITORING_CHART_MAX_POINTS)),
+        "utilization": charts.band_figure(utilization, "GPU utilization, all GPUs", span=(start, until)),
+        "queue": charts.queue_figure(queue_history(start, until, settings.MONITORING_CHART_MAX_POINTS), (start, until)),
         "waits": charts.wait_figure(readings.wait_histogram(start, end)),
         "gpu-hours": charts.gpu_hours_figure([(h.account, h.gpu_hours) for h in hours]),
     }

@@ -36,11 +36,12 @@ def test_the_band_is_the_mean_between_min_and_max():
 
 def test_job_figure_stacks_one_band_per_metric_on_a_shared_time_axis():
     metrics = [band(m, 10, 20, 30) for m in ("utilization", "memory_used", "temperature", "power")]
-    figure = valid(charts.job_gpu_figure(metrics))
+    figure = valid(charts.job_gpu_figure(metrics, span=(T0, T0 + timedelta(minutes=2))))
     assert len(figure["data"]) == 4 * 3
     assert [t["yaxis"] for t in figure["data"][2::3]] == ["y", "y2", "y3", "y4"]
     layout = figure["layout"]
     assert layout["xaxis2"]["matches"] == "x" and layout["xaxis4"]["showticklabels"]
+    assert layout["xaxis"]["range"] == [T0.isoformat(), (T0 + timedelta(minutes=2)).isoformat()]
     assert not layout["xaxis"]["showticklabels"]
     assert layout["yaxis4"]["title"]["text"] == "Power (W)"
     assert [m["metric"] for m in layout["meta"]] == ["utilization", "memory_used", "temperature", "power"]
@@ -97,6 +98,7 @@ def test_wait_distribution_counts_the_jobs_in_its_title():
     figure = valid(charts.wait_figure([WaitBin("< 1 min", 4), WaitBin("1-5 min", 1)]))
     assert figure["data"][0]["y"] == [4, 1]
     assert figure["layout"]["title"]["text"] == "Wait before start (5 jobs started in the range)"
+    assert "(1 job started" in charts.wait_figure([WaitBin("< 1 min", 1)])["layout"]["title"]["text"]
 
 
 def test_gpu_hours_bars_are_largest_first():
@@ -130,3 +132,14 @@ def test_fairshare_compares_shares_and_usage_of_accounts_only():
 )
 def test_no_data_is_an_empty_but_valid_figure(build):
     valid(build())
+
+
+def test_a_range_chart_shows_the_whole_range_and_marks_sparse_points():
+    end = T0 + timedelta(days=7)
+    figure = valid(charts.band_figure(band("utilization", 50), span=(T0, end)))
+    assert figure["layout"]["xaxis"]["range"] == [T0.isoformat(), end.isoformat()]
+    assert figure["data"][2]["mode"] == "lines+markers"  # one point draws no line
+    dense = valid(charts.band_figure(band("utilization", *range(100))))
+    assert dense["data"][2]["mode"] == "lines" and "range" not in dense["layout"]["xaxis"]
+    queue = valid(charts.queue_figure([QueueRow(T0, "lab", 1, 0)], span=(T0, end)))
+    assert queue["layout"]["xaxis2"]["range"] == [T0.isoformat(), end.isoformat()]
