@@ -13,13 +13,14 @@ from functools import reduce
 from operator import or_
 
 from django.conf import settings
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q
+from django.db.models import Avg, Case, Count, Q, When
 from django.utils import timezone
 
 from monitoring.charts import GpuCell, WaitBin
 from monitoring.models import GpuSample
 from monitoring.series import METRICS, Series, series
 from monitoring.services import unhealthy_gpu_ids
+from portal.dbfunctions import EpochSeconds
 from scheduler.choices import ACTIVE_STATES, NodeState
 from scheduler.models import Gpu, Job, Node
 
@@ -119,18 +120,14 @@ def gpu_grid(now: datetime) -> tuple[list[str], list[GpuCell]]:
 def wait_histogram(start: datetime, end: datetime) -> list[WaitBin]:
     """How many of the jobs that started in ``[start, end)`` waited how long
     (``started_at - submitted_at``), counted in the database. One query."""
-    jobs = Job.objects.filter(started_at__gte=start, started_at__lt=end).annotate(
-        wait=ExpressionWrapper(F("started_at") - F("submitted_at"), output_field=DurationField())
+    bins = [When(wait__lt=bound.total_seconds(), then=i) for i, (bound, _) in enumerate(WAIT_BINS) if bound]
+    counts = dict(
+        Job.objects.filter(started_at__gte=start, started_at__lt=end)
+        .annotate(wait=EpochSeconds("started_at") - EpochSeconds("submitted_at"))
+        .annotate(bin=Case(*bins, default=len(WAIT_BINS) - 1))
+        .values("bin")
+        .annotate(n=Count("id"))
+        .order_by()
+        .values_list("bin", "n")
     )
-    counts = {}
-    low: timedelta | None = None
-    for i, (high, _) in enumerate(WAIT_BINS):
-        within = Q()
-        if low is not None:
-            within &= Q(wait__gte=low)
-        if high is not None:
-            within &= Q(wait__lt=high)
-        counts[f"bin{i}"] = Count("id", filter=within)
-        low = high
-    totals = jobs.aggregate(**counts)
-    return [WaitBin(label, totals[f"bin{i}"]) for i, (_, label) in enumerate(WAIT_BINS)]
+    return [WaitBin(label, counts.get(i, 0)) for i, (_, label) in enumerate(WAIT_BINS)]

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Count, F, Q, Sum, Value
+from django.db.models.functions import Coalesce, Greatest, Least
 
+from portal.dbfunctions import EpochSeconds
 from portal.models import Account, Quota
 from scheduler.choices import ACTIVE_STATES
 from scheduler.models import Gpu, Job, Node
@@ -146,25 +148,42 @@ class AccountHours:
 
 def gpu_hours_by_account(start: datetime, end: datetime, now: datetime) -> list[AccountHours]:
     """GPU-hours each account's jobs ran within ``[start, end)``, from the jobs' start and
-    end times and allocated GPUs (a share counts as its fraction; a job whose allocation
-    was cleared by a requeue counts ``nodes x gpus_per_node``). A job still running counts
-    up to ``now``. One query, streamed."""
+    end times and GPUs. A job still running counts up to ``now``. Two queries:
+
+    1. Jobs on whole GPUs, summed in the database: ``nodes x gpus_per_node`` GPUs each
+       (what their allocations hold; also for a job whose allocation a requeue cleared).
+    2. Jobs on a share of a GPU (few), from their stored allocations: a share counts as
+       its fraction, or ``nodes x gpu_share`` with no allocation left.
+    """
+    overlapping = Job.objects.filter(started_at__isnull=False, started_at__lt=end).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=start)
+    )
+    seconds = EpochSeconds(Least(Coalesce("ended_at", Value(now)), Value(end))) - EpochSeconds(
+        Greatest("started_at", Value(start))
+    )
     hours: dict[str, float] = defaultdict(float)
     counted: Counter[str] = Counter()
-    rows = (
-        Job.objects.filter(started_at__isnull=False, started_at__lt=end)
-        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
-        .values_list("account__name", "started_at", "ended_at", "allocations", "nodes", "gpus_per_node", "gpu_share")
+    # The share test comes before the seconds in each WHERE: SQLite tests terms in order.
+    whole = (
+        overlapping.filter(gpu_share__lte=0)
+        .annotate(seconds=seconds)
+        .filter(seconds__gt=0)
+        .values("account__name")
+        .annotate(gpu_seconds=Sum(F("nodes") * F("gpus_per_node") * F("seconds")), jobs=Count("id"))
+        .order_by()
     )
-    for account, began, ended, allocations, nodes, per_node, share in rows.iterator(chunk_size=5000):
-        if began is None:  # excluded by the filter; for the type checker
-            continue
-        stop = min(ended or now, end)
-        seconds = (stop - max(began, start)).total_seconds()
-        if seconds <= 0:
-            continue
-        gpus = sum(f for _, _, f in _allocated(allocations)) or nodes * (share or per_node)
-        hours[account] += gpus * seconds / 3600
+    for row in whole:
+        hours[row["account__name"]] += row["gpu_seconds"] / 3600
+        counted[row["account__name"]] += row["jobs"]
+    shared = (
+        overlapping.filter(gpu_share__gt=0)
+        .annotate(seconds=seconds)
+        .filter(seconds__gt=0)
+        .values_list("account__name", "seconds", "allocations", "nodes", "gpu_share")
+    )
+    for account, span, allocations, nodes, share in shared.iterator(chunk_size=5000):
+        gpus = sum(f for _, _, f in _allocated(allocations)) or nodes * share
+        hours[account] += gpus * span / 3600
         counted[account] += 1
     return [AccountHours(a, hours[a], counted[a]) for a in sorted(hours)]
 

@@ -187,6 +187,23 @@ def test_gpu_hours_by_account_and_its_csv(world):
     assert lines[1].startswith("lab,6.000,1,2026-03-01T00:00:00+00:00,2026-03-02T00:00:00+00:00")
 
 
+def test_gpu_hours_count_running_jobs_to_now_and_shares_as_their_fraction(world):
+    from portal.web.figures import gpu_hours_by_account
+
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    running = submit(world.alice, world.lab, nodes=2, gpus_per_node=4)
+    Job.objects.filter(pk=running.pk).update(state="RUNNING", started_at=start + timedelta(hours=1))
+    shared = submit(world.charlie, world.other, gpu_share=0.5, gpu_model="L4")
+    Job.objects.filter(pk=shared.pk).update(
+        state="COMPLETED",
+        started_at=start,
+        ended_at=start + timedelta(hours=4),
+        allocations=[{"node": "l4-01", "gpu_indices": [0], "gpu_share": 0.55, "cpus": 1, "memory_mib": 0}],
+    )
+    hours = gpu_hours_by_account(start, start + timedelta(days=1), now=start + timedelta(hours=3))
+    assert [(h.account, round(h.gpu_hours, 3), h.jobs) for h in hours] == [("lab", 16.0, 1), ("other", 2.2, 1)]
+
+
 @pytest.mark.parametrize("params", [{"start": "yesterday"}, {"start": "2026-03-05", "end": "2026-03-01"}])
 def test_a_bad_range_is_a_form_error_and_a_400_csv(world, params):
     client = logged_in(world.admin)
