@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db.models import Avg, Case, Count, F, FloatField, Q, Sum, When
+from django.db.models import Avg, Count, Q, Sum
 from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
 
 from monitoring.charts import QueueRow
 from monitoring.models import QueueSample
 from monitoring.services import floor_time
+from portal.dbfunctions import job_gpus
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES
 from scheduler.models import Job
 
@@ -28,18 +29,13 @@ def record_queue(now: datetime | None = None) -> int:
     now = now or timezone.now()
     at = floor_time(now, MINUTE)
     active = Q(state__in=ACTIVE_STATES)
-    held = Case(
-        When(gpu_share__gt=0, then=F("nodes") * F("gpu_share")),
-        default=F("nodes") * F("gpus_per_node"),
-        output_field=FloatField(),
-    )
     counts = (
         Job.objects.filter(state__in=QUEUED_STATES | ACTIVE_STATES)
         .values("account_id")
         .annotate(
             pending=Count("id", filter=Q(state__in=QUEUED_STATES)),
             running=Count("id", filter=active),
-            gpus=Sum(held, filter=active, default=0.0),
+            gpus=Sum(job_gpus(), filter=active, default=0.0),
         )
         .order_by()
     )

@@ -1,6 +1,6 @@
-"""What the chart pages read, each in a fixed number of queries: a job's GPUs and their
-series over its lifetime, every GPU's allocation and recent utilization, and how long
-the jobs started in a range waited.
+"""What the chart pages read of the GPUs, each in a fixed number of queries: a job's GPUs
+and their series over its lifetime, every GPU's allocation and recent utilization. (The
+overview's job figures, GPU-hours and waits, are ``portal.web.figures.jobs_in_range``.)
 
 None of it reads raw samples over long ranges: ``series`` picks rollups for long spans,
 and the GPU grid reads only the last ``RECENT`` of samples.
@@ -13,30 +13,18 @@ from functools import reduce
 from operator import or_
 
 from django.conf import settings
-from django.db.models import Avg, Case, Count, Q, When
+from django.db.models import Avg, Q
 from django.utils import timezone
 
-from monitoring.charts import GpuCell, WaitBin
+from monitoring.charts import GpuCell
 from monitoring.models import GpuSample
 from monitoring.series import METRICS, Series, series
 from monitoring.services import unhealthy_gpu_ids
-from portal.dbfunctions import EpochSeconds
 from scheduler.choices import ACTIVE_STATES, NodeState
 from scheduler.models import Gpu, Job, Node
 
 #: An allocated GPU whose mean utilization over the recent window is below this is idle.
 IDLE_BELOW_PCT = 5.0
-#: Wait-time bins: (upper bound, label); the last one is open.
-WAIT_BINS: tuple[tuple[timedelta | None, str], ...] = (
-    (timedelta(minutes=1), "< 1 min"),
-    (timedelta(minutes=5), "1-5 min"),
-    (timedelta(minutes=15), "5-15 min"),
-    (timedelta(hours=1), "15-60 min"),
-    (timedelta(hours=4), "1-4 h"),
-    (timedelta(hours=12), "4-12 h"),
-    (timedelta(days=1), "12-24 h"),
-    (None, "> 1 day"),
-)
 
 
 def recent_window() -> timedelta:
@@ -115,19 +103,3 @@ def gpu_grid(now: datetime) -> tuple[list[str], list[GpuCell]]:
         job, account = holder or (None, "")
         cells.append(GpuCell(node, index, state, utilization, job, account))
     return [name for name, _ in nodes], cells
-
-
-def wait_histogram(start: datetime, end: datetime) -> list[WaitBin]:
-    """How many of the jobs that started in ``[start, end)`` waited how long
-    (``started_at - submitted_at``), counted in the database. One query."""
-    bins = [When(wait__lt=bound.total_seconds(), then=i) for i, (bound, _) in enumerate(WAIT_BINS) if bound]
-    counts = dict(
-        Job.objects.filter(started_at__gte=start, started_at__lt=end)
-        .annotate(wait=EpochSeconds("started_at") - EpochSeconds("submitted_at"))
-        .annotate(bin=Case(*bins, default=len(WAIT_BINS) - 1))
-        .values("bin")
-        .annotate(n=Count("id"))
-        .order_by()
-        .values_list("bin", "n")
-    )
-    return [WaitBin(label, counts.get(i, 0)) for i, (_, label) in enumerate(WAIT_BINS)]

@@ -40,7 +40,7 @@ from portal.web.jobform import flatten_errors
 from scheduler import reports, services
 from scheduler.choices import JobState
 from scheduler.inventory import load_inventory
-from scheduler.models import Gpu, Job, Node
+from scheduler.models import Job, Node
 
 AUDIT_PAGE = 100
 
@@ -428,13 +428,13 @@ class RangeForm(forms.Form):
 IDLE_LISTED = 20
 
 
-def cluster_charts(start: datetime, end: datetime, now: datetime, hours: list[figures.AccountHours]) -> dict[str, Any]:
+def cluster_charts(start: datetime, end: datetime, now: datetime, jobs: figures.JobsInRange) -> dict[str, Any]:
     """The overview's figures over ``[start, end)`` (clipped to ``now``) and the idle
     allocated GPUs. A fixed number of queries; no raw samples beyond the last minutes."""
     until = max(min(end, now), start + timedelta(minutes=1))
     nodes, cells = readings.gpu_grid(now)
     window = readings.recent_window()
-    utilization = series(Gpu.objects.values("id"), start, until, "utilization")
+    utilization = series(None, start, until, "utilization")  # every GPU: no filter on them
     built = {
         "gpu-heatmap": charts.allocation_heatmap(cells, nodes),
         "allocated-utilization": charts.allocated_utilization_figure(
@@ -442,8 +442,8 @@ def cluster_charts(start: datetime, end: datetime, now: datetime, hours: list[fi
         ),
         "utilization": charts.band_figure(utilization, "GPU utilization, all GPUs", span=(start, until)),
         "queue": charts.queue_figure(queue_history(start, until, settings.MONITORING_CHART_MAX_POINTS), (start, until)),
-        "waits": charts.wait_figure(readings.wait_histogram(start, end)),
-        "gpu-hours": charts.gpu_hours_figure([(h.account, h.gpu_hours) for h in hours]),
+        "waits": charts.wait_figure(jobs.waits),
+        "gpu-hours": charts.gpu_hours_figure([(h.account, h.gpu_hours) for h in jobs.hours]),
     }
     idle = [c for c in cells if c.state == "allocated, idle"]
     return {
@@ -462,7 +462,8 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     form = RangeForm(request.GET or None)
     start, end = form.bounds(now)
-    hours = figures.gpu_hours_by_account(start, end, now) if not form.errors else []
+    jobs = figures.jobs_in_range(start, end, now) if not form.errors else figures.JobsInRange([], [])
+    hours = jobs.hours
     by_state = dict(Job.objects.order_by().values_list("state").annotate(n=Count("id")).values_list("state", "n"))
     node_states = dict(Node.objects.order_by().values_list("state").annotate(n=Count("id")).values_list("state", "n"))
     return render(
@@ -478,7 +479,7 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
             "jobs_by_state": [(s.label, by_state.get(s.value, 0)) for s in JobState if by_state.get(s.value)],
             "node_states": sorted(node_states.items()),
             "csv_query": request.GET.urlencode(),
-            **cluster_charts(start, end, now, hours),
+            **cluster_charts(start, end, now, jobs),
         },
     )
 

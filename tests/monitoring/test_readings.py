@@ -1,5 +1,5 @@
 """What the chart pages read: a job's GPUs over its lifetime, every GPU's allocation and
-recent utilization, the wait distribution, and the queue's history per account."""
+recent utilization, and the queue's history per account."""
 
 from __future__ import annotations
 
@@ -105,30 +105,6 @@ def test_gpu_grid_flags_allocated_but_idle_gpus_and_unavailable_ones(world, djan
     assert {state["l4-01", i].state for i in range(4)} == {"unavailable"}  # drained node
     assert state["h100-02", 0].state == "free" and len(cells) == 8 + 8 + 4
     assert idle.id in {c.job for c in cells}
-
-
-def test_wait_histogram_counts_jobs_started_in_the_range(world):
-    def started(wait: timedelta, start=T0 + timedelta(hours=2)):
-        job = submit(world.alice, world.lab)
-        Job.objects.filter(pk=job.pk).update(submitted_at=start - wait, started_at=start)
-
-    started(timedelta(seconds=10))
-    started(timedelta(seconds=50))
-    started(timedelta(minutes=3))
-    started(timedelta(hours=30))
-    started(timedelta(seconds=1), start=T0 - timedelta(hours=1))  # before the range
-    submit(world.alice, world.lab)  # never started
-    bins = {b.label: b.jobs for b in readings.wait_histogram(T0, T0 + timedelta(days=1))}
-    assert bins == {
-        "< 1 min": 2,
-        "1-5 min": 1,
-        "5-15 min": 0,
-        "15-60 min": 0,
-        "1-4 h": 0,
-        "4-12 h": 0,
-        "12-24 h": 0,
-        "> 1 day": 1,
-    }
 
 
 # --- Queue history ----------------------------------------------------------------------------

@@ -157,3 +157,11 @@ def test_rollup_command_recomputes_a_range(gpus):
     call_command("rollup_samples", "--since", T0.isoformat(), "--until", (T0 + timedelta(minutes=5)).isoformat())
     assert GpuRollup.objects.filter(period=60).count() == 1
     assert GpuRollup.objects.filter(period=3600).count() == 1
+
+
+def test_a_series_of_every_gpu_needs_no_list_of_them(gpus, django_assert_num_queries):
+    store(gpus[0], T0, [10, 30])
+    store(gpus[1], T0, [50, 70])
+    with django_assert_num_queries(2):  # the GPU count (to pick the resolution), the points
+        everything = series(None, T0, T0 + timedelta(minutes=1))
+    assert [(p.low, p.high) for p in everything.points] == [(10, 50), (30, 70)]

@@ -198,10 +198,40 @@ def test_gpu_hours_count_running_jobs_to_now_and_shares_as_their_fraction(world)
         state="COMPLETED",
         started_at=start,
         ended_at=start + timedelta(hours=4),
-        allocations=[{"node": "l4-01", "gpu_indices": [0], "gpu_share": 0.55, "cpus": 1, "memory_mib": 0}],
+        allocations=[{"node": "l4-01", "gpu_indices": [0], "gpu_share": 0.5, "cpus": 1, "memory_mib": 0}],
     )
     hours = gpu_hours_by_account(start, start + timedelta(days=1), now=start + timedelta(hours=3))
-    assert [(h.account, round(h.gpu_hours, 3), h.jobs) for h in hours] == [("lab", 16.0, 1), ("other", 2.2, 1)]
+    assert [(h.account, round(h.gpu_hours, 3), h.jobs) for h in hours] == [("lab", 16.0, 1), ("other", 2.0, 1)]
+
+
+START = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def test_the_wait_distribution_counts_the_jobs_started_in_the_range(world):
+    from portal.web.figures import jobs_in_range
+
+    def started(wait: timedelta, start=START + timedelta(hours=2)):
+        job = submit(world.alice, world.lab)
+        Job.objects.filter(pk=job.pk).update(submitted_at=start - wait, started_at=start)
+
+    started(timedelta(seconds=10))
+    started(timedelta(seconds=50))
+    started(timedelta(minutes=3))
+    started(timedelta(hours=30))
+    started(timedelta(seconds=1), start=START - timedelta(hours=1))  # before the range (still running in it)
+    submit(world.alice, world.lab)  # never started
+    waits = jobs_in_range(START, START + timedelta(days=1), now=START + timedelta(days=2)).waits
+    bins = {b.label: b.jobs for b in waits}
+    assert bins == {
+        "< 1 min": 2,
+        "1-5 min": 1,
+        "5-15 min": 0,
+        "15-60 min": 0,
+        "1-4 h": 0,
+        "4-12 h": 0,
+        "12-24 h": 0,
+        "> 1 day": 1,
+    }
 
 
 @pytest.mark.parametrize("params", [{"start": "yesterday"}, {"start": "2026-03-05", "end": "2026-03-01"}])
