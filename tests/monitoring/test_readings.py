@@ -9,7 +9,7 @@ import pytest
 import time_machine
 
 from monitoring import readings
-from monitoring.models import GpuRollup, GpuSample, QueueSample, Resolution
+from monitoring.models import GpuRollup, QueueSample, Resolution
 from monitoring.queue import queue_history, record_queue
 from monitoring.series import RAW
 from monitoring.services import insert_samples, record_health
