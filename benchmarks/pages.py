@@ -1,22 +1,26 @@
 """Server time and queries of the portal's pages with many jobs, on a throwaway database
 (see ``benchmarks/_common.py``).
 
-Usage: ``DEBUG=1 python benchmarks/pages.py [--jobs 100000] [--nodes 200] [--repeat 7]``
+Usage: ``DEBUG=1 python benchmarks/pages.py [--jobs 100000] [--nodes 1000] [--repeat 7]``
 (``DATABASE_URL=postgres://...`` to measure on PostgreSQL).
 
 Steps:
 1. Create and migrate the throwaway database; seed one cluster of ``--nodes`` 8-GPU
    nodes, a lab account and its member as bulk rows, and ``--jobs`` jobs of the member
-   (the worst case for "my jobs"): 90% ended, the rest pending.
-2. Render each page in-process with Django's test client, logged in as the member
-   (and as staff for the job list, who sees every job): one warm-up, then ``--repeat``
-   timed runs, counting queries on the last.
-3. Print ``page_ms`` (median) and ``page_queries`` per page, with ``page`` in the
+   (the worst case for "my jobs"): 90% ended, the rest pending, of which one 8-GPU job
+   runs on each of 75% of the up nodes.
+2. Seed the telemetry of every GPU as ``benchmarks/_telemetry.py`` lists: 24 h of
+   hourly rollups, the last hour of minute rollups, the last 10 minutes of raw samples
+   (every 10 s), 24 h of queue history. Its row counts are printed.
+3. Render each page in-process with Django's test client, logged in as the member
+   (and as staff for the job list and the cluster overview): one warm-up, then
+   ``--repeat`` timed runs, counting queries on the last.
+4. Print ``page_ms`` (median) and ``page_queries`` per page, with ``page`` in the
    context. Target: <= 200 ms each.
 
 Pages: ``dashboard`` (``/``), ``job_list`` (``/jobs/``), ``job_list_filtered``
-(``/jobs/?state=PENDING&sort=-id``), ``job_list_staff``. The cluster overview comes with
-its charts (monitoring).
+(``/jobs/?state=PENDING&sort=-id``), ``job_list_staff``, ``cluster_overview``
+(``/manage/cluster/``: its six charts over the default 7-day range, GPU-hours by account).
 """
 
 from __future__ import annotations
@@ -33,27 +37,31 @@ if __package__ in (None, ""):
 
 from benchmarks._common import emit, log, median_ms, throwaway_database, vacuum_analyze
 from benchmarks._synthetic import BATCH, build_site, bulk_pending_jobs
+from benchmarks._telemetry import seed_telemetry
 
 PAGES = (
     ("dashboard", "/", "member"),
     ("job_list", "/jobs/", "member"),
     ("job_list_filtered", "/jobs/?state=PENDING&sort=-id", "member"),
     ("job_list_staff", "/jobs/", "staff"),
+    ("cluster_overview", "/manage/cluster/", "staff"),
 )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=100_000)
-    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=7)
     return parser.parse_args(argv)
 
 
 def seed(nodes: int, jobs: int) -> tuple[Any, Any, int]:
-    """The site, its member, a staff user; 90% of the jobs ended (COMPLETED)."""
+    """The site, its member, a staff user; 90% of the jobs ended (COMPLETED); running
+    jobs and telemetry (``seed_telemetry``)."""
     from django.contrib.auth import get_user_model
     from django.db.models import F
+    from django.utils import timezone
 
     from scheduler.models import Job
 
@@ -63,6 +71,9 @@ def seed(nodes: int, jobs: int) -> tuple[Any, Any, int]:
     ended = Job.objects.filter(id__lt=cutoff)
     ended.update(state="COMPLETED", started_at=F("submitted_at"), ended_at=F("submitted_at") + timedelta(hours=1))
     staff = get_user_model().objects.create_user("bench-admin", "a@example.org", "pw", is_staff=True)
+    began = time.perf_counter()
+    telemetry = seed_telemetry(site, timezone.now())
+    log(f"telemetry in {time.perf_counter() - began:.1f}s: {telemetry}")
     vacuum_analyze()
     return site.user, staff, BATCH
 

@@ -1,45 +1,322 @@
 """Chart builders, pure: plain data in, a Plotly figure as a dict out.
 
-The page passes the dict to ``Plotly.newPlot`` (plotly.js from the installed ``plotly``
-package's own bundle, never a CDN), and tests read the dict without a browser.
+The page embeds the dict with ``json_script`` and ``static/js/charts.js`` passes it to
+``Plotly.newPlot`` (plotly.js from the installed ``plotly`` package's own bundle, served
+as a static file, never a CDN). Figures are plain dicts in Plotly's JSON schema, built
+without ``plotly.graph_objects``: validating an 8,000-cell heatmap would cost more than
+the page's queries. The tests pass every figure through ``plotly.graph_objects.Figure``,
+which checks it against the schema.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-import plotly.graph_objects as go
-
 from monitoring.series import Series
+from scheduler.core.fairshare import ShareRow
 
 UNITS = {"utilization": "%", "memory_used": "MiB", "temperature": "°C", "power": "W"}
-TITLES = {"utilization": "GPU utilization", "memory_used": "GPU memory used", "temperature": "Temperature"}
+TITLES = {
+    "utilization": "GPU utilization",
+    "memory_used": "GPU memory used",
+    "temperature": "Temperature",
+    "power": "Power",
+}
+MARGIN = {"l": 60, "r": 20, "t": 40, "b": 40}
+BAND_FILL = "rgba(31, 119, 180, 0.2)"
+IDLE_COLOR = "#d62728"
 
 
-def band_figure(series: Series, title: str | None = None) -> dict[str, Any]:
-    """The mean as a line inside a shaded min-max band, one point per bucket."""
+#: Lines of at most this many points get markers too (a lone point draws no line).
+SPARSE = 60
+
+Span = tuple[datetime, datetime]
+
+
+def _figure(data: list[dict[str, Any]], title: str, **layout: Any) -> dict[str, Any]:
+    return {"data": data, "layout": {"title": {"text": title}, "margin": MARGIN, **layout}}
+
+
+def _lines(points: int) -> str:
+    return "lines+markers" if points <= SPARSE else "lines"
+
+
+def _time_axis(span: Span | None, **more: Any) -> dict[str, Any]:
+    """A date axis, showing the whole ``span`` (start, end) when given, not just the data."""
+    shown = {"range": [span[0].isoformat(), span[1].isoformat()]} if span else {}
+    return {"type": "date", **shown, **more}
+
+
+# --- GPU metrics over time ---------------------------------------------------------------
+
+
+def _band_traces(series: Series, axis: str = "", legend: bool = True) -> list[dict[str, Any]]:
+    """max (invisible), min filled up to max, and the mean line, on axes x{axis}/y{axis}."""
     times = [p.at.isoformat() for p in series.points]
-    unit = UNITS.get(series.metric, "")
-    band = {"mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False}
-    figure = go.Figure(
-        data=[
-            go.Scatter(x=times, y=[p.high for p in series.points], name="max", **band),
-            go.Scatter(
-                x=times,
-                y=[p.low for p in series.points],
-                name="min",
-                fill="tonexty",
-                fillcolor="rgba(31, 119, 180, 0.2)",
-                **band,
-            ),
-            go.Scatter(x=times, y=[p.mean for p in series.points], name="mean", mode="lines"),
-        ],
-        layout=go.Layout(
-            title={"text": title or TITLES.get(series.metric, series.metric)},
-            xaxis={"type": "date"},
-            yaxis={"title": {"text": unit}, "rangemode": "tozero"},
-            margin={"l": 50, "r": 20, "t": 40, "b": 40},
-            meta={"resolution_seconds": series.resolution, "bucket_seconds": series.bucket_seconds},
-        ),
+    axes = {"xaxis": f"x{axis}", "yaxis": f"y{axis}"}
+    edge = {"type": "scatter", "mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False}
+    return [
+        {**edge, **axes, "x": times, "y": [p.high for p in series.points], "name": "max"},
+        {
+            **edge,
+            **axes,
+            "x": times,
+            "y": [p.low for p in series.points],
+            "name": "min",
+            "fill": "tonexty",
+            "fillcolor": BAND_FILL,
+        },
+        {
+            "type": "scatter",
+            "mode": _lines(len(times)),
+            "marker": {"size": 4},
+            **axes,
+            "x": times,
+            "y": [p.mean for p in series.points],
+            "name": "mean",
+            "line": {"color": "#1f77b4"},
+            "showlegend": legend,
+        },
+    ]
+
+
+def band_figure(series: Series, title: str | None = None, span: Span | None = None) -> dict[str, Any]:
+    """The mean as a line inside a shaded min-max band, one point per bucket; the time
+    axis shows ``span`` (start, end) when given."""
+    return _figure(
+        _band_traces(series),
+        title or TITLES.get(series.metric, series.metric),
+        xaxis=_time_axis(span),
+        yaxis={"title": {"text": UNITS.get(series.metric, "")}, "rangemode": "tozero"},
+        meta={"resolution_seconds": series.resolution, "bucket_seconds": series.bucket_seconds},
     )
-    return figure.to_plotly_json()
+
+
+def job_gpu_figure(metrics: Sequence[Series], span: Span | None = None) -> dict[str, Any]:
+    """One band per metric (its GPUs' min, mean and max), stacked, sharing the time axis,
+    which shows ``span`` (the job's start and end) when given."""
+    rows = max(len(metrics), 1)
+    gap = 0.06
+    height = (1 - gap * (rows - 1)) / rows
+    data: list[dict[str, Any]] = []
+    layout: dict[str, Any] = {"height": 180 * rows + 80, "showlegend": False, "hovermode": "x"}
+    for i, series in enumerate(metrics):
+        axis = "" if i == 0 else str(i + 1)
+        data += _band_traces(series, axis, legend=False)
+        top = 1 - i * (height + gap)
+        layout[f"xaxis{axis}"] = _time_axis(
+            span, anchor=f"y{axis}", showticklabels=i == rows - 1, **({"matches": "x"} if axis else {})
+        )
+        layout[f"yaxis{axis}"] = {
+            "domain": [max(top - height, 0), top],
+            "title": {"text": f"{TITLES.get(series.metric, series.metric)} ({UNITS.get(series.metric, '')})"},
+            "rangemode": "tozero",
+            "anchor": f"x{axis}",
+        }
+    meta = [{"metric": s.metric, "resolution_seconds": s.resolution, "points": len(s.points)} for s in metrics]
+    return _figure(data, "GPUs of this job (min, mean, max)", meta=meta, **layout)
+
+
+# --- Cluster overview --------------------------------------------------------------------
+
+#: A GPU's state in the allocation heatmap, in colour order.
+GPU_STATES = ("free", "allocated", "allocated, idle", "unavailable")
+GPU_COLORS = ("#e5ecf6", "#2ca02c", IDLE_COLOR, "#7f7f7f")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCell:
+    """One GPU in the heatmap: where it is, what holds it, and how busy it was lately."""
+
+    node: str
+    index: int
+    state: str  # one of GPU_STATES
+    utilization: float | None = None  # recent mean, % (None: no recent samples)
+    job: int | None = None
+    account: str = ""
+
+
+def allocation_heatmap(cells: Sequence[GpuCell], nodes: Sequence[str]) -> dict[str, Any]:
+    """Nodes across (in the given order), GPU indices down; each cell coloured by its state
+    (free, allocated, allocated but idle, unavailable); hover names job and utilization."""
+    column = {name: i for i, name in enumerate(nodes)}
+    depth = max((c.index for c in cells), default=-1) + 1
+    z: list[list[int | None]] = [[None] * len(nodes) for _ in range(depth)]
+    text: list[list[str]] = [[""] * len(nodes) for _ in range(depth)]
+    for cell in cells:
+        if cell.node not in column:
+            continue
+        x = column[cell.node]
+        z[cell.index][x] = GPU_STATES.index(cell.state)
+        words = [cell.state]
+        if cell.job is not None:
+            words.append(f"job {cell.job} ({cell.account})")
+        if cell.utilization is not None:
+            words.append(f"{cell.utilization:.0f}% busy")
+        text[cell.index][x] = ", ".join(words)
+    n = len(GPU_STATES)
+    scale = [[edge / n, color] for i, color in enumerate(GPU_COLORS) for edge in (i, i + 1)]
+    small = len(nodes) <= 64
+    trace = {
+        "type": "heatmap",
+        "x": list(nodes),
+        "y": list(range(depth)),
+        "z": z,
+        "text": text,
+        "hovertemplate": "%{x} GPU %{y}: %{text}<extra></extra>",
+        "zmin": -0.5,
+        "zmax": n - 0.5,
+        "colorscale": scale,
+        "xgap": 1 if small else 0,
+        "ygap": 1,
+        "colorbar": {"tickvals": list(range(n)), "ticktext": list(GPU_STATES), "thickness": 12},
+    }
+    counts = {state: sum(1 for c in cells if c.state == state) for state in GPU_STATES}
+    return _figure(
+        [trace],
+        "GPU allocation by node and GPU",
+        height=160 + 22 * depth,
+        xaxis={"type": "category", "showticklabels": small, "title": {"text": f"{len(nodes)} nodes"}},
+        yaxis={"title": {"text": "GPU"}, "autorange": "reversed", "dtick": 1},
+        meta={"counts": counts},
+    )
+
+
+def allocated_utilization_figure(cells: Sequence[GpuCell], idle_below: float, window: str) -> dict[str, Any]:
+    """How busy the allocated GPUs were over ``window``: a histogram in 10% steps whose
+    idle bars (below ``idle_below`` %) are red, with the count of idle GPUs in the title.
+    GPUs without recent samples are counted apart."""
+    allocated = [c for c in cells if c.state in ("allocated", "allocated, idle")]
+    known = [c.utilization for c in allocated if c.utilization is not None]
+    idle = sum(1 for c in allocated if c.state == "allocated, idle")
+    edges = list(range(0, 100, 10))
+    counts = [sum(1 for u in known if lo <= u < lo + 10 or (lo == 90 and u >= 100)) for lo in edges]
+    trace = {
+        "type": "bar",
+        "x": [f"{lo}-{lo + 10}%" for lo in edges],
+        "y": counts,
+        "marker": {"color": [IDLE_COLOR if lo < idle_below else "#2ca02c" for lo in edges]},
+        "hovertemplate": "%{y} GPUs at %{x}<extra></extra>",
+    }
+    unknown = len(allocated) - len(known)
+    title = f"Allocated GPUs by utilization ({window}): {idle} of {len(allocated)} idle"
+    if unknown:
+        title += f", {unknown} without samples"
+    return _figure(
+        [trace],
+        title,
+        xaxis={"title": {"text": "mean utilization"}, "type": "category"},
+        yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
+        meta={"allocated": len(allocated), "idle": idle, "without_samples": unknown},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    """An account's queue at one instant (or its mean over a bucket)."""
+
+    at: datetime
+    account: str
+    pending: float
+    running: float
+
+
+def queue_figure(rows: Sequence[QueueRow], span: Span | None = None) -> dict[str, Any]:
+    """Pending (top) and running (bottom) jobs over time (the time axis shows ``span``
+    when given), stacked by account. An account with no row at a sampled instant had no
+    jobs then (zero)."""
+    times = sorted({r.at for r in rows})
+    accounts = sorted({r.account for r in rows})
+    value = {(r.at, r.account): r for r in rows}
+    data = []
+    for what, axis, group in (("pending", "", "pending"), ("running", "2", "running")):
+        for account in accounts:
+            cells = [value.get((t, account)) for t in times]
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": _lines(len(times)),
+                    "stackgroup": group,
+                    "name": account,
+                    "legendgroup": account,
+                    "showlegend": what == "pending",
+                    "xaxis": f"x{axis}",
+                    "yaxis": f"y{axis}",
+                    "x": [t.isoformat() for t in times],
+                    "y": [getattr(c, what) if c else 0 for c in cells],
+                    "hovertemplate": f"{account}: %{{y}} {what}<extra></extra>",
+                }
+            )
+    return _figure(
+        data,
+        "Queue by account: pending (top) and running jobs",
+        height=420,
+        xaxis=_time_axis(span, anchor="y", showticklabels=False, matches="x2"),
+        yaxis={"domain": [0.55, 1], "title": {"text": "pending"}, "rangemode": "tozero"},
+        xaxis2=_time_axis(span, anchor="y2"),
+        yaxis2={"domain": [0, 0.45], "title": {"text": "running"}, "rangemode": "tozero"},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WaitBin:
+    label: str  # "1-5 min"
+    jobs: int
+
+
+def wait_figure(bins: Sequence[WaitBin]) -> dict[str, Any]:
+    """How long the jobs that started in the range waited, one bar per bin."""
+    total = sum(b.jobs for b in bins)
+    trace = {
+        "type": "bar",
+        "x": [b.label for b in bins],
+        "y": [b.jobs for b in bins],
+        "hovertemplate": "%{y} jobs waited %{x}<extra></extra>",
+    }
+    return _figure(
+        [trace],
+        f"Wait before start ({total} {'job' if total == 1 else 'jobs'} started in the range)",
+        xaxis={"type": "category", "title": {"text": "waited"}},
+        yaxis={"title": {"text": "jobs"}, "rangemode": "tozero"},
+    )
+
+
+def gpu_hours_figure(hours: Sequence[tuple[str, float]]) -> dict[str, Any]:
+    """GPU-hours per account over the range, largest first."""
+    ordered = sorted(hours, key=lambda pair: (-pair[1], pair[0]))
+    trace = {
+        "type": "bar",
+        "x": [account for account, _ in ordered],
+        "y": [round(value, 3) for _, value in ordered],
+        "hovertemplate": "%{x}: %{y:.1f} GPU-hours<extra></extra>",
+    }
+    return _figure(
+        [trace],
+        "GPU-hours by account",
+        xaxis={"type": "category"},
+        yaxis={"title": {"text": "GPU-hours"}, "rangemode": "tozero"},
+    )
+
+
+def fairshare_figure(rows: Sequence[ShareRow]) -> dict[str, Any]:
+    """Per account (tree order, indented by depth): its normalised shares (the fraction of
+    the machine it is entitled to) beside its normalised usage (the fraction it used)."""
+    accounts = [r for r in rows if not r.user]
+    labels = ["\u00a0\u00a0" * r.depth + r.account for r in accounts]
+    bar = {"type": "bar", "orientation": "h", "y": labels}
+    return _figure(
+        [
+            {**bar, "name": "normalised shares", "x": [r.norm_shares for r in accounts]},
+            {**bar, "name": "normalised usage", "x": [r.norm_usage for r in accounts]},
+        ],
+        "Fair-share: entitled vs used (fraction of the machine)",
+        barmode="group",
+        height=120 + 40 * max(len(accounts), 1),
+        xaxis={"rangemode": "tozero", "tickformat": ".0%"},
+        yaxis={"autorange": "reversed", "type": "category"},
+        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
+        margin={**MARGIN, "t": 70},
+    )

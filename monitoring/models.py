@@ -1,5 +1,5 @@
 """Per-GPU telemetry: raw samples from node agents, their rollups, each GPU's health,
-and the tokens node agents authenticate with."""
+the queue's history per account, and the tokens node agents authenticate with."""
 
 from __future__ import annotations
 
@@ -97,6 +97,27 @@ class GpuHealth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu_id}: {self.condition or 'ok'}"
+
+
+class QueueSample(models.Model):
+    """One account's queue at one minute: jobs pending (PENDING or HELD), jobs running
+    (DISPATCHING or RUNNING) and the GPUs those hold. Written each minute for every
+    account with queued or running jobs (``monitoring.queue.record_queue``); an account
+    without a row at a sampled minute had no jobs then. Kept as long as minute rollups.
+    """
+
+    at = models.DateTimeField()
+    account = models.ForeignKey("portal.Account", on_delete=models.CASCADE, related_name="queue_samples")
+    pending = models.PositiveIntegerField()
+    running = models.PositiveIntegerField()
+    gpus = models.FloatField(help_text="GPUs the running jobs hold (a shared GPU counts as its fraction).")
+
+    class Meta:
+        ordering = ["at", "account_id"]
+        constraints = [models.UniqueConstraint(fields=["at", "account"], name="queuesample_unique_at_account")]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} at {self.at}: {self.pending} pending, {self.running} running"
 
 
 class NodeToken(models.Model):

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db.models import Avg, Max, Min, QuerySet
 
 from monitoring.models import GpuRollup, GpuSample, Resolution
+from scheduler.models import Gpu
 
 #: Chartable metrics: name -> raw sample column.
 METRICS = {
@@ -79,14 +80,15 @@ def downsample(points: Sequence[Point], bucket_seconds: int, max_points: int) ->
 
 
 def series(
-    gpu_ids: Iterable[int] | QuerySet[Any],
+    gpu_ids: Iterable[int] | QuerySet[Any] | None,
     start: datetime,
     end: datetime,
     metric: str = "utilization",
     *,
     max_points: int | None = None,
 ) -> Series:
-    """The ``metric`` of the GPUs ``gpu_ids`` (ids, or a queryset of ids) over ``[start, end)``.
+    """The ``metric`` of the GPUs ``gpu_ids`` (ids, a queryset of ids, or ``None`` for
+    every GPU, read without a filter on them) over ``[start, end)``.
 
     Raises ``ValueError`` for an unknown metric or an empty range.
     """
@@ -95,8 +97,9 @@ def series(
     if end <= start:
         raise ValueError("end must be after start")
     max_points = max_points or settings.MONITORING_CHART_MAX_POINTS
-    ids: Any = gpu_ids if isinstance(gpu_ids, QuerySet) else list(gpu_ids)
-    count = ids.count() if isinstance(ids, QuerySet) else len(ids)
+    ids: Any = gpu_ids if gpu_ids is None or isinstance(gpu_ids, QuerySet) else list(gpu_ids)
+    which = {} if ids is None else {"gpu_id__in": ids}
+    count = len(ids) if isinstance(ids, list) else (ids if ids is not None else Gpu.objects).count()
     resolution = choose_resolution(
         end - start,
         count,
@@ -106,11 +109,11 @@ def series(
     )
     if resolution == RAW:
         bucket = max(1, math.ceil((end - start).total_seconds() / max_points))
-        points = _raw_points(ids, start, end, METRICS[metric], bucket)
+        points = _raw_points(which, start, end, METRICS[metric], bucket)
     else:
         bucket = resolution
         rows = (
-            GpuRollup.objects.filter(period=resolution, gpu_id__in=ids, at__gte=start, at__lt=end)
+            GpuRollup.objects.filter(period=resolution, at__gte=start, at__lt=end, **which)
             .exclude(**{f"{metric}_mean": None})
             .values("at")
             .annotate(low=Min(f"{metric}_min"), mean=Avg(f"{metric}_mean"), high=Max(f"{metric}_max"))
@@ -121,10 +124,10 @@ def series(
     return Series(metric, resolution, bucket, tuple(points))
 
 
-def _raw_points(ids: Any, start: datetime, end: datetime, column: str, bucket: int) -> list[Point]:
+def _raw_points(which: dict[str, Any], start: datetime, end: datetime, column: str, bucket: int) -> list[Point]:
     origin = start.timestamp()
     groups: dict[int, list[float]] = {}
-    rows = GpuSample.objects.filter(gpu_id__in=ids, at__gte=start, at__lt=end, **{f"{column}__isnull": False})
+    rows = GpuSample.objects.filter(at__gte=start, at__lt=end, **which, **{f"{column}__isnull": False})
     for at, value in rows.values_list("at", column).order_by():
         groups.setdefault(int((at.timestamp() - origin) // bucket), []).append(float(value))
     return [

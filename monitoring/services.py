@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from monitoring import health
 from monitoring.ingest import validate_sample
-from monitoring.models import GpuHealth, GpuRollup, GpuSample, NodeToken, Resolution
+from monitoring.models import GpuHealth, GpuRollup, GpuSample, NodeToken, QueueSample, Resolution
 from scheduler.choices import NodeState
 from scheduler.models import Gpu, Job, Node
 
@@ -351,14 +351,16 @@ def rollup_recent(now: datetime | None = None) -> dict[str, int]:
 
 
 def prune(now: datetime | None = None) -> dict[str, int]:
-    """Delete raw samples and rollups past their retention. Returns rows deleted per kind."""
+    """Delete raw samples, rollups and queue history past their retention. Returns the
+    rows deleted per kind."""
     now = now or timezone.now()
     raw, _ = GpuSample.objects.filter(at__lt=now - timedelta(hours=settings.MONITORING_RAW_RETENTION_HOURS)).delete()
     minute_cutoff = now - timedelta(days=settings.MONITORING_MINUTE_RETENTION_DAYS)
     minutes, _ = GpuRollup.objects.filter(period=Resolution.MINUTE, at__lt=minute_cutoff).delete()
     hour_cutoff = now - timedelta(days=settings.MONITORING_HOUR_RETENTION_DAYS)
     hours, _ = GpuRollup.objects.filter(period=Resolution.HOUR, at__lt=hour_cutoff).delete()
-    return {"raw": raw, "minutes": minutes, "hours": hours}
+    queue, _ = QueueSample.objects.filter(at__lt=minute_cutoff).delete()  # one row a minute, as minute rollups
+    return {"raw": raw, "minutes": minutes, "hours": hours, "queue": queue}
 
 
 # --- The simulated collector's feed ------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from monitoring import services
+from monitoring import queue, services
 
 
 @shared_task(name="monitoring.rollup", ignore_result=True)
@@ -23,3 +23,9 @@ def prune() -> dict[str, int]:
 def simulate() -> int:
     """One simulated sample per GPU of the local clusters (the demo's telemetry)."""
     return services.record_simulated_samples()
+
+
+@shared_task(name="monitoring.record_queue", ignore_result=True)
+def record_queue() -> int:
+    """Each account's pending and running jobs at this minute (the queue's history)."""
+    return queue.record_queue()

@@ -108,6 +108,11 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "monitoring.staticfiles.PlotlyFinder",  # plotly/plotly.min.js from the plotly package
+]
 
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -279,6 +284,7 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": MONITORING_ROLLUP_SECONDS},
     },
     "monitoring-prune": {"task": "monitoring.prune", "schedule": 3600.0, "options": {"expires": 3600.0}},
+    "monitoring-record-queue": {"task": "monitoring.record_queue", "schedule": 60.0, "options": {"expires": 60.0}},
     **(
         {
             "monitoring-simulate": {

@@ -21,6 +21,8 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from monitoring import charts, readings
+from monitoring.services import health_notes_for_job
 from portal.access import visible_jobs
 from portal.models import Account, ApiToken, JobTemplate
 from portal.services import create_api_token, revoke_api_token
@@ -355,6 +357,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     ]
     priority = reports.priority_of(job, now) if job.state == JobState.PENDING else None
     live = job.state in ACTIVE_STATES
+    metrics = readings.job_series(job, now)
     return render(
         request,
         "portal/jobs/detail.html",
@@ -367,6 +370,10 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "shape": request_shape(job.nodes, job.gpus_per_node, job.gpu_model, job.gpu_share),
             "log": services.read_job_log(job, 16_384) if job.external_id else "",
             "live": live,
+            "gpu_figure": charts.job_gpu_figure(metrics, (job.started_at, job.ended_at or now))
+            if job.started_at and any(m.points for m in metrics)
+            else None,
+            "health_notes": health_notes_for_job(job, now),
             "may": {
                 "cancel": job.state in QUEUED_STATES | ACTIVE_STATES,
                 "hold": job.state == JobState.PENDING,

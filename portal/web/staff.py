@@ -16,6 +16,7 @@ from functools import wraps
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -27,6 +28,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from rest_framework import serializers
 
+from monitoring import charts, readings
+from monitoring.queue import queue_history
+from monitoring.series import series
 from portal.api.serializers import AccountSerializer, MembershipSerializer, QuotaSerializer
 from portal.choices import Role
 from portal.models import Account, AuditEntry, Membership, Quota
@@ -103,8 +107,11 @@ def accounts(request: HttpRequest) -> HttpResponse:
         members[membership.account_id].append(membership)
     quotas = {q.account_id: q for q in Quota.objects.filter(account__isnull=False)}
     rows = [(a, depth, members[a.pk], quotas.get(a.pk)) for a, depth in account_tree()]
+    shares = reports.fairshare_report(timezone.now())
     return render(
-        request, "portal/manage/accounts.html", {"rows": rows, "shares": reports.fairshare_report(timezone.now())}
+        request,
+        "portal/manage/accounts.html",
+        {"rows": rows, "shares": shares, "fairshare_figure": charts.fairshare_figure(shares) if shares else None},
     )
 
 
@@ -417,14 +424,46 @@ class RangeForm(forms.Form):
         return datetime.combine(start_day, time(), tzinfo=UTC), end
 
 
+#: Allocated-but-idle GPUs listed under the charts (the heatmap shows them all).
+IDLE_LISTED = 20
+
+
+def cluster_charts(start: datetime, end: datetime, now: datetime, jobs: figures.JobsInRange) -> dict[str, Any]:
+    """The overview's figures over ``[start, end)`` (clipped to ``now``) and the idle
+    allocated GPUs. A fixed number of queries; no raw samples beyond the last minutes."""
+    until = max(min(end, now), start + timedelta(minutes=1))
+    nodes, cells = readings.gpu_grid(now)
+    window = readings.recent_window()
+    utilization = series(None, start, until, "utilization")  # every GPU: no filter on them
+    built = {
+        "gpu-heatmap": charts.allocation_heatmap(cells, nodes),
+        "allocated-utilization": charts.allocated_utilization_figure(
+            cells, readings.IDLE_BELOW_PCT, f"last {window.total_seconds() / 60:g} min"
+        ),
+        "utilization": charts.band_figure(utilization, "GPU utilization, all GPUs", span=(start, until)),
+        "queue": charts.queue_figure(queue_history(start, until, settings.MONITORING_CHART_MAX_POINTS), (start, until)),
+        "waits": charts.wait_figure(jobs.waits),
+        "gpu-hours": charts.gpu_hours_figure([(h.account, h.gpu_hours) for h in jobs.hours]),
+    }
+    idle = [c for c in cells if c.state == "allocated, idle"]
+    return {
+        "charts": [(name, figure, f"figure-{name}") for name, figure in built.items()],
+        "idle_gpus": idle[:IDLE_LISTED],
+        "idle_count": len(idle),
+        "idle_below": readings.IDLE_BELOW_PCT,
+    }
+
+
 @staff_required
 @require_GET
 def cluster_overview(request: HttpRequest) -> HttpResponse:
-    """Chart slot (monitoring), capacity and queue summary, GPU-hours by account."""
+    """Charts (GPU heatmap, utilization, queue over time, waits, GPU-hours), capacity and
+    queue summary, GPU-hours by account."""
     now = timezone.now()
     form = RangeForm(request.GET or None)
     start, end = form.bounds(now)
-    hours = figures.gpu_hours_by_account(start, end, now) if not form.errors else []
+    jobs = figures.jobs_in_range(start, end, now) if not form.errors else figures.JobsInRange([], [])
+    hours = jobs.hours
     by_state = dict(Job.objects.order_by().values_list("state").annotate(n=Count("id")).values_list("state", "n"))
     node_states = dict(Node.objects.order_by().values_list("state").annotate(n=Count("id")).values_list("state", "n"))
     return render(
@@ -440,6 +479,7 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
             "jobs_by_state": [(s.label, by_state.get(s.value, 0)) for s in JobState if by_state.get(s.value)],
             "node_states": sorted(node_states.items()),
             "csv_query": request.GET.urlencode(),
+            **cluster_charts(start, end, now, jobs),
         },
     )
 

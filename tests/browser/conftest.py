@@ -75,3 +75,17 @@ def shot() -> Callable[[Any, str], None]:
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
     return take
+
+
+@pytest.fixture
+def console_errors() -> Callable[[Any], list[str]]:
+    """``errors = console_errors(page)``: a list that collects the page's console errors
+    and uncaught exceptions from then on (across reloads and navigations)."""
+
+    def watch(page: Any) -> list[str]:
+        errors: list[str] = []
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        return errors
+
+    return watch

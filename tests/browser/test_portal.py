@@ -1,22 +1,49 @@
-"""The portal in a real Chromium: a researcher submits from a template and follows the job
-to its end; an admin changes a quota and sees the audit entry; a researcher cannot open
-admin pages or another user's job."""
+"""The portal in a real Chromium: a researcher submits from a template, follows the job to
+its end and opens its GPU charts; an admin changes a quota and sees the audit entry and
+the cluster overview's charts; a researcher cannot open admin pages or another user's job."""
 
 from __future__ import annotations
 
 import re
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
+from monitoring.collectors.simulated import SimulatedGpu, simulate
+from monitoring.queue import record_queue
+from monitoring.services import ingest_batch, record_simulated_samples, rollup_recent
 from scheduler import estimates, services
-from scheduler.models import Job
+from scheduler.models import Gpu, Job, Node
 from tests.builders import submit
 
 pytestmark = [pytest.mark.slow]
 
 SIMULATED_SECONDS = 3
+
+
+def record_samples_of(job: Job, every: timedelta = timedelta(milliseconds=500)) -> None:
+    """The simulated collector's readings of the job's GPUs (busy) over its lifetime, stored
+    through the real ingest path, as a node agent would have posted them while it ran."""
+    job.refresh_from_db()
+    assert job.started_at and job.ended_at
+    for allocation in job.allocations:
+        node = Node.objects.get(name=allocation["node"])
+        memory = dict(Gpu.objects.filter(node=node).values_list("index", "memory_mib"))
+        gpus = [SimulatedGpu(i, memory[i], busy=True) for i in allocation["gpu_indices"]]
+        payloads, at = [], job.started_at
+        while at < job.ended_at:
+            payloads += [reading.to_payload(at) for reading in simulate(gpus, at, seed=node.name)]
+            at += every
+        assert ingest_batch(node, payloads).accepted == len(payloads)
+
+
+def drawn(page, chart: str) -> list[int]:
+    """Waits until Plotly has drawn into ``#chart-<chart>``; returns each trace's point count."""
+    page.wait_for_function(f"() => document.querySelector('#chart-{chart}')?.data?.length > 0")
+    return page.evaluate(f"() => document.querySelector('#chart-{chart}').data.map(t => (t.z || t.y || []).length)")
 
 
 @pytest.fixture
@@ -26,13 +53,14 @@ def site(transactional_db, world):
     return world
 
 
-def test_researcher_submits_from_a_template_and_watches_the_job_finish(site, login, shot):
+def test_researcher_submits_from_a_template_and_watches_the_job_finish(site, login, shot, console_errors):
     # Every H100 is busy with bob's gang job, so alice's job waits for it.
     blocker = submit(site.bob, site.lab, name="bobs-gang", nodes=2, gpus_per_node=8, gpu_model="H100-80GB")
     services.run_tick()
     blocker_started = time.monotonic()
 
     page = login("alice")
+    errors = console_errors(page)
     expect(page.locator("h1")).to_have_text("Dashboard")
     shot(page, "01-dashboard")
 
@@ -78,6 +106,16 @@ def test_researcher_submits_from_a_template_and_watches_the_job_finish(site, log
     shot(page, "05-job-completed")
     assert Job.objects.get(pk=job.pk).state == "COMPLETED"
 
+    # Its GPU charts: the samples its 8 GPUs reported while it ran, drawn by Plotly.
+    record_samples_of(job)
+    page.reload()
+    points = drawn(page, "job-gpus")
+    assert len(points) == 4 * 3 and all(n > 0 for n in points[0:3])  # utilization: max, min, mean
+    expect(page.locator("#chart-job-gpus .main-svg").first).to_be_visible()
+    page.locator("#job-gpu-charts").scroll_into_view_if_needed()
+    shot(page, "05b-job-gpu-charts")
+    assert errors == []
+
     page.click("text=Jobs")
     expect(page.locator("#jobs")).to_contain_text("browser-job")
     shot(page, "06-job-list")
@@ -88,9 +126,17 @@ def test_researcher_submits_from_a_template_and_watches_the_job_finish(site, log
     shot(page, "07-tokens")
 
 
-def test_admin_changes_a_quota_and_sees_the_audit_entry(site, login, shot):
+def test_admin_changes_a_quota_and_sees_the_audit_entry(site, login, shot, console_errors):
+    submit(site.alice, site.lab, gpus_per_node=4, gpu_model="H100-80GB")
+    submit(site.charlie, site.other, nodes=3, gpus_per_node=8)  # never fits: waits
+    services.run_tick()
+    record_simulated_samples()
+    rollup_recent(timezone.now() + timedelta(minutes=1))
+    record_queue()
     page = login("admin")
+    errors = console_errors(page)
     page.click("header >> text=Accounts")
+    assert drawn(page, "fairshare") == [2, 2]  # lab and other: shares and usage
     shot(page, "10-admin-accounts")
     page.click("#account-tree >> text=lab")
     page.fill("#quota-form #id_max_gpus", "24")
@@ -111,7 +157,12 @@ def test_admin_changes_a_quota_and_sees_the_audit_entry(site, login, shot):
     shot(page, "13-admin-nodes")
     page.click("header >> text=Cluster")
     expect(page.locator("#gpu-hours")).to_be_visible()
+    for chart in ("gpu-heatmap", "allocated-utilization", "utilization", "queue", "waits", "gpu-hours"):
+        assert drawn(page, chart), chart
+    assert drawn(page, "gpu-heatmap") == [8]  # GPU indices 0-7 down, nodes across
+    assert drawn(page, "queue") == [1, 1, 1, 1]  # lab and other, pending and running, one minute
     shot(page, "14-admin-cluster")
+    assert errors == []
 
 
 def test_researcher_cannot_open_admin_pages_or_another_users_job(site, login, live_server):

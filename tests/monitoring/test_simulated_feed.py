@@ -38,3 +38,13 @@ def test_run_scheduler_feeds_the_demo_when_simulation_is_on(world, settings):
     settings.MONITORING_SIMULATE = True
     call_command("run_scheduler", "--once")
     assert GpuSample.objects.count() == 2 * 8 + 4
+
+
+def test_run_scheduler_records_the_queue_history(world):
+    from django.core.management import call_command
+
+    from monitoring.models import QueueSample
+
+    submit(world.alice, world.lab)
+    call_command("run_scheduler", "--once")
+    assert QueueSample.objects.get().account == world.lab

@@ -7,9 +7,8 @@ from datetime import timedelta
 import pytest
 
 from monitoring import services
-from monitoring.charts import band_figure
 from monitoring.models import GpuRollup, GpuSample, Resolution
-from monitoring.series import RAW, Point, Series, choose_resolution, downsample, series
+from monitoring.series import RAW, Point, choose_resolution, downsample, series
 from tests.builders import T0
 
 pytestmark = pytest.mark.django_db
@@ -70,7 +69,7 @@ def test_pruning_keeps_what_is_within_retention(gpus, settings):
     store(gpus[0], now - timedelta(hours=1), [2])
     GpuRollup.objects.create(gpu=gpus[0], period=60, at=T0 - timedelta(days=40), samples=1, **_flat(1))
     GpuRollup.objects.create(gpu=gpus[0], period=3600, at=T0 - timedelta(days=40), samples=1, **_flat(1))
-    assert services.prune(now) == {"raw": 1, "minutes": 1, "hours": 0}
+    assert services.prune(now) == {"raw": 1, "minutes": 1, "hours": 0, "queue": 0}
     assert list(GpuSample.objects.values_list("utilization_pct", flat=True)) == [2]
 
 
@@ -132,15 +131,6 @@ def test_a_30_day_chart_of_many_gpus_reads_hours_and_stays_small(gpus, django_as
     assert result.resolution == Resolution.HOUR and len(result.points) == 720
 
 
-def test_the_chart_is_a_band_around_the_mean():
-    data = Series("utilization", 60, 60, (Point(T0, 1, 2, 3), Point(T0 + timedelta(minutes=1), 4, 5, 6)))
-    figure = band_figure(data)
-    high, low, mean = figure["data"]
-    assert (high["y"], low["y"], mean["y"]) == ([3, 6], [1, 4], [2, 5])
-    assert low["fill"] == "tonexty" and mean["x"][0] == T0.isoformat()
-    assert figure["layout"]["yaxis"]["title"]["text"] == "%"
-
-
 def test_series_api_returns_points_and_figure(client_for, world, gpus):
     store(gpus[0], T0, [10, 20])
     response = client_for(world.alice).get(
@@ -167,3 +157,11 @@ def test_rollup_command_recomputes_a_range(gpus):
     call_command("rollup_samples", "--since", T0.isoformat(), "--until", (T0 + timedelta(minutes=5)).isoformat())
     assert GpuRollup.objects.filter(period=60).count() == 1
     assert GpuRollup.objects.filter(period=3600).count() == 1
+
+
+def test_a_series_of_every_gpu_needs_no_list_of_them(gpus, django_assert_num_queries):
+    store(gpus[0], T0, [10, 30])
+    store(gpus[1], T0, [50, 70])
+    with django_assert_num_queries(2):  # the GPU count (to pick the resolution), the points
+        everything = series(None, T0, T0 + timedelta(minutes=1))
+    assert [(p.low, p.high) for p in everything.points] == [(10, 50), (30, 70)]

@@ -308,3 +308,71 @@ def test_a_blank_token_name_is_a_form_error(world):
     response = logged_in(world.alice).post("/tokens/", {"name": ""})
     assert response.status_code == 200 and "name" in response.context["form"].errors
     assert reverse("web:tokens") == "/tokens/"
+
+
+def figure_of(html: str, name: str) -> dict:
+    """The Plotly figure a page embeds for ``<div data-figure=name>`` (its json_script block)."""
+    import json
+
+    match = re.search(rf'<script id="{name}" type="application/json">(.*?)</script>', html, re.S)
+    assert match, f"no figure {name}"
+    return json.loads(match.group(1))
+
+
+def test_job_detail_charts_its_gpus_over_its_lifetime(world, tick):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from monitoring.services import insert_samples
+    from scheduler.models import Gpu
+
+    job = submit(world.alice, world.lab, gpus_per_node=2)
+    tick()
+    job.refresh_from_db()
+    ids = [Gpu.objects.get(node__name=a["node"], index=i).id for a in job.allocations for i in a["gpu_indices"]]
+    since = timezone.now() - timedelta(minutes=5)
+    Job.objects.filter(pk=job.pk).update(started_at=since)
+    insert_samples(
+        [
+            (g, since + timedelta(seconds=10 * k), {"utilization_pct": 90.0, "memory_used_mib": 100})
+            for g in ids
+            for k in range(20)
+        ]
+    )
+    html = page(logged_in(world.bob), f"/jobs/{job.id}/")
+    figure = figure_of(html, "figure-job-gpus")
+    means = figure["data"][2]
+    assert means["yaxis"] == "y" and len(means["x"]) > 0 and set(means["y"]) == {90.0}
+    assert 'data-figure="figure-job-gpus"' in html and "plotly/plotly.min.js" in html and "js/charts.js" in html
+    assert "<script>" not in html  # no inline script: the figure is a JSON data block
+
+
+def test_job_detail_says_when_there_is_nothing_to_chart_yet(world):
+    job = submit(world.alice, world.lab)
+    html = page(logged_in(world.alice), f"/jobs/{job.id}/")
+    assert "The charts appear once the job starts." in html and "figure-job-gpus" not in html
+
+
+def test_job_detail_of_a_job_on_an_unhealthy_gpu_says_so(world, tick):
+    from django.utils import timezone
+
+    from monitoring.services import record_health
+    from scheduler.models import Gpu, Node
+
+    job = submit(world.alice, world.lab)
+    tick()
+    job.refresh_from_db()
+    (allocation,) = job.allocations
+    node = Node.objects.get(name=allocation["node"])
+    held = Gpu.objects.get(node=node, index=allocation["gpu_indices"][0])
+    record_health(node, {held.id: (timezone.now(), {"temperature_c": 99.0})}, timezone.now())
+    html = page(logged_in(world.alice), f"/jobs/{job.id}/")
+    assert 'id="gpu-health"' in html and f"GPU {held.index} on {node.name}" in html
+
+
+def test_plotly_js_is_served_from_the_plotly_package(world, client):
+    from django.contrib.staticfiles import finders
+
+    found = finders.find("plotly/plotly.min.js")
+    assert found and found.endswith("plotly/package_data/plotly.min.js")

@@ -187,9 +187,99 @@ def test_gpu_hours_by_account_and_its_csv(world):
     assert lines[1].startswith("lab,6.000,1,2026-03-01T00:00:00+00:00,2026-03-02T00:00:00+00:00")
 
 
+def test_gpu_hours_count_running_jobs_to_now_and_shares_as_their_fraction(world):
+    from portal.web.figures import gpu_hours_by_account
+
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    running = submit(world.alice, world.lab, nodes=2, gpus_per_node=4)
+    Job.objects.filter(pk=running.pk).update(state="RUNNING", started_at=start + timedelta(hours=1))
+    shared = submit(world.charlie, world.other, gpu_share=0.5, gpu_model="L4")
+    Job.objects.filter(pk=shared.pk).update(
+        state="COMPLETED",
+        started_at=start,
+        ended_at=start + timedelta(hours=4),
+        allocations=[{"node": "l4-01", "gpu_indices": [0], "gpu_share": 0.5, "cpus": 1, "memory_mib": 0}],
+    )
+    hours = gpu_hours_by_account(start, start + timedelta(days=1), now=start + timedelta(hours=3))
+    assert [(h.account, round(h.gpu_hours, 3), h.jobs) for h in hours] == [("lab", 16.0, 1), ("other", 2.0, 1)]
+
+
+START = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def test_the_wait_distribution_counts_the_jobs_started_in_the_range(world):
+    from portal.web.figures import jobs_in_range
+
+    def started(wait: timedelta, start=START + timedelta(hours=2)):
+        job = submit(world.alice, world.lab)
+        Job.objects.filter(pk=job.pk).update(submitted_at=start - wait, started_at=start)
+
+    started(timedelta(seconds=10))
+    started(timedelta(seconds=50))
+    started(timedelta(minutes=3))
+    started(timedelta(hours=30))
+    started(timedelta(seconds=1), start=START - timedelta(hours=1))  # before the range (still running in it)
+    submit(world.alice, world.lab)  # never started
+    waits = jobs_in_range(START, START + timedelta(days=1), now=START + timedelta(days=2)).waits
+    bins = {b.label: b.jobs for b in waits}
+    assert bins == {
+        "< 1 min": 2,
+        "1-5 min": 1,
+        "5-15 min": 0,
+        "15-60 min": 0,
+        "1-4 h": 0,
+        "4-12 h": 0,
+        "12-24 h": 0,
+        "> 1 day": 1,
+    }
+
+
 @pytest.mark.parametrize("params", [{"start": "yesterday"}, {"start": "2026-03-05", "end": "2026-03-01"}])
 def test_a_bad_range_is_a_form_error_and_a_400_csv(world, params):
     client = logged_in(world.admin)
     page = client.get("/manage/cluster/", params)
     assert page.status_code == 200 and page.context["form"].errors
     assert client.get("/manage/cluster/gpu-hours.csv", params).status_code == 400
+
+
+def embedded_figures(html: str) -> dict[str, dict]:
+    import json
+    import re
+
+    return {
+        name: json.loads(body)
+        for name, body in re.findall(r'<script id="(figure-[\w-]+)" type="application/json">(.*?)</script>', html, re.S)
+    }
+
+
+def test_cluster_overview_draws_its_charts_from_bulk_reads(world, tick, django_assert_max_num_queries):
+    from django.utils import timezone
+
+    from monitoring.queue import record_queue
+    from monitoring.services import record_simulated_samples, rollup_recent
+
+    submit(world.alice, world.lab, gpus_per_node=2)
+    submit(world.charlie, world.other, nodes=3, gpus_per_node=8)  # never fits: pending
+    tick()
+    record_simulated_samples()
+    rollup_recent(timezone.now() + timedelta(minutes=1))  # a week is charted from hourly rollups
+    record_queue()
+    client = logged_in(world.admin)
+    with django_assert_max_num_queries(25):
+        html = client.get("/manage/cluster/").content.decode()
+    figures = embedded_figures(html)
+    assert set(figures) == {
+        f"figure-{n}" for n in ("gpu-heatmap", "allocated-utilization", "utilization", "queue", "waits", "gpu-hours")
+    }
+    assert figures["figure-gpu-heatmap"]["layout"]["meta"]["counts"]["allocated"] == 2
+    assert [t["name"] for t in figures["figure-queue"]["data"]] == ["lab", "other"] * 2
+    assert sum(figures["figure-waits"]["data"][0]["y"]) == 1
+    assert figures["figure-utilization"]["data"][2]["y"]  # the simulated samples, rolled up
+    assert figures["figure-utilization"]["layout"]["meta"]["resolution_seconds"] == 3600
+    assert 'id="idle-gpus"' in html
+
+
+def test_accounts_page_has_the_fairshare_bar_chart(world):
+    html = logged_in(world.admin).get("/manage/accounts/").content.decode()
+    shares, usage = embedded_figures(html)["figure-fairshare"]["data"]
+    assert shares["y"] == ["lab", "other"] and usage["name"] == "normalised usage"

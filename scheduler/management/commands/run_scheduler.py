@@ -1,4 +1,5 @@
-"""Run the scheduler without Celery: poll, tick, refresh estimates when due, sleep, repeat."""
+"""Run the scheduler without Celery: poll, tick, refresh estimates when due, record the queue's
+history each minute, sleep, repeat."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ class Command(BaseCommand):
         # Estimates plan the whole queue, so they run on their own, slower clock; the
         # first pass runs at once so a fresh loop shows estimates without waiting.
         estimated_at: float | None = None
+        queue_at: float | None = None
         try:
             while True:
                 polled = services.poll_backends()
@@ -55,6 +57,12 @@ class Command(BaseCommand):
                     from monitoring.services import record_simulated_samples
 
                     record_simulated_samples()
+                if queue_at is None or time.monotonic() - queue_at >= 60:
+                    # The queue's history for the cluster overview (beat does this with Celery).
+                    from monitoring.queue import record_queue
+
+                    record_queue()
+                    queue_at = time.monotonic()
                 if options["once"]:
                     return
                 time.sleep(interval)

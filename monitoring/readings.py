@@ -1,0 +1,105 @@
+"""What the chart pages read of the GPUs, each in a fixed number of queries: a job's GPUs
+and their series over its lifetime, every GPU's allocation and recent utilization. (The
+overview's job figures, GPU-hours and waits, are ``portal.web.figures.jobs_in_range``.)
+
+None of it reads raw samples over long ranges: ``series`` picks rollups for long spans,
+and the GPU grid reads only the last ``RECENT`` of samples.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from functools import reduce
+from operator import or_
+
+from django.conf import settings
+from django.db.models import Avg, Q
+from django.utils import timezone
+
+from monitoring.charts import GpuCell
+from monitoring.models import GpuSample
+from monitoring.series import METRICS, Series, series
+from monitoring.services import unhealthy_gpu_ids
+from scheduler.choices import ACTIVE_STATES, NodeState
+from scheduler.models import Gpu, Job, Node
+
+#: An allocated GPU whose mean utilization over the recent window is below this is idle.
+IDLE_BELOW_PCT = 5.0
+
+
+def recent_window() -> timedelta:
+    """How far back "recent utilization" looks: six sample intervals, at least a minute."""
+    return timedelta(seconds=max(60.0, 6 * settings.MONITORING_SAMPLE_SECONDS))
+
+
+# --- One job -----------------------------------------------------------------------------
+
+
+def job_gpu_ids(job: Job) -> list[int]:
+    """Ids of the GPUs in the job's allocations (node name + GPU indices). One query."""
+    wanted = [
+        Q(node__name=a.get("node"), index__in=a.get("gpu_indices") or [])
+        for a in job.allocations or []
+        if a.get("gpu_indices")
+    ]
+    if not wanted:
+        return []
+    return list(Gpu.objects.filter(reduce(or_, wanted)).order_by("id").values_list("id", flat=True))
+
+
+def job_series(job: Job, now: datetime | None = None) -> list[Series]:
+    """Every chartable metric of the job's GPUs from its start to its end (or ``now``), at
+    the resolution that fits the span; ``[]`` if it never started or holds no GPUs.
+    One query for the GPUs, one per metric."""
+    if job.started_at is None:
+        return []
+    end = job.ended_at or now or timezone.now()
+    ids = job_gpu_ids(job)
+    if not ids or end <= job.started_at:
+        return []
+    return [series(ids, job.started_at, end, metric) for metric in METRICS]
+
+
+# --- The cluster -------------------------------------------------------------------------
+
+
+def gpu_grid(now: datetime) -> tuple[list[str], list[GpuCell]]:
+    """Node names (by cluster, then name) and one cell per schedulable unit (a GPU, or each
+    MIG slice of a split one): who holds it, its mean utilization over the recent window,
+    and its state. Four queries, the samples one grouped by GPU in the database.
+
+    An allocated GPU is "allocated, idle" below ``IDLE_BELOW_PCT`` (with samples to say
+    so); a free one is "unavailable" on a node that is not up or while unhealthy."""
+    nodes = list(Node.objects.order_by("cluster__name", "name").values_list("name", "state"))
+    up = {name for name, state in nodes if state == NodeState.UP}
+    gpus = (
+        Gpu.objects.exclude(pk__in=Gpu.objects.filter(parent__isnull=False).values("parent_id"))
+        .order_by()
+        .values_list("id", "node__name", "index")
+    )
+    holders: dict[tuple[str, int], tuple[int, str]] = {}
+    active = Job.objects.filter(state__in=ACTIVE_STATES).values_list("id", "account__name", "allocations")
+    for job_id, account, allocations in active:
+        for item in allocations or []:
+            for index in item.get("gpu_indices") or []:
+                holders[(str(item.get("node")), int(index))] = (job_id, account)
+    recent = dict(
+        GpuSample.objects.filter(at__gte=now - recent_window(), at__lte=now)
+        .values("gpu_id")
+        .annotate(u=Avg("utilization_pct"))
+        .order_by()
+        .values_list("gpu_id", "u")
+    )
+    unhealthy = unhealthy_gpu_ids(now)
+    cells = []
+    for gpu_id, node, index in gpus:
+        utilization = recent.get(gpu_id)
+        holder = holders.get((node, index))
+        if holder is not None:
+            idle = utilization is not None and utilization < IDLE_BELOW_PCT
+            state = "allocated, idle" if idle else "allocated"
+        else:
+            state = "unavailable" if node not in up or gpu_id in unhealthy else "free"
+        job, account = holder or (None, "")
+        cells.append(GpuCell(node, index, state, utilization, job, account))
+    return [name for name, _ in nodes], cells
