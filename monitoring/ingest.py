@@ -56,8 +56,8 @@ def validate_sample(raw: Any, *, now: datetime, oldest: datetime) -> tuple[Clean
     uuid = raw.get("uuid") or ""
     if index is not None and (type(index) is not int or index < 0):
         errors["index"] = "Must be a non-negative integer."
-    if not isinstance(uuid, str) or len(uuid) > 64:
-        errors["uuid"] = "Must be a string of at most 64 characters."
+    if not isinstance(uuid, str) or len(uuid) > 64 or "\x00" in uuid:
+        errors["uuid"] = "Must be a string of at most 64 characters (no NUL)."
     if index is None and not uuid:
         errors.setdefault("index", "Name the GPU by 'index' or 'uuid'.")
     values: dict[str, Any] = {}
@@ -73,7 +73,9 @@ def validate_sample(raw: Any, *, now: datetime, oldest: datetime) -> tuple[Clean
             values[name] = value
     reasons = raw.get("throttle_reasons")
     if reasons is not None:
-        if not isinstance(reasons, list) or not all(isinstance(r, str) and len(r) <= 32 for r in reasons):
+        if not isinstance(reasons, list) or not all(
+            isinstance(r, str) and len(r) <= 32 and "\x00" not in r for r in reasons
+        ):
             errors["throttle_reasons"] = "Must be a list of short strings."
         else:
             values["throttle_reasons"] = reasons

@@ -15,8 +15,16 @@ from monitoring.metrics import PortalCollector
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     """The portal's figures. With ``MONITORING_METRICS_TOKEN`` set, the scraper must send
-    ``Authorization: Bearer <token>`` (Prometheus' ``authorization`` scrape option)."""
+    ``Authorization: Bearer <token>`` (Prometheus' ``authorization`` scrape option).
+    Without one, only DEBUG or ``MONITORING_METRICS_PUBLIC=1`` serve it: account names
+    and queue sizes are not for the open internet by default."""
     token = settings.MONITORING_METRICS_TOKEN
+    if not token and not (settings.DEBUG or settings.MONITORING_METRICS_PUBLIC):
+        return HttpResponse(
+            "Set MONITORING_METRICS_TOKEN (or MONITORING_METRICS_PUBLIC=1) to expose /metrics.\n",
+            status=403,
+            content_type="text/plain",
+        )
     if token:
         given = request.headers.get("Authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):

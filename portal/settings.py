@@ -246,6 +246,8 @@ MONITORING_XID_HOLD_SECONDS = env_int("MONITORING_XID_HOLD_SECONDS", 3600, minim
 MONITORING_CRITICAL_XIDS = env_int_list("MONITORING_CRITICAL_XIDS", [48, 63, 64, 74, 79, 94, 95])
 #: Bearer token Prometheus must send to GET /metrics; empty = /metrics is open.
 MONITORING_METRICS_TOKEN = env_str("MONITORING_METRICS_TOKEN", "")
+#: Serve /metrics without a token outside DEBUG (e.g. behind a private network).
+MONITORING_METRICS_PUBLIC = env_bool("MONITORING_METRICS_PUBLIC", False)
 #: Simulated samples for GPUs of local (simulated) clusters, from the scheduler loop or
 #: beat. Default: on in the embedded mode (no broker), off otherwise.
 MONITORING_SIMULATE = env_bool("MONITORING_SIMULATE", not env_str("CELERY_BROKER_URL", env_str("REDIS_URL", "")))

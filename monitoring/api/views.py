@@ -7,6 +7,7 @@ from dataclasses import asdict
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
+from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -65,7 +66,13 @@ class SampleIngestView(APIView):
 
 
 class SeriesView(APIView):
-    """``GET /api/v1/monitoring/series/``: one metric of some GPUs as a min/mean/max band."""
+    """``GET /api/v1/monitoring/series/``: one metric of some GPUs as a min/mean/max band.
+
+    Staff only: any GPU's series shows what other accounts' jobs do. Researchers see
+    their own jobs' GPUs on the job page, which checks who may see the job.
+    """
+
+    permission_classes = [IsAdminUser]
 
     @extend_schema(parameters=[SeriesQuerySerializer], responses=SeriesSerializer, summary="GPU metric series")
     def get(self, request: Request) -> Response:

@@ -205,7 +205,7 @@ def _what_if(user: Any, account: Account, qos: Any, data: dict[str, Any]) -> dic
 
 
 def _save_template(request: HttpRequest, form: JobForm) -> HttpResponse:
-    name = request.POST.get("template_name", "").strip()[:64]
+    name = request.POST.get("template_name", "").strip()[:64].replace("\x00", "")
     if not name:
         messages.error(request, "Give the template a name.")
         return render(
@@ -219,7 +219,8 @@ def _save_template(request: HttpRequest, form: JobForm) -> HttpResponse:
                 "template_error": "Give the template a name.",
             },
         )
-    fields = {k: str(request.POST.get(k, ""))[:100_000] for k in form.fields if request.POST.get(k)}
+    # NUL cannot be stored (PostgreSQL text and JSON refuse it) and no field needs it.
+    fields = {k: str(request.POST.get(k, ""))[:100_000].replace("\x00", "") for k in form.fields if request.POST.get(k)}
     JobTemplate.objects.update_or_create(owner=request.user, name=name, defaults={"fields": fields})  # type: ignore[misc]
     messages.success(request, f"Template {name!r} saved.")
     return redirect(reverse("web:job-submit") + "?" + _query(saved=_template_id(request, name)))

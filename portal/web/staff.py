@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from functools import wraps
 from typing import Any
 
@@ -310,8 +310,9 @@ def _save_quota(form: QuotaForm, account: Account, quota: Quota | None, actor: A
 
 
 def _change_member(request: HttpRequest, account: Account, which: str) -> None:
-    membership = Membership.objects.filter(account=account, pk=request.POST.get("membership") or 0).first()
-    if membership is None or not str(request.POST.get("membership", "")).isdigit():
+    raw_id = str(request.POST.get("membership", ""))
+    membership = Membership.objects.filter(account=account, pk=int(raw_id)).first() if raw_id.isdigit() else None
+    if membership is None:
         messages.error(request, "No such member.")
         return
     with transaction.atomic():
@@ -400,12 +401,23 @@ def node_resume(request: HttpRequest, node_id: int) -> HttpResponse:
 # --- Cluster overview, GPU-hours --------------------------------------------------------------------------
 
 
+#: Dates a range may use: far enough for any cluster's history, and clear of the
+#: calendar's ends (a default start 6 days before 0001-01-03 would overflow).
+EARLIEST_DAY = date(2000, 1, 1)
+LATEST_DAY = date(9999, 12, 1)
+
+
 class RangeForm(forms.Form):
     start = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     end = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), help_text="Inclusive.")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        for field in ("start", "end"):
+            day = data.get(field)
+            if day is not None and not EARLIEST_DAY <= day <= LATEST_DAY:
+                self.add_error(field, f"Give a date between {EARLIEST_DAY} and {LATEST_DAY}.")
+                data.pop(field, None)
         start, end = data.get("start"), data.get("end")
         if start and end and end < start:
             self.add_error("end", "The end is before the start.")

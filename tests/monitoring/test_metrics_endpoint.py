@@ -24,6 +24,12 @@ def scrape(client, **headers):
     }
 
 
+@pytest.fixture(autouse=True)
+def _scrapeable(settings):  # type: ignore[no-untyped-def]
+    """Tests run with DEBUG off: open /metrics as a site on a private network would."""
+    settings.MONITORING_METRICS_PUBLIC = True
+
+
 def test_queue_gpus_and_tick_are_exported(world, client, tick):
     Node.objects.exclude(name="h100-01").update(state=NodeState.DRAIN)
     running = submit(world.alice, world.lab, gpus_per_node=2, gpu_model="H100-80GB")
@@ -57,3 +63,13 @@ def test_a_configured_token_is_required(world, client, settings):
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
     scrape(client, HTTP_AUTHORIZATION="Bearer s3cret")
+
+
+def test_outside_debug_metrics_need_a_token_or_an_explicit_opening(world, client, settings):
+    settings.DEBUG = False
+    settings.MONITORING_METRICS_TOKEN = ""
+    settings.MONITORING_METRICS_PUBLIC = False
+    refused = client.get("/metrics")
+    assert refused.status_code == 403 and b"MONITORING_METRICS_TOKEN" in refused.content
+    settings.MONITORING_METRICS_PUBLIC = True
+    assert client.get("/metrics").status_code == 200

@@ -131,9 +131,10 @@ def test_a_30_day_chart_of_many_gpus_reads_hours_and_stays_small(gpus, django_as
     assert result.resolution == Resolution.HOUR and len(result.points) == 720
 
 
-def test_series_api_returns_points_and_figure(client_for, world, gpus):
+def test_series_api_is_for_staff_and_returns_points_and_figure(client_for, world, gpus):
     store(gpus[0], T0, [10, 20])
-    response = client_for(world.alice).get(
+    assert client_for(world.alice).get("/api/v1/monitoring/series/").status_code == 403
+    response = client_for(world.admin).get(
         "/api/v1/monitoring/series/",
         {"gpus": f"{gpus[0].id}", "start": T0.isoformat(), "end": (T0 + timedelta(minutes=5)).isoformat()},
     )
@@ -144,7 +145,7 @@ def test_series_api_returns_points_and_figure(client_for, world, gpus):
 
 
 def test_series_api_refuses_a_backwards_range(client_for, world):
-    response = client_for(world.alice).get(
+    response = client_for(world.admin).get(
         "/api/v1/monitoring/series/", {"start": T0.isoformat(), "end": (T0 - timedelta(hours=1)).isoformat()}
     )
     assert response.status_code == 400

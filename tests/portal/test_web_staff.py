@@ -283,3 +283,16 @@ def test_accounts_page_has_the_fairshare_bar_chart(world):
     html = logged_in(world.admin).get("/manage/accounts/").content.decode()
     shares, usage = embedded_figures(html)["figure-fairshare"]["data"]
     assert shares["y"] == ["lab", "other"] and usage["name"] == "normalised usage"
+
+
+@pytest.mark.parametrize("query", [{"end": "0001-01-03"}, {"start": "0001-01-01"}, {"end": "9999-12-31"}])
+def test_dates_at_the_calendars_ends_are_form_errors_not_500s(world, client_for, query):
+    for url in ("/manage/cluster/", "/manage/cluster/gpu-hours.csv"):
+        assert client_for(world.admin).get(url, query).status_code in (200, 400)
+
+
+def test_a_member_id_that_is_not_a_number_is_refused_cleanly(world, client_for):
+    response = client_for(world.admin).post(
+        f"/manage/accounts/{world.lab.id}/", {"form": "member-remove", "membership": "abc"}
+    )
+    assert response.status_code in (200, 302, 400)
