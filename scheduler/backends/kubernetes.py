@@ -112,11 +112,6 @@ class _Reader(_ConfigReader):
         return value
 
 
-def _terminal(job: Obj) -> bool:
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
-
-
 class KubernetesBackend:
     """A Kubernetes cluster reached through its API server.
 
@@ -266,7 +261,7 @@ class KubernetesBackend:
             except NotFound:
                 return
             annotations = (job.get("metadata") or {}).get("annotations") or {}
-            if _terminal(job) and CANCELLED_ANNOTATION not in annotations:
+            if job_finished(job) and CANCELLED_ANNOTATION not in annotations:
                 return
             if CANCELLED_ANNOTATION in annotations:
                 break
