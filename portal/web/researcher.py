@@ -7,6 +7,7 @@ every write goes through ``scheduler.services`` or ``portal.services``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django import forms
@@ -192,16 +193,21 @@ def _what_if(user: Any, account: Account, qos: Any, data: dict[str, Any]) -> dic
         headline = f"Would start in {about((answer.estimated_start - now).total_seconds())} on {shape}."
     else:
         headline = f"Would wait ({answer.pending_reason}); no start estimate for {shape}."
-    blockers = [
+    blockers = shown_blockers(answer.blockers)
+    return {"headline": headline, "answer": answer, "blockers": blockers}
+
+
+def shown_blockers(blockers: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Blockers as the pages show them: a title for the code, the sentence, the figures."""
+    return [
         {
             "code": b["code"],
             "title": blocker_title(b["code"]),
             "message": b["message"],
             "evidence": evidence_items(b["evidence"]),
         }
-        for b in answer.blockers
+        for b in blockers
     ]
-    return {"headline": headline, "answer": answer, "blockers": blockers}
 
 
 def _save_template(request: HttpRequest, form: JobForm) -> HttpResponse:
@@ -347,15 +353,7 @@ def _visible_job(request: HttpRequest, job_id: int) -> Job:
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _visible_job(request, job_id)
     now = timezone.now()
-    blockers = [
-        {
-            "code": b["code"],
-            "title": blocker_title(b["code"]),
-            "message": b["message"],
-            "evidence": evidence_items(b["evidence"]),
-        }
-        for b in blockers_for_api(job.state, job.pending_blockers, job.pending_reason)
-    ]
+    blockers = shown_blockers(blockers_for_api(job.state, job.pending_blockers, job.pending_reason))
     priority = reports.priority_of(job, now) if job.state == JobState.PENDING else None
     live = job.state in ACTIVE_STATES
     metrics = readings.job_series(job, now)
