@@ -3,10 +3,9 @@ the queue's history per account, and the tokens node agents authenticate with.""
 
 from __future__ import annotations
 
-import hashlib
-import secrets
-
 from django.db import models
+
+from portal.models import HashedToken
 
 
 class GpuSample(models.Model):
@@ -120,8 +119,8 @@ class QueueSample(models.Model):
         return f"{self.account_id} at {self.at}: {self.pending} pending, {self.running} running"
 
 
-class NodeToken(models.Model):
-    """A node agent's credential. Only a SHA-256 digest is stored; the secret is shown once.
+class NodeToken(HashedToken):
+    """A node agent's credential (``qmnode_<prefix>_<secret>``).
 
     Created by admins per node (admin or ``manage.py create_node_token``); it may post
     samples for that node's GPUs only.
@@ -130,24 +129,9 @@ class NodeToken(models.Model):
     PREFIX = "qmnode_"
 
     node = models.ForeignKey("scheduler.Node", on_delete=models.CASCADE, related_name="tokens")
-    key_prefix = models.CharField(max_length=16, unique=True, editable=False)
-    digest = models.CharField(max_length=64, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at"]
+    class Meta(HashedToken.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"{self.node_id} ({self.key_prefix}…)"
-
-    @staticmethod
-    def hash(secret: str) -> str:
-        return hashlib.sha256(secret.encode()).hexdigest()
-
-    @classmethod
-    def new_secret(cls) -> tuple[str, str]:
-        """Return ``(key_prefix, full_token)``; the prefix is the lookup key."""
-        prefix = secrets.token_hex(6)
-        return prefix, f"{cls.PREFIX}{prefix}_{secrets.token_urlsafe(32)}"

@@ -4,42 +4,56 @@ from __future__ import annotations
 
 import hmac
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from portal.models import ApiToken
+from portal.models import ApiToken, HashedToken
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-class ApiTokenAuthentication(authentication.BaseAuthentication):
-    """Look the token up by its public prefix, then compare digests in constant time."""
+T = TypeVar("T", bound=HashedToken)
 
-    keywords = ("bearer", "token")
+
+def bearer_token(request: Request, model: type[T], related: str, what: str) -> T | None:
+    """The live ``model`` token in the request's ``Authorization: Bearer`` header, or
+    ``None`` when the header names no bearer token at all.
+
+    Looks the row up by its public prefix, then compares digests in constant time; a
+    malformed, unknown or revoked token is ``AuthenticationFailed`` naming ``what``.
+    ``last_used_at`` is written at most once a minute per token: a busy script must not
+    turn every read into a database write.
+    """
+    header = authentication.get_authorization_header(request).decode("latin-1").split()
+    if not header or header[0].lower() not in ("bearer", "token"):
+        return None
+    if len(header) != 2:
+        raise exceptions.AuthenticationFailed("Authorization header must be '<Bearer> <token>'.")
+    token = header[1]
+    if not token.startswith(model.PREFIX) or token.count("_") < 2:
+        raise exceptions.AuthenticationFailed(f"Malformed {what}.")
+    prefix = token[len(model.PREFIX) :].split("_", 1)[0]
+    record = model._default_manager.select_related(related).filter(key_prefix=prefix, revoked_at__isnull=True).first()
+    if record is None or not hmac.compare_digest(record.digest, model.hash(token)):
+        raise exceptions.AuthenticationFailed(f"Invalid or revoked {what}.")
+    now = timezone.now()
+    if record.last_used_at is None or now - record.last_used_at > LAST_USED_RESOLUTION:
+        model._default_manager.filter(pk=record.pk).update(last_used_at=now)
+    return record
+
+
+class ApiTokenAuthentication(authentication.BaseAuthentication):
+    """Personal API tokens (see :func:`bearer_token`)."""
 
     def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
-        header = authentication.get_authorization_header(request).decode("latin-1").split()
-        if not header or header[0].lower() not in self.keywords:
+        record = bearer_token(request, ApiToken, "user", "API token")
+        if record is None:
             return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Authorization header must be '<Bearer> <token>'.")
-        token = header[1]
-        if not token.startswith(ApiToken.PREFIX) or token.count("_") < 2:
-            raise exceptions.AuthenticationFailed("Malformed API token.")
-        prefix = token[len(ApiToken.PREFIX) :].split("_", 1)[0]
-        record = ApiToken.objects.select_related("user").filter(key_prefix=prefix, revoked_at__isnull=True).first()
-        if record is None or not hmac.compare_digest(record.digest, ApiToken.hash(token)):
-            raise exceptions.AuthenticationFailed("Invalid or revoked API token.")
         if not record.user.is_active:
             raise exceptions.AuthenticationFailed("User inactive.")
-        now = timezone.now()
-        if record.last_used_at is None or now - record.last_used_at > LAST_USED_RESOLUTION:
-            # At most one write a minute per token: a busy script must not turn every
-            # read into a database write.
-            ApiToken.objects.filter(pk=record.pk).update(last_used_at=now)
         return record.user, record
 
     def authenticate_header(self, request: Request) -> str:

@@ -114,13 +114,12 @@ class Quota(models.Model):
         return f"quota for {self.account or self.user}"
 
 
-class ApiToken(models.Model):
-    """A personal API token. Only a SHA-256 digest is stored; the secret is shown once."""
+class HashedToken(models.Model):
+    """A bearer credential: only a SHA-256 digest is stored, the secret is shown once,
+    and ``key_prefix`` (public, in the token) finds the row to compare against."""
 
-    PREFIX = "qm_"
+    PREFIX = ""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=64)
     key_prefix = models.CharField(max_length=16, unique=True, editable=False)
     digest = models.CharField(max_length=64, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -128,10 +127,8 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        abstract = True
         ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.key_prefix}…)"
 
     @staticmethod
     def hash(secret: str) -> str:
@@ -142,6 +139,21 @@ class ApiToken(models.Model):
         """Return ``(key_prefix, full_token)``; the prefix is the lookup key."""
         prefix = secrets.token_hex(6)
         return prefix, f"{cls.PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+
+
+class ApiToken(HashedToken):
+    """A personal API token (``qm_<prefix>_<secret>``)."""
+
+    PREFIX = "qm_"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=64)
+
+    class Meta(HashedToken.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.key_prefix}…)"
 
 
 class AuditEntry(models.Model):

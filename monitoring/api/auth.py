@@ -2,43 +2,27 @@
 
 from __future__ import annotations
 
-import hmac
-from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
-from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, exceptions, permissions
+from rest_framework import authentication, permissions
 from rest_framework.request import Request
 
 from monitoring.models import NodeToken
-
-LAST_USED_RESOLUTION = timedelta(minutes=1)
+from portal.auth import bearer_token
 
 
 class NodeTokenAuthentication(authentication.BaseAuthentication):
-    """Look the token up by its public prefix, then compare digests in constant time.
+    """Node tokens (see :func:`portal.auth.bearer_token`).
 
     ``request.auth`` is the :class:`NodeToken` (with its node); ``request.user`` is
     anonymous: a node is not a person and gets no other permission.
     """
 
     def authenticate(self, request: Request) -> tuple[Any, NodeToken] | None:
-        header = authentication.get_authorization_header(request).decode("latin-1").split()
-        if not header or header[0].lower() not in ("bearer", "token"):
-            return None
-        if len(header) != 2 or not header[1].startswith(NodeToken.PREFIX) or header[1].count("_") < 2:
-            raise exceptions.AuthenticationFailed("Malformed node token.")
-        token = header[1]
-        prefix = token[len(NodeToken.PREFIX) :].split("_", 1)[0]
-        record = NodeToken.objects.select_related("node").filter(key_prefix=prefix, revoked_at__isnull=True).first()
-        if record is None or not hmac.compare_digest(record.digest, NodeToken.hash(token)):
-            raise exceptions.AuthenticationFailed("Invalid or revoked node token.")
-        now = timezone.now()
-        if record.last_used_at is None or now - record.last_used_at > LAST_USED_RESOLUTION:
-            NodeToken.objects.filter(pk=record.pk).update(last_used_at=now)
-        return AnonymousUser(), record
+        record = bearer_token(request, NodeToken, "node", "node token")
+        return None if record is None else (AnonymousUser(), record)
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="node"'
