@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
@@ -71,27 +72,32 @@ def test_run_scheduler_loop_runs_a_submitted_job(world, spawn):
     assert_ran_to_completion(job_id)
 
 
+def worker_with_beat(tmp_path: Path) -> list[str]:
+    """A Celery worker (prefork, 2 processes) with beat embedded, its schedule in ``tmp_path``."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "portal",
+        "worker",
+        "--beat",
+        "--loglevel=INFO",
+        "--concurrency=2",
+        "--pool=prefork",
+        "--schedule",
+        str(tmp_path / "beat-schedule"),
+        "--without-gossip",
+        "--without-mingle",
+    ]
+
+
 @pytest.mark.redis
 def test_celery_worker_and_beat_run_a_submitted_job(world, spawn, tmp_path):
     queue = f"qm-test-{uuid.uuid4().hex[:8]}"
     env = child_env(CELERY_BROKER_URL=redis_url(), CELERY_QUEUE=queue, SCHEDULER_DISPATCH="celery")
     spawn(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "--beat",
-            "--loglevel=INFO",
-            "--concurrency=2",
-            "--pool=prefork",
-            "--schedule",
-            str(tmp_path / "beat-schedule"),
-            "--without-gossip",
-            "--without-mingle",
-        ],
+        worker_with_beat(tmp_path),
         env,
     )
     job_id = submit_over_api(world)
@@ -121,22 +127,7 @@ def test_a_redis_restart_loses_no_job_and_ticks_resume(world, spawn, tmp_path):
         CELERY_BROKER_URL=broker, CELERY_QUEUE=f"qm-test-{uuid.uuid4().hex[:8]}", SCHEDULER_DISPATCH="celery"
     )
     spawn(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "--beat",
-            "--loglevel=INFO",
-            "--concurrency=2",
-            "--pool=prefork",
-            "--schedule",
-            str(tmp_path / "beat-schedule"),
-            "--without-gossip",
-            "--without-mingle",
-        ],
+        worker_with_beat(tmp_path),
         env,
     )
     first = submit_over_api(world)
