@@ -105,3 +105,16 @@ def env_int_list(name: str, default: list[int]) -> list[int]:
         return [int(item) for item in raw.split(",") if item.strip()]
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be comma-separated integers, got {raw!r}") from None
+
+
+_RATE_PERIODS = {"s": "second", "m": "minute", "h": "hour", "d": "day"}
+
+
+def env_rate(name: str, default: str) -> str:
+    """A request rate as DRF's throttles read it: ``<count>/<second|minute|hour|day>``
+    (DRF looks only at the period's first letter, so ``30/min`` works too)."""
+    raw = os.environ.get(name, "").strip() or default
+    count, _, period = raw.partition("/")
+    if not (count.isdigit() and int(count) > 0 and period[:1] in _RATE_PERIODS):
+        raise ImproperlyConfigured(f"{name} must look like 30/minute (a positive count per s/m/h/d), got {raw!r}")
+    return raw

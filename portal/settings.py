@@ -17,6 +17,7 @@ from portal.env import (
     env_int,
     env_int_list,
     env_list,
+    env_rate,
     env_secret,
     env_str,
     env_weights,
@@ -163,6 +164,8 @@ SCHEDULER_POLL_SECONDS = env_float("SCHEDULER_POLL_SECONDS", 5.0, minimum=0.1)
 #: Seconds between passes that store every pending job's start estimate (beat and
 #: ``run_scheduler``); each pass plans the whole queue.
 SCHEDULER_ESTIMATE_SECONDS = env_float("SCHEDULER_ESTIMATE_SECONDS", 60.0, minimum=1.0)
+#: What-if answers (POST /api/v1/jobs/estimate/, the submit page's Estimate) per user.
+SCHEDULER_WHATIF_RATE = env_rate("SCHEDULER_WHATIF_RATE", "30/minute")
 #: A job stuck in DISPATCHING longer than this is dispatched again (submit is idempotent).
 SCHEDULER_REDISPATCH_SECONDS = env_int("SCHEDULER_REDISPATCH_SECONDS", 60, minimum=1)
 #: Upper bound on starts per tick (keeps one tick's transaction short).

@@ -66,6 +66,10 @@ def _isolated_scheduler_settings(settings: Any, tmp_path: Any) -> None:
     settings.QM_WORK_DIR = tmp_path / "work"
     # Password hashing is deliberately slow; tests create many users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Rate limits (what-if) count in the cache: start each test with none spent.
+    from django.core.cache import cache
+
+    cache.clear()
 
 
 @dataclass

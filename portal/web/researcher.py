@@ -7,6 +7,7 @@ every write goes through ``scheduler.services`` or ``portal.services``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,6 +32,7 @@ from portal.web import figures
 from portal.web.jobform import PRESETS, PRESETS_BY_SLUG, JobForm, job_as_fields
 from portal.web.words import about, blocker_title, evidence_items, request_shape, starts_in
 from scheduler import estimates, reports, services
+from scheduler.api.throttles import WhatIfThrottle
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
 from scheduler.models import Job
 from scheduler.waiting import blockers_for_api
@@ -150,7 +152,7 @@ def submit(request: HttpRequest) -> HttpResponse:
             account, qos = data.pop("account"), data.pop("qos")
             try:
                 if action == "estimate":
-                    estimate = _what_if(user, account, qos, data)
+                    estimate = _what_if_if_allowed(request, form, account, qos, data)
                 else:
                     job = services.submit_job(owner=user, account=account, qos=qos, **data)
                     messages.success(request, f"Job {job.id} submitted.")
@@ -181,6 +183,19 @@ def _initial(request: HttpRequest) -> dict[str, Any]:
             raise Http404("No such job.")
         return {**job_as_fields(job), "name": f"{job.name}-copy"[:128]}
     return {}
+
+
+def _what_if_if_allowed(
+    request: HttpRequest, form: JobForm, account: Account, qos: Any, data: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The what-if, within the same per-user rate as the API's (``WhatIfThrottle``); over
+    it, a form error says when to ask again."""
+    throttle = WhatIfThrottle()
+    if not throttle.allow_request(request, None):  # type: ignore[arg-type]
+        wait = math.ceil(throttle.wait() or 1)
+        form.add_error(None, f"Too many estimates in a short time; ask again in {wait} s.")
+        return None
+    return _what_if(request.user, account, qos, data)
 
 
 def _what_if(user: Any, account: Account, qos: Any, data: dict[str, Any]) -> dict[str, Any]:

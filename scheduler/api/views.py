@@ -38,6 +38,7 @@ from scheduler.api.serializers import (
     StartEstimateSerializer,
     WhatIfSerializer,
 )
+from scheduler.api.throttles import WhatIfThrottle
 from scheduler.backends import BackendError
 from scheduler.choices import JobState
 from scheduler.models import Cluster, Gpu, Job, Node
@@ -141,13 +142,16 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         data = [{"job": job_id, "estimated_start": at} for job_id, at in rows]
         return Response(StartEstimateSerializer(data, many=True).data)
 
-    @extend_schema(request=JobSubmitSerializer, responses={200: WhatIfSerializer}, filters=False)
-    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+    @extend_schema(request=JobSubmitSerializer, responses={200: WhatIfSerializer, 429: ErrorSerializer}, filters=False)
+    @action(
+        detail=False, methods=["post"], filter_backends=[], pagination_class=None, throttle_classes=[WhatIfThrottle]
+    )
     def estimate(self, request: Request) -> Response:
         """If you submitted this job now, when would it start? Takes exactly a submission's
         body, with the same validation and permissions (the same 400s); answers with the
         latest expected start, why it would wait and its priority. Nothing is submitted
-        or stored."""
+        or stored. Each user may ask ``SCHEDULER_WHATIF_RATE`` times (default 30 a
+        minute); beyond that the answer is 429 with ``Retry-After``."""
         serializer = JobSubmitSerializer(data=request.data, context=self.get_serializer_context())
         serializer.is_valid(raise_exception=True)
         answer = estimates.what_if(owner=request.user, **serializer.validated_data)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_choice, env_float, env_int, env_list, env_secret, env_weights
+from portal.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_secret, env_weights
 
 
 @pytest.mark.parametrize("raw,expected", [("1", True), ("yes", True), ("ON", True), ("0", False), ("off", False)])
@@ -67,3 +67,16 @@ def test_weights_parse_names_and_refuse_bad_entries(monkeypatch):
         monkeypatch.setenv("W", bad)
         with pytest.raises(ImproperlyConfigured, match="W must look like"):
             env_weights("W")
+
+
+@pytest.mark.parametrize("raw", ["30/minute", "5/s", "1000/day", "30/min"])
+def test_a_rate_is_a_positive_count_per_period(monkeypatch, raw):
+    monkeypatch.setenv("RATE", raw)
+    assert env_rate("RATE", "1/minute") == raw
+
+
+@pytest.mark.parametrize("raw", ["30", "0/minute", "-1/minute", "ten/minute", "30/fortnight"])
+def test_a_rate_drf_could_not_read_stops_start_up(monkeypatch, raw):
+    monkeypatch.setenv("RATE", raw)
+    with pytest.raises(ImproperlyConfigured, match="RATE must look like 30/minute"):
+        env_rate("RATE", "1/minute")

@@ -153,6 +153,16 @@ def test_estimate_of_a_job_that_fits_now(world):
     assert "Would start now on 1 node x 1 GPU." in html
 
 
+def test_estimates_beyond_the_what_if_rate_are_a_form_error_saying_when_to_ask_again(world, settings):
+    settings.SCHEDULER_WHATIF_RATE = "1/minute"
+    alice = logged_in(world.alice)
+    assert "Would start now" in alice.post("/jobs/new/", {**FORM, "action": "estimate"}).content.decode()
+    again = alice.post("/jobs/new/", {**FORM, "action": "estimate"})
+    assert again.status_code == 200
+    [error] = again.context["form"].non_field_errors()
+    assert error.startswith("Too many estimates in a short time; ask again in ")
+
+
 def test_a_quota_refusal_is_shown_against_its_field(world):
     Quota.objects.create(account=world.lab, max_pending_jobs=1)
     submit(world.alice, world.lab)

@@ -152,3 +152,13 @@ def test_the_route_works_without_the_trailing_slash(world, client_for):
     """APPEND_SLASH cannot redirect a POST, so the slash-less form is routed too."""
     answer = client_for(world.alice).post(URL.rstrip("/"), NODE_JOB, format="json")
     assert answer.status_code == 200 and answer.json()["would_start_now"] is True
+
+
+def test_a_user_over_the_what_if_rate_gets_429_with_retry_after_and_others_are_not_limited(world, client_for, settings):
+    settings.SCHEDULER_WHATIF_RATE = "2/minute"
+    alice = client_for(world.alice)
+    assert [alice.post(URL, NODE_JOB, format="json").status_code for _ in range(2)] == [200, 200]
+    refused = alice.post(URL, NODE_JOB, format="json")
+    assert refused.status_code == 429
+    assert 0 < int(refused["Retry-After"]) <= 60
+    assert client_for(world.bob).post(URL, NODE_JOB, format="json").status_code == 200

@@ -1,0 +1,23 @@
+"""How often one user may ask "when would this start?".
+
+A what-if plans the whole queue with the candidate in it: about the cost of a scheduling
+tick. Unlimited, one script polling it in a loop would cost the portal as much as a
+scheduler running flat out, so each user gets ``SCHEDULER_WHATIF_RATE`` answers (default
+30 a minute), on the API and the submit page alike. The count lives in Django's cache,
+so with the default local-memory cache it is per web-server process.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from rest_framework.throttling import UserRateThrottle
+
+
+class WhatIfThrottle(UserRateThrottle):
+    """DRF's per-user sliding window, at the rate the settings give (read at each use so a
+    changed setting takes effect without a restart of the class)."""
+
+    scope = "whatif"
+
+    def get_rate(self) -> str:
+        return str(settings.SCHEDULER_WHATIF_RATE)
