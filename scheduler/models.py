@@ -29,6 +29,10 @@ class Cluster(models.Model):
     last_contact_at = models.DateTimeField(null=True, blank=True)
     #: Backend jobs with our key that no active job holds, as of the last poll.
     orphans = models.JSONField(default=list, blank=True)
+    #: This portal's name on the workload manager, so that two portals sharing one
+    #: cluster (staging and production, say) each see and sweep only their own jobs.
+    #: Random per row, kept by backups: a restored portal still knows its jobs.
+    instance = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
 
     class Meta:
         ordering = ["name"]

@@ -122,7 +122,9 @@ def _after_commit(task_name: str, func: Callable[[int], object], job_id: int) ->
 
 
 def backend_for(cluster: Cluster) -> Backend:
-    return load_backend(cluster.kind, cluster.name, cluster.config, work_dir=settings.QM_WORK_DIR)
+    return load_backend(
+        cluster.kind, cluster.name, cluster.config, work_dir=settings.QM_WORK_DIR, instance=cluster.instance.hex[:12]
+    )
 
 
 # --- Submission ----------------------------------------------------------------------

@@ -28,8 +28,13 @@ def available_kinds() -> list[str]:
     return sorted(REGISTRY)
 
 
-def load_backend(kind: str, name: str, config: Mapping[str, Any], *, work_dir: Path) -> Backend:
+def load_backend(kind: str, name: str, config: Mapping[str, Any], *, work_dir: Path, instance: str = "") -> Backend:
     """Build the adapter for one cluster.
+
+    ``instance`` names this portal's jobs on the cluster (the Cluster row's own id): two
+    portals, say staging and production, may share one Slurm or Kubernetes cluster, and
+    each must sweep only its own orphans. Backends whose jobs live in the portal's own
+    work directory (local) need no name.
 
     Raises ``BackendError(permanent=True)`` for an unknown kind or a bad config, since
     no retry can fix either.
@@ -41,5 +46,5 @@ def load_backend(kind: str, name: str, config: Mapping[str, Any], *, work_dir: P
         raise BackendError(f"no backend for kind {kind!r} (available: {known})", permanent=True) from None
     module_name, _, class_name = dotted.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    backend: Backend = cls(name=name, config=config, work_dir=work_dir)
+    backend: Backend = cls(name=name, config=config, work_dir=work_dir, instance=instance)
     return backend

@@ -122,8 +122,11 @@ class KubernetesBackend:
 
     kind: ClassVar[str] = "kubernetes"
 
-    def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path) -> None:
+    def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path, instance: str = "") -> None:
         reader = _Reader(name)
+        if instance and not is_label_value(instance):
+            raise reader.bad(f"instance {instance!r} must be a valid label value")
+        self.instance = instance
         if not is_label_value(name) or not name:
             raise reader.bad(f"cluster name {name!r} must be a valid label value (63 characters: A-Z a-z 0-9 . _ -)")
         config = reader.mapping(config, "config")
@@ -229,7 +232,7 @@ class KubernetesBackend:
                 nodes[placement.node] = node_from_object(self.api.read_node(placement.node), self.name)
             except NotFound:
                 raise self._reject(spec, f"placement on unknown node {placement.node!r}") from None
-        target = JobTarget(self.name, namespace, name, self.image, self.kill_grace_seconds, nodes)
+        target = JobTarget(self.name, namespace, name, self.image, self.kill_grace_seconds, nodes, self.instance)
         try:
             manifest = build_job(spec, target)
         except ValueError as exc:
@@ -354,10 +357,12 @@ class KubernetesBackend:
     def list_jobs(self) -> dict[str, str]:
         """Key -> external id of our labelled Jobs that still run (in every configured
         namespace), for the portal's orphan sweep (``scheduler.reconcile``). Jobs being
-        deleted (a cancel's record) or finished are not listed. Reads only."""
+        deleted (a cancel's record) or finished are not listed, nor, when this portal has
+        an ``instance``, Jobs without its instance label (another portal's, or made before
+        the label existed: never ours to cancel). Reads only."""
         live: dict[str, str] = {}
         for namespace in sorted({self.default_namespace, *self.namespaces.values()}):
-            for job in self.api.list_jobs(namespace, selector(self.name)):
+            for job in self.api.list_jobs(namespace, selector(self.name, instance=self.instance)):
                 metadata = job["metadata"]
                 key = (metadata.get("labels") or {}).get(KEY_LABEL)
                 if not key or metadata.get("deletionTimestamp") or job_finished(job):

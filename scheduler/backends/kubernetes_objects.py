@@ -40,6 +40,8 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "quartermaster"
 CLUSTER_LABEL = "quartermaster.io/cluster"
 KEY_LABEL = "quartermaster.io/key"
+#: Which portal made the Job (its Cluster row's id): the orphan sweep lists only its own.
+INSTANCE_LABEL = "quartermaster.io/instance"
 #: Set on a Job by ``cancel`` before deleting it: the Job then reads as CANCELLED.
 CANCELLED_ANNOTATION = "quartermaster.io/cancelled-at"
 #: Keeps a cancelled Job readable (as a record) after its pods are gone; see the adapter.
@@ -86,11 +88,14 @@ def job_name(key: str) -> str:
     return "-".join(part for part in ("qm", prefix.strip("-"), digest) if part)
 
 
-def selector(cluster: str, key: str | None = None) -> str:
-    """The label selector for this cluster's objects (one job's, with ``key``)."""
+def selector(cluster: str, key: str | None = None, *, instance: str = "") -> str:
+    """The label selector for this cluster's objects (one job's, with ``key``; only this
+    portal's, with ``instance``)."""
     terms = [f"{MANAGED_BY}={MANAGER}", f"{CLUSTER_LABEL}={cluster}"]
     if key is not None:
         terms.append(f"{KEY_LABEL}={key}")
+    if instance:
+        terms.append(f"{INSTANCE_LABEL}={instance}")
     return ",".join(terms)
 
 
@@ -244,6 +249,7 @@ class JobTarget:
     image: str
     kill_grace_seconds: int
     nodes: Mapping[str, KubeNode]
+    instance: str = ""
 
 
 def _same_label(nodes: Sequence[KubeNode], label: str) -> list[str] | None:
@@ -268,6 +274,8 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
     if any(r != requests[0] for r in requests):
         raise ValueError(f"a multi-node job needs the same GPUs on every node, got {requests}")
     labels = {MANAGED_BY: MANAGER, CLUSTER_LABEL: target.cluster, KEY_LABEL: spec.key}
+    if target.instance:
+        labels[INSTANCE_LABEL] = target.instance
     annotations = {
         "quartermaster.io/name": spec.name,
         "quartermaster.io/owner": spec.owner,

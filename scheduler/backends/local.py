@@ -293,7 +293,8 @@ class LocalBackend:
 
     kind: ClassVar[str] = "local"
 
-    def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path) -> None:
+    def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path, instance: str = "") -> None:
+        # ``instance`` is not needed: this backend's jobs live under the portal's work_dir.
         reader = _ConfigReader(name)
         if not _is_safe_name(name):
             raise reader.bad(f"cluster name {name!r} must match {_SAFE_NAME.pattern}")

@@ -10,7 +10,7 @@ submit
     One ``sbatch --parsable`` with the script on stdin: ``--nodelist`` of the placed
     nodes, ``--gres=gpu[:type]:N`` per node (N GPUs, the node's GRES type),
     ``--cpus-per-task`` and ``--mem`` per node, ``--time`` from the walltime (Slurm rounds
-    up to whole minutes), ``--job-name`` and ``--comment=qm:<key>``, ``--output`` and
+    up to whole minutes), ``--job-name`` and ``--comment=qm:<instance>:<key>``, ``--output`` and
     ``--error`` to one file per job in ``log_dir``, ``--no-requeue`` (a node failure is
     reported as NODE_FAIL; requeueing is the portal's decision). The job's environment is
     exactly ``spec.env`` plus ``QM_JOB_KEY``/``QM_NODELIST``/``QM_GPUS`` and a plain
@@ -18,7 +18,7 @@ submit
     its ``SBATCH_*`` variables reach the job. Slurm picks the GPU indices on each node
     (``CUDA_VISIBLE_DEVICES`` is Slurm's); ``QM_GPUS`` carries the portal's plan.
     Idempotent per key: under a per-key file lock, the adapter first looks for a job whose
-    comment is ``qm:<key>`` in ``squeue`` (jobs in slurmctld's memory, which keeps ended
+    comment carries the key in ``squeue`` (jobs in slurmctld's memory, which keeps ended
     jobs for ``MinJobAge``) and, on a retry with ``accounting``, in ``sacct`` (the last
     7 days), so a worker that died after ``sbatch`` cannot cause a second job. The lock
     covers workers on one host; workers on several hosts rely on the lookup alone.
@@ -127,7 +127,7 @@ class SlurmBackend:
 
     kind: ClassVar[str] = "slurm"
 
-    def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path) -> None:
+    def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path, instance: str = "") -> None:
         if not isinstance(config, Mapping):
             raise _bad(name, f"config must be a mapping, got {type(config).__name__}")
         unknown = sorted(str(k) for k in config if k not in _CONFIG_KEYS)
@@ -137,6 +137,10 @@ class SlurmBackend:
         if not _SAFE_NAME.fullmatch(name):
             raise _bad(name, f"cluster name must match {_SAFE_NAME.pattern}")
         self.name = name
+        if instance and not _SAFE_NAME.fullmatch(instance):
+            raise _bad(name, f"instance must match {_SAFE_NAME.pattern}")
+        #: Our comment on every job: ``qm:<instance>:<key>`` (``qm:<key>`` without one).
+        self.comment_prefix = f"{parse.COMMENT_PREFIX}{instance}:" if instance else parse.COMMENT_PREFIX
         self.slurm_conf = _path(name, config, "slurm_conf")
         self.bin_dir = _path(name, config, "bin_dir")
         state_dir = Path(work_dir).absolute() / "slurm-backend" / name
@@ -210,8 +214,10 @@ class SlurmBackend:
         }
 
     def list_jobs(self) -> dict[str, str]:
-        """Key -> Slurm job id of every live job carrying our comment (``qm:<key>``), for
-        the portal's orphan sweep; one ``squeue`` call. Other users' jobs are ignored."""
+        """Key -> Slurm job id of every live job carrying our comment
+        (``qm:<instance>:<key>``), for the portal's orphan sweep; one ``squeue`` call.
+        Jobs without it are ignored: other users', another portal's on the same cluster,
+        and ours submitted before comments named the instance (never ours to cancel)."""
         out = self._run(
             ["squeue", "-h", "-a", "-t", "PENDING,RUNNING,SUSPENDED,CONFIGURING", "-o", "%i|%k"],
             what="squeue (our jobs)",
@@ -220,8 +226,9 @@ class SlurmBackend:
         for line in out.splitlines():
             job_id, _, comment = line.partition("|")
             comment = comment.strip()
-            if comment.startswith(parse.COMMENT_PREFIX) and job_id.strip().isdigit():
-                live[comment.removeprefix(parse.COMMENT_PREFIX)] = job_id.strip()
+            key = comment.removeprefix(self.comment_prefix)
+            if key != comment and ":" not in key and job_id.strip().isdigit():
+                live[key] = job_id.strip()
         return live
 
     def list_nodes(self) -> list[NodeInfo]:
@@ -340,7 +347,7 @@ class SlurmBackend:
         log = str(self.log_dir / "slurm-%j.out")
         args = [
             f"--job-name={_job_name(spec)}",
-            f"--comment={parse.COMMENT_PREFIX}{spec.key}",
+            f"--comment={self.comment_prefix}{spec.key}",
             f"--nodes={len(names)}",
             f"--nodelist={','.join(names)}",
             "--ntasks-per-node=1",
@@ -402,15 +409,16 @@ class SlurmBackend:
         ones and those that ended within MinJobAge. Accounting (the last 7 days) is asked
         only on a retry from this host, since it costs more than the sbatch itself; a
         first attempt here can only duplicate a job another host submitted and that
-        ended more than MinJobAge ago.
+        ended more than MinJobAge ago. A job submitted before comments named the instance
+        (``qm:<key>``) is found too: keys are unique, so it is this job's.
         """
-        comment = parse.COMMENT_PREFIX + spec.key
+        comments = {self.comment_prefix + spec.key, parse.COMMENT_PREFIX + spec.key}
         out = self._run(
             ["squeue", "-h", "-a", "-t", "all", "-n", _job_name(spec), "-o", "%i|%k"], what="squeue (lookup by key)"
         )
         for line in out.splitlines():
             job_id, _, found = line.partition("|")
-            if found.strip() == comment:
+            if found.strip() in comments:
                 return job_id.strip()
         if not (self.accounting and in_accounting):
             return None
@@ -420,7 +428,7 @@ class SlurmBackend:
         )
         for line in out.splitlines():
             job_id, _, found = line.partition("|")
-            if found.strip() == comment and job_id.isdigit():
+            if found.strip() in comments and job_id.isdigit():
                 return job_id
         return None
 

@@ -524,6 +524,20 @@ def test_list_jobs_gives_our_live_labelled_jobs_by_key_for_the_orphan_sweep(kube
     assert backend.list_jobs() == {elsewhere.key: second}
 
 
+def test_portals_sharing_a_cluster_each_list_only_their_own_jobs(kube: FakeKube, tmp_path: Path) -> None:
+    """Staging and production, same cluster name, same namespace: each portal's orphan
+    sweep sees only the Jobs it labelled with its instance."""
+    production = KubernetesBackend(name="k8s", config={"api_server": kube.url}, work_dir=tmp_path, instance="prod01")
+    staging = KubernetesBackend(name="k8s", config={"api_server": kube.url}, work_dir=tmp_path, instance="stage1")
+    ours, theirs = spec("sleep 30"), spec("sleep 30")
+    mine = production.submit(ours)
+    staging.submit(theirs)
+
+    assert production.list_jobs() == {ours.key: mine}
+    assert set(staging.list_jobs()) == {theirs.key}
+    assert production.poll([mine])[mine].state is not RemoteState.UNKNOWN
+
+
 # --- Inventory and logs --------------------------------------------------------------------------------------
 
 

@@ -291,7 +291,7 @@ def test_construction_runs_nothing_and_the_backend_can_drain(tmp_path: Path) -> 
 SINFO = '{"nodes": [{"name": "node1", "cpus": 8, "real_memory": 1000, "gres": "gpu:a100:4", "state": "idle"}]}'
 
 
-def fake_slurm(tmp_path: Path, **scripts: str) -> SlurmBackend:
+def fake_slurm(tmp_path: Path, *, instance: str = "", **scripts: str) -> SlurmBackend:
     """A backend whose Slurm commands are the given shell snippets (``sinfo`` answers one
     4-GPU node, the others print nothing unless given)."""
     bin_dir = tmp_path / "bin"
@@ -302,7 +302,7 @@ def fake_slurm(tmp_path: Path, **scripts: str) -> SlurmBackend:
         path.write_text(f"#!/bin/sh\n{body}\n")
         path.chmod(0o755)
     config = {"bin_dir": str(bin_dir), "command_timeout_seconds": 2}
-    backend = load_backend("slurm", "c1", config, work_dir=tmp_path / "work")
+    backend = load_backend("slurm", "c1", config, work_dir=tmp_path / "work", instance=instance)
     assert isinstance(backend, SlurmBackend)
     return backend
 
@@ -437,6 +437,30 @@ def test_submit_finds_an_earlier_job_by_its_comment_instead_of_submitting_again(
 
     assert backend.submit(job) == "17"
     assert not (tmp_path / "sbatch-ran").exists()
+
+
+def test_a_portal_with_an_instance_names_it_in_the_comment_and_lists_only_its_own_jobs(tmp_path: Path) -> None:
+    """Staging and production share one Slurm: each sweeps only its own orphans. A job
+    from before comments named the instance (``qm:<key>``) is not listed either: never
+    cancel what might be another portal's."""
+    job = spec()
+    record = tmp_path / "sbatch.txt"
+    squeue = "; ".join(
+        f"echo '{line}'"
+        for line in ("11|qm:a1b2c3:ours.0", "12|qm:ffff00:theirs.0", "13|qm:legacy.0", "14|another comment", "15|")
+    )
+    backend = fake_slurm(tmp_path, instance="a1b2c3", squeue=squeue, sbatch=f'echo "$@" > {record}; echo 42')
+
+    assert backend.list_jobs() == {"ours.0": "11"}
+    assert backend.submit(job) == "42"
+    assert f"--comment=qm:a1b2c3:{job.key}" in record.read_text()
+
+
+def test_a_job_submitted_before_the_instance_was_named_is_still_found_by_its_key(tmp_path: Path) -> None:
+    job = spec()
+    backend = fake_slurm(tmp_path, instance="a1b2c3", squeue=f"echo '17|qm:{job.key}'", sbatch="echo 99")
+
+    assert backend.submit(job) == "17"
 
 
 def test_a_retried_submit_also_looks_in_accounting(tmp_path: Path) -> None:
