@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 
 from scheduler.choices import ACTIVE_STATES, EventKind, JobState
 from scheduler.models import Job, JobEvent, TickState
-from scheduler.snapshot import allocations_from_json, load_nodes
+from scheduler.snapshot import held_gpus, load_nodes
 
 ANY_MODEL = "any"
 
@@ -51,10 +51,7 @@ class PortalCollector(Collector):
     def _gpus(self) -> Iterator[Metric]:
         nodes = load_nodes()
         model = {(n.name, g.index): g.model for n in nodes for g in n.gpus}
-        held: set[tuple[str, int]] = set()
-        for allocations in Job.objects.filter(state__in=ACTIVE_STATES).values_list("allocations", flat=True):
-            for a in allocations_from_json(allocations or []):
-                held.update((a.node, i) for i in a.gpu_indices)
+        held = held_gpus()
         allocated: Counter[str] = Counter(model[key] for key in held if key in model)
         free: Counter[str] = Counter()
         unhealthy: Counter[str] = Counter()

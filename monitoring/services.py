@@ -370,8 +370,8 @@ def record_simulated_samples(now: datetime | None = None, clusters: Iterable[int
     """One simulated sample for every GPU of the enabled local clusters (or ``clusters``),
     busy where a running job holds it. Returns the number of samples stored."""
     from monitoring.collectors.simulated import SimulatedGpu, simulate
-    from scheduler.choices import ACTIVE_STATES, BackendKind
-    from scheduler.snapshot import allocations_from_json
+    from scheduler.choices import BackendKind
+    from scheduler.snapshot import held_gpus
 
     now = now or timezone.now()
     gpus = Gpu.objects.filter(node__cluster__enabled=True)
@@ -380,10 +380,7 @@ def record_simulated_samples(now: datetime | None = None, clusters: Iterable[int
     rows = list(gpus.values("id", "node_id", "node__name", "index", "memory_mib"))
     if not rows:
         return 0
-    busy: set[tuple[str, int]] = set()
-    for allocations in Job.objects.filter(state__in=ACTIVE_STATES).values_list("allocations", flat=True):
-        for a in allocations_from_json(allocations or []):
-            busy.update((a.node, i) for i in a.gpu_indices)
+    busy = held_gpus()
     at = floor_time(now, max(1, int(settings.MONITORING_SAMPLE_SECONDS)))  # one sample per GPU per interval
     nodes = {row["node_id"]: row["node__name"] for row in rows}
     stored = 0

@@ -104,6 +104,17 @@ def load_nodes() -> tuple[NodeView, ...]:
     )
 
 
+def held_gpus() -> set[tuple[str, int]]:
+    """(node name, GPU index) of every GPU a dispatched or running job holds, whole or a
+    share of it: what the pages, ``/metrics`` and the simulated collector call busy. One
+    query."""
+    held: set[tuple[str, int]] = set()
+    for allocations in Job.objects.filter(state__in=ACTIVE_STATES).values_list("allocations", flat=True):
+        for a in allocations_from_json(allocations or []):
+            held.update((a.node, i) for i in a.gpu_indices)
+    return held
+
+
 def allocations_from_json(data: list[dict[str, Any]]) -> tuple[Allocation, ...]:
     return tuple(
         Allocation(

@@ -19,7 +19,7 @@ from portal.dbfunctions import EpochSeconds, job_gpus
 from portal.models import Account, Quota
 from scheduler.choices import ACTIVE_STATES
 from scheduler.models import Gpu, Job, Node
-from scheduler.snapshot import gpu_model_label
+from scheduler.snapshot import gpu_model_label, held_gpus
 
 
 def _gpu_models() -> dict[tuple[str, int], str]:
@@ -55,11 +55,7 @@ def free_gpus_by_model() -> list[ModelCapacity]:
         )
         if pk not in split
     ]
-    busy = {
-        (node, index)
-        for allocations in Job.objects.filter(state__in=ACTIVE_STATES).values_list("allocations", flat=True)
-        for node, index, _ in _allocated(allocations)
-    }
+    busy = held_gpus()
     total: Counter[str] = Counter(model for _, _, model in gpus)
     free: Counter[str] = Counter(model for node, index, model in gpus if (node, index) not in busy)
     return [ModelCapacity(model, total[model], free[model]) for model in sorted(total)]
