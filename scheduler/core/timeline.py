@@ -37,6 +37,8 @@ from scheduler.core.placement import Ledger, request_shape
 from scheduler.core.types import Allocation, Decisions, NodeView, PendingJob, PendingReason, PlacementStrategy, Policy
 
 _US = timedelta(microseconds=1)
+#: Later than any instant a plan can reach (microseconds after ``now``).
+FOREVER = 1 << 62
 
 
 def to_us(at: datetime, now: datetime) -> int:
@@ -82,21 +84,27 @@ class NodeTimeline:
             self.cpus[j] += sign * cpus
             self.memory[j] += sign * memory
 
-    def fit(self, start: int, end: int, accepts: int, wanted: int, cpus: int, memory: int) -> int | None:
-        """The accepted GPUs free during all of ``[start, end)`` if at least ``wanted`` of
-        them, ``cpus`` CPUs and ``memory`` MiB stay free throughout, else ``None``.
+    def fit(self, start: int, end: int, accepts: int, wanted: int, cpus: int, memory: int) -> int:
+        """The accepted GPUs free during all of ``[start, end)`` (a mask, >= 0) if at
+        least ``wanted`` of them, ``cpus`` CPUs and ``memory`` MiB stay free throughout.
 
-        Stops at the first segment that rules the node out: most nodes a search looks
-        at fail, and a window can span many segments.
+        Otherwise ``-1 - until``: no window of the same length starting before ``until``
+        (and at or after ``start``) can fit, now or after more is planned (planning only
+        takes). ``until`` is the end of the segment that rules the node out on its own,
+        or of the start's segment if only GPUs free in both fall short; ``FOREVER`` if
+        that segment is the last. Stops at the first segment that rules the node out:
+        most nodes a search looks at fail, and a window can span many segments.
         """
         times, masks, free_cpus, free_memory = self.times, self.masks, self.cpus, self.memory
-        i = bisect.bisect_right(times, start) - 1
+        i = first = bisect.bisect_right(times, start) - 1
         last = len(times)
         mask = accepts
         while True:
             mask &= masks[i]
             if mask.bit_count() < wanted or free_cpus[i] < cpus or free_memory[i] < memory:
-                return None
+                alone = (accepts & masks[i]).bit_count() < wanted or free_cpus[i] < cpus or free_memory[i] < memory
+                ruled_out = i if alone else first
+                return -1 - (times[ruled_out + 1] if ruled_out + 1 < last else FOREVER)
             i += 1
             if i == last or times[i] >= end:
                 return mask
@@ -122,9 +130,16 @@ class _Releases:
     """
 
     events: list[int]
+    wanted: int  # accepted GPUs a share of the request needs on one node
+    accepts: list[int]  # per node position, the GPUs it accepts (a mask)
 
-    def add(self, event: int) -> None:
-        """Insert ``event`` unless it is already in (a node released twice at one instant)."""
+    def add(self, event: int, position: int, free: int) -> None:
+        """Note a release on the node at ``position``, with ``free`` (a mask) free there
+        from then on, unless too few of those GPUs serve this kind of request (the walk
+        would drop it on its first look; see ``Planner._released``) or it is already in
+        (a node released twice at one instant)."""
+        if (free & self.accepts[position]).bit_count() < self.wanted:
+            return
         events = self.events
         k = bisect.bisect_left(events, event)
         if k == len(events) or events[k] != event:
@@ -133,10 +148,14 @@ class _Releases:
 
 @dataclass(slots=True)
 class _Cursor:
-    """Where the last search for one request ended: its instant and the nodes that fit."""
+    """Where the last search for one request ended: its instant and the nodes that fit;
+    and per node position, the instant before which the request cannot start there
+    (from the last failed check, see ``NodeTimeline.fit``): a release before it on
+    that node opens nothing for this request."""
 
     at: int
     fitting: list[NodeTimeline]
+    blocked: dict[int, int]
 
 
 class Planner:
@@ -250,7 +269,7 @@ class Planner:
             low = (1 << self.shift) - 1
             events = {position for position, ok in enumerate(eligible) if ok}  # instant 0
             events.update(event for event in self._log if eligible[event & low])
-            index = self._indexes[key] = _Releases(sorted(events))
+            index = self._indexes[key] = _Releases(sorted(events), wanted, accepts)
             for position, ok in enumerate(eligible):
                 if ok:
                     self._watchers[position].append(index)
@@ -304,6 +323,7 @@ class Planner:
         events, lines, shift = index.events, self.lines, self.shift
         low = (1 << shift) - 1
         cursor = self._cursors.get(key)
+        blocked: dict[int, int] = cursor.blocked if cursor is not None else {}
         fitting: list[tuple[NodeTimeline, int]] = []
         if cursor is None and job.nodes > 0:
             at, i = 0, 0  # a first search walks the index from instant 0 (see _released)
@@ -313,8 +333,10 @@ class Planner:
                 if allowed is not None and not allowed[line.position]:
                     continue
                 mask = line.fit(at, at + walltime, accepts[line.position], wanted, cpus, memory)
-                if mask is not None:
+                if mask >= 0:
                     fitting.append((line, mask))
+                else:
+                    blocked[line.position] = -1 - mask
             i = bisect_right(events, at << shift | low)  # the first event after ``at``
         while True:
             if len(fitting) >= job.nodes:
@@ -324,7 +346,7 @@ class Planner:
             opened: list[NodeTimeline] = []
             while not opened:
                 if i == len(events):
-                    self._cursors[key] = _Cursor(at, [line for line, _ in fitting])
+                    self._cursors[key] = _Cursor(at, [line for line, _ in fitting], blocked)
                     return None
                 at = events[i] >> shift
                 after = (at + 1) << shift
@@ -333,9 +355,10 @@ class Planner:
                     line = lines[position]  # free_at(at), inlined: the walk's innermost step
                     if (line.masks[bisect_right(line.times, at) - 1] & accepts[position]).bit_count() < wanted:
                         del events[i]  # only shrinks from here: never again
-                    else:
+                        continue
+                    if blocked.get(position, -1) <= at:
                         opened.append(line)
-                        i += 1
+                    i += 1
             if fitting:
                 kept = {line.position for line, _ in fitting}
                 opened = [line for line, _ in fitting] + [line for line in opened if line.position not in kept]
@@ -343,9 +366,11 @@ class Planner:
             fitting = []
             for line in opened:
                 mask = line.fit(at, end, accepts[line.position], wanted, cpus, memory)
-                if mask is not None:
+                if mask >= 0:
                     fitting.append((line, mask))
-        self._cursors[key] = _Cursor(at, [line for line, _ in fitting])
+                else:
+                    blocked[line.position] = -1 - mask
+        self._cursors[key] = _Cursor(at, [line for line, _ in fitting], blocked)
         allocations = []
         end = at + walltime
         for line, mask in chosen:
@@ -360,8 +385,9 @@ class Planner:
             allocations.append(Allocation(line.node.name, tuple(gpus), cpus, memory))
             event = end << shift | line.position
             self._log.append(event)
+            free = line.free_at(end)
             for watching in self._watchers[line.position]:
-                watching.add(event)
+                watching.add(event, line.position, free)
         return self.now + timedelta(microseconds=at), tuple(allocations)
 
     def _choose(
