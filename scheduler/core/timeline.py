@@ -34,7 +34,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler.core.placement import Ledger, request_shape
-from scheduler.core.types import Allocation, Decisions, NodeView, PendingJob, PendingReason, PlacementStrategy, Policy
+from scheduler.core.types import (
+    Allocation,
+    Decisions,
+    GpuView,
+    NodeView,
+    PendingJob,
+    PendingReason,
+    PlacementStrategy,
+    Policy,
+)
 
 _US = timedelta(microseconds=1)
 #: Later than any instant a plan can reach (microseconds after ``now``).
@@ -178,8 +187,14 @@ class Planner:
         self.lines: list[NodeTimeline] = []
         self.by_name: dict[str, NodeTimeline] = {}
         self.clusters: dict[str, list[NodeTimeline]] = {}
+        #: The distinct GPU lists of the nodes, and per node position which one it has:
+        #: most nodes share theirs with many others, so what a request accepts is
+        #: worked out once per list (see ``_accepts``).
+        gpu_lists: dict[tuple[GpuView, ...], int] = {}
+        self._gpu_list: list[int] = []
         for cluster, capacities in ledger.by_cluster.items():
             for capacity in capacities:
+                self._gpu_list.append(gpu_lists.setdefault(capacity.node.gpus, len(gpu_lists)))
                 bits = {gpu.index: p for p, gpu in enumerate(capacity.node.gpus)}
                 mask = sum(1 << bits[i] for i, free in capacity.free_gpus.items() if free and i in bits)
                 line = NodeTimeline(capacity.node, len(self.lines), bits)
@@ -189,6 +204,7 @@ class Planner:
                 self.lines.append(line)
                 self.by_name[capacity.node.name] = line
                 self.clusters.setdefault(cluster, []).append(line)
+        self._gpu_lists = list(gpu_lists)
         #: Every release, as an event (see ``_Releases``): a new index starts from it.
         self.shift = max(len(self.lines), 1).bit_length()
         self._log: list[int] = []
@@ -217,8 +233,11 @@ class Planner:
                 line = by_name.get(allocation.node)
                 if line is None:
                     continue
-                bits = line.bits
-                mask = sum(1 << bits[i] for i in allocation.gpu_indices if i in bits)
+                bits, mask = line.bits, 0
+                for gpu_index in allocation.gpu_indices:
+                    bit = bits.get(gpu_index)
+                    if bit is not None:
+                        mask |= 1 << bit
                 per_line.setdefault(line.position, []).append((instant, mask, allocation.cpus, allocation.memory_mib))
                 self._log.append(instant << shift | line.position)
         for position, given in per_line.items():
@@ -288,12 +307,12 @@ class Planner:
         )
         masks = self._accepting.get(key)
         if masks is None:
-            masks = self._accepting[key] = [
-                sum(1 << p for p, gpu in enumerate(line.node.gpus) if job.accepts(gpu))
-                if job.fits_node(line.node)
-                else 0
-                for line in self.lines
-            ]
+            per_list = [sum(1 << p for p, gpu in enumerate(gpus) if job.accepts(gpu)) for gpus in self._gpu_lists]
+            masks = self._accepting[key] = [per_list[kind] for kind in self._gpu_list]
+            if job.node_labels:
+                for line in self.lines:
+                    if not job.fits_node(line.node):
+                        masks[line.position] = 0
         return key, masks
 
     def plan(self, job: PendingJob) -> tuple[datetime, tuple[Allocation, ...]] | None:
