@@ -34,9 +34,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from scheduler.core.placement import Ledger, request_shape
-from scheduler.core.types import Allocation, Decisions, NodeView, PendingJob, PendingReason, PlacementStrategy, Policy
+from scheduler.core.types import (
+    Allocation,
+    Decisions,
+    GpuView,
+    NodeView,
+    PendingJob,
+    PendingReason,
+    PlacementStrategy,
+    Policy,
+)
 
 _US = timedelta(microseconds=1)
+#: Later than any instant a plan can reach (microseconds after ``now``).
+FOREVER = 1 << 62
 
 
 def to_us(at: datetime, now: datetime) -> int:
@@ -82,21 +93,27 @@ class NodeTimeline:
             self.cpus[j] += sign * cpus
             self.memory[j] += sign * memory
 
-    def fit(self, start: int, end: int, accepts: int, wanted: int, cpus: int, memory: int) -> int | None:
-        """The accepted GPUs free during all of ``[start, end)`` if at least ``wanted`` of
-        them, ``cpus`` CPUs and ``memory`` MiB stay free throughout, else ``None``.
+    def fit(self, start: int, end: int, accepts: int, wanted: int, cpus: int, memory: int) -> int:
+        """The accepted GPUs free during all of ``[start, end)`` (a mask, >= 0) if at
+        least ``wanted`` of them, ``cpus`` CPUs and ``memory`` MiB stay free throughout.
 
-        Stops at the first segment that rules the node out: most nodes a search looks
-        at fail, and a window can span many segments.
+        Otherwise ``-1 - until``: no window of the same length starting before ``until``
+        (and at or after ``start``) can fit, now or after more is planned (planning only
+        takes). ``until`` is the end of the segment that rules the node out on its own,
+        or of the start's segment if only GPUs free in both fall short; ``FOREVER`` if
+        that segment is the last. Stops at the first segment that rules the node out:
+        most nodes a search looks at fail, and a window can span many segments.
         """
         times, masks, free_cpus, free_memory = self.times, self.masks, self.cpus, self.memory
-        i = bisect.bisect_right(times, start) - 1
+        i = first = bisect.bisect_right(times, start) - 1
         last = len(times)
         mask = accepts
         while True:
             mask &= masks[i]
             if mask.bit_count() < wanted or free_cpus[i] < cpus or free_memory[i] < memory:
-                return None
+                alone = (accepts & masks[i]).bit_count() < wanted or free_cpus[i] < cpus or free_memory[i] < memory
+                ruled_out = i if alone else first
+                return -1 - (times[ruled_out + 1] if ruled_out + 1 < last else FOREVER)
             i += 1
             if i == last or times[i] >= end:
                 return mask
@@ -111,25 +128,43 @@ class NodeTimeline:
 
 @dataclass(slots=True)
 class _Releases:
-    """For one kind of request: the release instants, in order, and the nodes released
-    on at each that could still hold one share of it.
+    """For one kind of request: the release events of the nodes that could still hold
+    one share of it, in time order.
 
-    Fed from the planner's release log (see ``Planner._released``): ``seen`` entries of
-    it are in.
+    An event is one int, ``instant << shift | node position`` (see ``Planner.shift``):
+    one sorted list of ints keeps the events of an instant together, in node order, and
+    costs no object per event. Built from the planner's release log when the first
+    request of its kind comes, then kept up to date as jobs are planned (``Planner``
+    hands each new release to the indexes that watch its node).
     """
 
-    eligible: list[bool]  # per node position: could it ever hold one share?
-    at: list[int] = field(default_factory=list)
-    nodes: dict[int, set[int]] = field(default_factory=dict)
-    seen: int = 0
+    events: list[int]
+    wanted: int  # accepted GPUs a share of the request needs on one node
+    accepts: list[int]  # per node position, the GPUs it accepts (a mask)
+
+    def add(self, event: int, position: int, free: int) -> None:
+        """Note a release on the node at ``position``, with ``free`` (a mask) free there
+        from then on, unless too few of those GPUs serve this kind of request (the walk
+        would drop it on its first look; see ``Planner._released``) or it is already in
+        (a node released twice at one instant)."""
+        if (free & self.accepts[position]).bit_count() < self.wanted:
+            return
+        events = self.events
+        k = bisect.bisect_left(events, event)
+        if k == len(events) or events[k] != event:
+            events.insert(k, event)
 
 
 @dataclass(slots=True)
 class _Cursor:
-    """Where the last search for one request ended: its instant and the nodes that fit."""
+    """Where the last search for one request ended: its instant and the nodes that fit;
+    and per node position, the instant before which the request cannot start there
+    (from the last failed check, see ``NodeTimeline.fit``): a release before it on
+    that node opens nothing for this request."""
 
     at: int
     fitting: list[NodeTimeline]
+    blocked: dict[int, int]
 
 
 class Planner:
@@ -152,8 +187,14 @@ class Planner:
         self.lines: list[NodeTimeline] = []
         self.by_name: dict[str, NodeTimeline] = {}
         self.clusters: dict[str, list[NodeTimeline]] = {}
+        #: The distinct GPU lists of the nodes, and per node position which one it has:
+        #: most nodes share theirs with many others, so what a request accepts is
+        #: worked out once per list (see ``_accepts``).
+        gpu_lists: dict[tuple[GpuView, ...], int] = {}
+        self._gpu_list: list[int] = []
         for cluster, capacities in ledger.by_cluster.items():
             for capacity in capacities:
+                self._gpu_list.append(gpu_lists.setdefault(capacity.node.gpus, len(gpu_lists)))
                 bits = {gpu.index: p for p, gpu in enumerate(capacity.node.gpus)}
                 mask = sum(1 << bits[i] for i, free in capacity.free_gpus.items() if free and i in bits)
                 line = NodeTimeline(capacity.node, len(self.lines), bits)
@@ -163,25 +204,55 @@ class Planner:
                 self.lines.append(line)
                 self.by_name[capacity.node.name] = line
                 self.clusters.setdefault(cluster, []).append(line)
-        #: Every release, in the order it was noted: ``(instant, node position)``. Each
-        #: kind of request keeps its own index of it (see ``_released``).
-        self._log: list[tuple[int, int]] = []
-        for at, allocations in releases:
-            self._give_back(max(to_us(at, now), 0), allocations)
+        self._gpu_lists = list(gpu_lists)
+        #: Every release, as an event (see ``_Releases``): a new index starts from it.
+        self.shift = max(len(self.lines), 1).bit_length()
+        self._log: list[int] = []
+        self._build(releases)
         self._accepting: dict[tuple[object, ...], list[int]] = {}
         #: Node labels -> per node, whether it carries them (jobs without labels: None).
         self._labelled: dict[tuple[tuple[str, str], ...], list[bool]] = {}
         self._indexes: dict[tuple[object, ...], _Releases] = {}
+        #: Per node position, the indexes its releases go to (those it could serve).
+        self._watchers: list[list[_Releases]] = [[] for _ in self.lines]
         self._cursors: dict[tuple[object, ...], _Cursor] = {}
 
-    def _give_back(self, at: int, allocations: Iterable[Allocation]) -> None:
-        for allocation in allocations:
-            line = self.by_name.get(allocation.node)
-            if line is None:
-                continue
-            mask = sum(1 << line.bits[i] for i in allocation.gpu_indices if i in line.bits)
-            line.change(at, None, mask, allocation.cpus, allocation.memory_mib, 1)
-            self._log.append((at, line.position))
+    def _build(self, releases: Iterable[tuple[datetime, tuple[Allocation, ...]]]) -> None:
+        """Add the releases to come to each node's step function, all at once.
+
+        The same segments as giving each release back in turn over ``[at, forever)``:
+        one boundary per instant something is released at, each segment holding what
+        is free now plus everything released by its start. Sorting a node's releases
+        once costs far less than splitting its lists once per release.
+        """
+        now, shift, by_name = self.now, self.shift, self.by_name
+        per_line: dict[int, list[tuple[int, int, int, int]]] = {}
+        for at, allocations in releases:
+            instant = max(to_us(at, now), 0)
+            for allocation in allocations:
+                line = by_name.get(allocation.node)
+                if line is None:
+                    continue
+                bits, mask = line.bits, 0
+                for gpu_index in allocation.gpu_indices:
+                    bit = bits.get(gpu_index)
+                    if bit is not None:
+                        mask |= 1 << bit
+                per_line.setdefault(line.position, []).append((instant, mask, allocation.cpus, allocation.memory_mib))
+                self._log.append(instant << shift | line.position)
+        for position, given in per_line.items():
+            line = self.lines[position]
+            given.sort(key=lambda g: g[0])
+            times, masks, cpus, memory = line.times, line.masks, line.cpus, line.memory
+            for instant, mask, more_cpus, more_memory in given:
+                if instant != times[-1]:
+                    times.append(instant)
+                    masks.append(masks[-1])
+                    cpus.append(cpus[-1])
+                    memory.append(memory[-1])
+                masks[-1] |= mask
+                cpus[-1] += more_cpus
+                memory[-1] += more_memory
 
     def _allowed(self, job: PendingJob) -> list[bool] | None:
         """Per node, whether it carries the job's node labels (``None``: it asks for none).
@@ -196,17 +267,16 @@ class Planner:
     def _released(
         self, wanted: int, accepts_key: tuple[object, ...], accepts: list[int], allowed: list[bool] | None = None
     ) -> _Releases:
-        """The release index of jobs asking ``wanted`` accepted GPUs per node, brought up
-        to date with the log.
+        """The release index of jobs asking ``wanted`` accepted GPUs per node.
 
         One index per kind of request, so a search walks only the instants at which
         something is released on a node that could hold it (a job asking for one GPU
-        model skips every release on other models' nodes). A node is dropped from an
-        instant once fewer than ``wanted`` accepted GPUs are free there: planning only
-        takes, so that stays true (see ``plan``). Instant 0 starts with every node that
-        could hold a share, so a first search looks at what is free now through the same
-        walk: a busy cluster has few such nodes, and most are dropped for good on the
-        first look.
+        model skips every release on other models' nodes). A node's event is dropped
+        once fewer than ``wanted`` accepted GPUs are free there at its instant:
+        planning only takes, so that stays true (see ``plan``). Instant 0 starts with
+        every node that could hold a share, so a first search looks at what is free now
+        through the same walk: a busy cluster has few such nodes, and most are dropped
+        for good on the first look.
         """
         key = (wanted, accepts_key)
         index = self._indexes.get(key)
@@ -215,26 +285,13 @@ class Planner:
                 mask.bit_count() >= wanted and (allowed is None or allowed[position])
                 for position, mask in enumerate(accepts)
             ]
-            now = {position for position, ok in enumerate(eligible) if ok}
-            index = self._indexes[key] = _Releases(eligible, [0] if now else [], {0: now} if now else {})
-        log = self._log
-        if index.seen < len(log):
-            eligible, instants, nodes = index.eligible, index.at, index.nodes
-            fresh = []
-            for at, position in log[index.seen :] if index.seen else log:
-                if eligible[position]:
-                    touched = nodes.get(at)
-                    if touched is None:
-                        touched = nodes[at] = set()
-                        fresh.append(at)
-                    touched.add(position)
-            if len(fresh) > 64:  # a new index: sort once (a few new instants go in one by one)
-                instants.extend(fresh)
-                instants.sort()
-            else:
-                for at in fresh:
-                    bisect.insort(instants, at)
-            index.seen = len(log)
+            low = (1 << self.shift) - 1
+            events = {position for position, ok in enumerate(eligible) if ok}  # instant 0
+            events.update(event for event in self._log if eligible[event & low])
+            index = self._indexes[key] = _Releases(sorted(events), wanted, accepts)
+            for position, ok in enumerate(eligible):
+                if ok:
+                    self._watchers[position].append(index)
         return index
 
     def _accepts(self, job: PendingJob) -> tuple[tuple[object, ...], list[int]]:
@@ -250,12 +307,12 @@ class Planner:
         )
         masks = self._accepting.get(key)
         if masks is None:
-            masks = self._accepting[key] = [
-                sum(1 << p for p, gpu in enumerate(line.node.gpus) if job.accepts(gpu))
-                if job.fits_node(line.node)
-                else 0
-                for line in self.lines
-            ]
+            per_list = [sum(1 << p for p, gpu in enumerate(gpus) if job.accepts(gpu)) for gpus in self._gpu_lists]
+            masks = self._accepting[key] = [per_list[kind] for kind in self._gpu_list]
+            if job.node_labels:
+                for line in self.lines:
+                    if not job.fits_node(line.node):
+                        masks[line.position] = 0
         return key, masks
 
     def plan(self, job: PendingJob) -> tuple[datetime, tuple[Allocation, ...]] | None:
@@ -282,8 +339,10 @@ class Planner:
         key = (request_shape(job), walltime)
         allowed = self._allowed(job)
         index = self._released(wanted, accepts_key, accepts, allowed)
-        instants, released, lines = index.at, index.nodes, self.lines
+        events, lines, shift = index.events, self.lines, self.shift
+        low = (1 << shift) - 1
         cursor = self._cursors.get(key)
+        blocked: dict[int, int] = cursor.blocked if cursor is not None else {}
         fitting: list[tuple[NodeTimeline, int]] = []
         if cursor is None and job.nodes > 0:
             at, i = 0, 0  # a first search walks the index from instant 0 (see _released)
@@ -293,9 +352,11 @@ class Planner:
                 if allowed is not None and not allowed[line.position]:
                     continue
                 mask = line.fit(at, at + walltime, accepts[line.position], wanted, cpus, memory)
-                if mask is not None:
+                if mask >= 0:
                     fitting.append((line, mask))
-            i = bisect.bisect_right(instants, at)
+                else:
+                    blocked[line.position] = -1 - mask
+            i = bisect_right(events, at << shift | low)  # the first event after ``at``
         while True:
             if len(fitting) >= job.nodes:
                 chosen = self._choose(job, fitting, at)
@@ -303,42 +364,49 @@ class Planner:
                     break
             opened: list[NodeTimeline] = []
             while not opened:
-                if i == len(instants):
-                    self._cursors[key] = _Cursor(at, [line for line, _ in fitting])
+                if i == len(events):
+                    self._cursors[key] = _Cursor(at, [line for line, _ in fitting], blocked)
                     return None
-                at = instants[i]
-                touched = released[at]
-                for position in tuple(touched):
+                at = events[i] >> shift
+                after = (at + 1) << shift
+                while i < len(events) and events[i] < after:
+                    position = events[i] & low
                     line = lines[position]  # free_at(at), inlined: the walk's innermost step
                     if (line.masks[bisect_right(line.times, at) - 1] & accepts[position]).bit_count() < wanted:
-                        touched.discard(position)  # only shrinks from here: never again
-                    else:
+                        del events[i]  # only shrinks from here: never again
+                        continue
+                    if blocked.get(position, -1) <= at:
                         opened.append(line)
-                if touched:
                     i += 1
-                else:
-                    del instants[i], released[at]
-            kept = {line.position for line, _ in fitting}
+            if fitting:
+                kept = {line.position for line, _ in fitting}
+                opened = [line for line, _ in fitting] + [line for line in opened if line.position not in kept]
             end = at + walltime
-            still = []
-            for line in [*(line for line, _ in fitting), *(line for line in opened if line.position not in kept)]:
+            fitting = []
+            for line in opened:
                 mask = line.fit(at, end, accepts[line.position], wanted, cpus, memory)
-                if mask is not None:
-                    still.append((line, mask))
-            fitting = still
-        self._cursors[key] = _Cursor(at, [line for line, _ in fitting])
+                if mask >= 0:
+                    fitting.append((line, mask))
+                else:
+                    blocked[line.position] = -1 - mask
+        self._cursors[key] = _Cursor(at, [line for line, _ in fitting], blocked)
         allocations = []
+        end = at + walltime
         for line, mask in chosen:
             picked = 0
             gpus: list[int] = []
             while len(gpus) < wanted:
-                low = mask & -mask
-                picked |= low
-                gpus.append(line.node.gpus[low.bit_length() - 1].index)
-                mask ^= low
-            line.change(at, at + walltime, picked, cpus, memory, -1)
+                low_bit = mask & -mask
+                picked |= low_bit
+                gpus.append(line.node.gpus[low_bit.bit_length() - 1].index)
+                mask ^= low_bit
+            line.change(at, end, picked, cpus, memory, -1)
             allocations.append(Allocation(line.node.name, tuple(gpus), cpus, memory))
-            self._log.append((at + walltime, line.position))
+            event = end << shift | line.position
+            self._log.append(event)
+            free = line.free_at(end)
+            for watching in self._watchers[line.position]:
+                watching.add(event, line.position, free)
         return self.now + timedelta(microseconds=at), tuple(allocations)
 
     def _choose(
@@ -355,6 +423,12 @@ class Planner:
         """
         if len(fitting) < job.nodes:
             return None
+        if job.nodes == 1 and self.strategy is not PlacementStrategy.SPREAD:
+            # One node: pack's fewest free GPUs (first's lowest position) over all
+            # clusters is the same pick, as positions run in cluster order.
+            if self.strategy is PlacementStrategy.PACK:
+                return [min(fitting, key=lambda o: (o[0].free_count(at), o[0].position))]
+            return [min(fitting, key=lambda o: o[0].position)]
         by_cluster: dict[str, list[tuple[int, int, NodeTimeline, int]]] = {}
         for line, mask in fitting:
             by_cluster.setdefault(line.node.cluster, []).append((line.free_count(at), line.position, line, mask))

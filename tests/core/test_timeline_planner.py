@@ -106,9 +106,40 @@ def plans(draw: st.DrawFn):  # type: ignore[no-untyped-def]
     return nodes, ledger, releases, jobs, draw(st.sampled_from(list(PlacementStrategy)))
 
 
-@settings(max_examples=400, deadline=None)
-@given(plans())
-def test_the_planner_finds_the_same_start_and_gpus_as_trying_every_instant(world) -> None:  # type: ignore[no-untyped-def]
+@st.composite
+def crowded_plans(draw: st.DrawFn):  # type: ignore[no-untyped-def]
+    """Like ``plans``, but each node's busy GPUs belong to up to three running jobs that
+    end at instants drawn from a few, so one node releases several times and two jobs
+    on it may end at the same instant; and longer queues, so requests of one kind are
+    planned again and again from where the last one stopped."""
+    nodes, _, _, _, strategy = draw(plans())
+    ledger = Ledger(nodes)
+    releases = []
+    for n in nodes:
+        taken = draw(st.lists(st.sampled_from(range(len(n.gpus))), unique=True, max_size=len(n.gpus)))
+        jobs_on_node = draw(st.integers(1, 3))
+        for k in range(jobs_on_node):
+            gpus = tuple(taken[k::jobs_on_node])
+            if gpus:
+                allocation = Allocation(n.name, gpus, draw(st.integers(0, 1)))
+                ledger.take((allocation,))
+                ends = T0 + timedelta(minutes=draw(st.sampled_from([-30, 0, 30, 60, 180])))
+                releases.append((ends, (allocation,)))
+    jobs = [
+        pending(
+            i,
+            nodes=draw(st.integers(1, 2)),
+            gpus_per_node=draw(st.integers(0, 3)),
+            cpus_per_node=draw(st.sampled_from([0, 1, 3])),
+            gpu_model=draw(st.sampled_from(["", "H100-80GB"])),
+            walltime_seconds=draw(st.sampled_from([1800, 3600])),
+        )
+        for i in range(1, draw(st.integers(1, 20)) + 1)
+    ]
+    return nodes, ledger, releases, jobs, strategy
+
+
+def assert_plans_as_the_reference(world) -> None:  # type: ignore[no-untyped-def]
     nodes, ledger, releases, jobs, strategy = world
     planner = Planner(ledger, releases, T0, strategy)
     by_name = {n.name: n for n in nodes}
@@ -132,3 +163,15 @@ def test_the_planner_finds_the_same_start_and_gpus_as_trying_every_instant(world
             assert planned is None
         else:
             assert planned == (T0 + timedelta(microseconds=expected[0]), expected[1])
+
+
+@settings(max_examples=400, deadline=None)
+@given(plans())
+def test_the_planner_finds_the_same_start_and_gpus_as_trying_every_instant(world) -> None:  # type: ignore[no-untyped-def]
+    assert_plans_as_the_reference(world)
+
+
+@settings(max_examples=300, deadline=None)
+@given(crowded_plans())
+def test_nodes_that_release_several_times_and_long_queues_plan_as_trying_every_instant(world) -> None:  # type: ignore[no-untyped-def]
+    assert_plans_as_the_reference(world)
