@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import Case, F, FloatField, IntegerField, Q, Sum, Value, When
 
 from scheduler.choices import ACTIVE_STATES, TERMINAL_STATES
-from scheduler.core.hours import WAIT_BINS, add_up, ceil_hour, floor_hour, job_gpus, split_attempt
+from scheduler.core.hours import WAIT_BINS, add_up, ceil_hour, floor_hour, job_gpus, split_attempt, wait_bin
 from scheduler.models import AccountHour, Job
 
 #: The wait counters of ``AccountHour``, one per bin of ``WAIT_BINS``.
@@ -129,16 +129,13 @@ def totals_in_range(start: datetime, end: datetime, now: datetime) -> RangeTotal
     running: Any = Job.objects.filter(
         state__in=ACTIVE_STATES, started_at__isnull=False, started_at__lt=end
     ).values_list("account__name", "started_at", "nodes", "gpus_per_node", "gpu_share", "submitted_at")
-    live = add_up(
-        (account, started, now, job_gpus(nodes, per_node, share), submitted)
-        for account, started, nodes, per_node, share, submitted in running
-    )
-    for (account, hour), t in live.items():
-        if not start <= hour < end:
-            continue
-        totals = accounts.setdefault(str(account), [0.0, 0])
-        totals[0] += t.gpu_seconds
-        totals[1] += t.started + (t.carried if hour == start else 0)
-        for i, n in enumerate(t.waited or []):
-            waits[i] += n
+    for account, started, nodes, per_node, share, submitted in running:
+        # A running attempt's share of the range, directly (what its hour rows will sum to).
+        seconds = (min(now, end) - max(started, start)).total_seconds()
+        totals = accounts.setdefault(account, [0.0, 0])
+        if seconds > 0:
+            totals[0] += job_gpus(nodes, per_node, share) * seconds
+            totals[1] += 1
+        if started >= start:
+            waits[wait_bin(started - submitted)] += 1
     return RangeTotals({a: (s, int(n)) for a, (s, n) in accounts.items()}, waits)
