@@ -4,7 +4,8 @@
 What :func:`seed_telemetry` writes for ``G`` GPUs (8,000 for 1,000 nodes), all ending at
 ``now``:
 
-- hourly rollups of every GPU for the last ``hours`` (24 by default: 24 G rows);
+- hourly rollups of every GPU for the last ``hours`` (24 by default: 24 G rows), and
+  those hours combined (``AllGpuRollup``, one row an hour) as the rollup pass writes them;
 - minute rollups of every GPU for the last ``minutes`` (60: 60 G rows);
 - raw samples of every GPU every 10 s for the last ``raw_minutes`` (10: 60 G rows);
 - one queue row per account per minute for the last ``hours``.
@@ -100,7 +101,7 @@ def seed_telemetry(
     from django.db import connection
 
     from monitoring.models import GpuRollup, GpuSample, QueueSample
-    from monitoring.services import floor_time
+    from monitoring.services import floor_time, rollup_all_gpus
     from portal.models import Account
     from scheduler.models import Gpu
 
@@ -127,6 +128,8 @@ def seed_telemetry(
                 yield (gpu_id, period, at, period // 10, *spread)
 
     hourly = copy_rows(GpuRollup._meta.db_table, columns, rollups(3600, hours))
+    # What the rollup pass writes with every hour it recomputes: the hours combined.
+    rollup_all_gpus(floor_time(now, 3600) - timedelta(hours=hours), now + timedelta(hours=1))
     minutely = copy_rows(GpuRollup._meta.db_table, columns, rollups(60, minutes))
 
     def raw() -> Iterable[tuple[Any, ...]]:

@@ -8,7 +8,8 @@ Steps:
 1. Create and migrate the throwaway database; seed one cluster of ``--nodes`` 8-GPU
    nodes, a lab account and its member as bulk rows, and ``--jobs`` jobs of the member
    (the worst case for "my jobs"): 90% ended, the rest pending, of which one 8-GPU job
-   runs on each of 75% of the up nodes.
+   runs on each of 75% of the up nodes. The ended jobs' hourly GPU-hour rollups are
+   built from them (``scheduler.hours.rebuild``, as the upgrade's migration does).
 2. Seed the telemetry of every GPU as ``benchmarks/_telemetry.py`` lists: 24 h of
    hourly rollups, the last hour of minute rollups, the last 10 minutes of raw samples
    (every 10 s), 24 h of queue history. Its row counts are printed.
@@ -63,6 +64,7 @@ def seed(nodes: int, jobs: int) -> tuple[Any, Any, int]:
     from django.db.models import F
     from django.utils import timezone
 
+    from scheduler.hours import rebuild as rebuild_hours
     from scheduler.models import Job
 
     site = build_site(nodes)
@@ -70,6 +72,9 @@ def seed(nodes: int, jobs: int) -> tuple[Any, Any, int]:
     cutoff = Job.objects.order_by("id").values_list("id", flat=True)[int(jobs * 0.9)]
     ended = Job.objects.filter(id__lt=cutoff)
     ended.update(state="COMPLETED", started_at=F("submitted_at"), ended_at=F("submitted_at") + timedelta(hours=1))
+    began = time.perf_counter()
+    rows = rebuild_hours()  # bulk-updated jobs: the hour rollups their ends would have written
+    log(f"{rows} account-hour rollups in {time.perf_counter() - began:.1f}s")
     staff = get_user_model().objects.create_user("bench-admin", "a@example.org", "pw", is_staff=True)
     began = time.perf_counter()
     telemetry = seed_telemetry(site, timezone.now())

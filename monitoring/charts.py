@@ -193,7 +193,10 @@ def allocated_utilization_figure(cells: Sequence[GpuCell], idle_below: float, wi
     known = [c.utilization for c in allocated if c.utilization is not None]
     idle = sum(1 for c in allocated if c.state == "allocated, idle")
     edges = list(range(0, 100, 10))
-    counts = [sum(1 for u in known if lo <= u < lo + 10 or (lo == 90 and u >= 100)) for lo in edges]
+    counts = [0] * len(edges)
+    for u in known:  # one pass over up to every GPU: bars of 10%, 100% and over in the last
+        if u >= 0:
+            counts[min(int(u // 10), len(edges) - 1)] += 1
     trace = {
         "type": "bar",
         "x": [f"{lo}-{lo + 10}%" for lo in edges],

@@ -76,6 +76,36 @@ class GpuRollup(models.Model):
         return f"{self.gpu_id} {self.get_period_display()} at {self.at}"
 
 
+class AllGpuRollup(models.Model):
+    """Every GPU's hourly rollups of one hour (``at``, its start) combined: min of the
+    mins, mean of the means, max of the maxes, as the charts of all GPUs show them.
+
+    Recomputed from ``GpuRollup`` whenever an hour's rollups are (upsert on ``at``), so
+    a chart of every GPU reads one row an hour, not one per GPU and hour.
+    """
+
+    at = models.DateTimeField(unique=True)
+    gpus = models.PositiveIntegerField(help_text="GPUs with a rollup in the hour.")
+    utilization_min = models.FloatField()
+    utilization_mean = models.FloatField()
+    utilization_max = models.FloatField()
+    memory_used_min = models.FloatField()
+    memory_used_mean = models.FloatField()
+    memory_used_max = models.FloatField()
+    temperature_min = models.FloatField(null=True)
+    temperature_mean = models.FloatField(null=True)
+    temperature_max = models.FloatField(null=True)
+    power_min = models.FloatField(null=True)
+    power_mean = models.FloatField(null=True)
+    power_max = models.FloatField(null=True)
+
+    class Meta:
+        ordering = ["at"]
+
+    def __str__(self) -> str:
+        return f"{self.gpus} GPUs at {self.at}"
+
+
 class GpuHealth(models.Model):
     """The latest health of one GPU, as its newest sample showed it.
 

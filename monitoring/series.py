@@ -3,7 +3,8 @@
 ``series(gpu_ids, start, end)`` aggregates the chosen GPUs into one min/mean/max band
 per time bucket, so its size depends on the range, never on how many GPUs are in it:
 a 30-day chart of 8,000 GPUs reads the hourly rollups grouped by hour in the database
-and returns at most ``max_points`` points.
+and returns at most ``max_points`` points; a chart of every GPU by the hour reads the
+hours combined in advance (``AllGpuRollup``), one row an hour.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Avg, Max, Min, QuerySet
 
-from monitoring.models import GpuRollup, GpuSample, Resolution
+from monitoring.models import AllGpuRollup, GpuRollup, GpuSample, Resolution
 from scheduler.models import Gpu
 
 #: Chartable metrics: name -> raw sample column.
@@ -110,6 +111,16 @@ def series(
     if resolution == RAW:
         bucket = max(1, math.ceil((end - start).total_seconds() / max_points))
         points = _raw_points(which, start, end, METRICS[metric], bucket)
+    elif ids is None and resolution == Resolution.HOUR:
+        # Every GPU, by the hour: combined in advance, one row an hour.
+        bucket = resolution
+        combined = AllGpuRollup.objects.filter(at__gte=start, at__lt=end).exclude(**{f"{metric}_mean": None})
+        points = [
+            Point(at, low, mean, high)
+            for at, low, mean, high in combined.values_list(
+                "at", f"{metric}_min", f"{metric}_mean", f"{metric}_max"
+            ).order_by("at")
+        ]
     else:
         bucket = resolution
         rows = (

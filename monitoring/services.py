@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from monitoring import health
 from monitoring.ingest import validate_sample
-from monitoring.models import GpuHealth, GpuRollup, GpuSample, NodeToken, QueueSample, Resolution
+from monitoring.models import AllGpuRollup, GpuHealth, GpuRollup, GpuSample, NodeToken, QueueSample, Resolution
 from scheduler.choices import NodeState
 from scheduler.models import Gpu, Job, Node
 
@@ -324,6 +324,32 @@ def rollup(period: int, start: datetime, end: datetime) -> int:
             unique_fields=["gpu", "period", "at"],
             update_fields=fields,
         )
+        if period == Resolution.HOUR:
+            rollup_all_gpus(start, end)
+    return len(objects)
+
+
+def rollup_all_gpus(start: datetime, end: datetime, gpu_rollup: Any = GpuRollup, all_gpus: Any = AllGpuRollup) -> int:
+    """(Re)compute ``AllGpuRollup`` for the hours in ``[start, end)`` from every GPU's
+    hourly rollups, in one grouped read, and upsert them (idempotent). The models are
+    parameters for the migration that fills the table. Returns the hours written."""
+    aggregates: dict[str, Any] = {"gpus": Count("id")}
+    for name, _ in _METRICS:
+        aggregates |= {
+            f"{name}_min": Min(f"{name}_min"),
+            f"{name}_mean": Avg(f"{name}_mean"),
+            f"{name}_max": Max(f"{name}_max"),
+        }
+    rows = (
+        gpu_rollup.objects.filter(period=Resolution.HOUR, at__gte=start, at__lt=end)
+        .values("at")
+        .annotate(**aggregates)
+        .order_by()
+    )
+    objects = [all_gpus(**row) for row in rows]
+    all_gpus.objects.bulk_create(
+        objects, batch_size=1000, update_conflicts=True, unique_fields=["at"], update_fields=list(aggregates)
+    )
     return len(objects)
 
 
@@ -359,6 +385,7 @@ def prune(now: datetime | None = None) -> dict[str, int]:
     minutes, _ = GpuRollup.objects.filter(period=Resolution.MINUTE, at__lt=minute_cutoff).delete()
     hour_cutoff = now - timedelta(days=settings.MONITORING_HOUR_RETENTION_DAYS)
     hours, _ = GpuRollup.objects.filter(period=Resolution.HOUR, at__lt=hour_cutoff).delete()
+    AllGpuRollup.objects.filter(at__lt=hour_cutoff).delete()
     queue, _ = QueueSample.objects.filter(at__lt=minute_cutoff).delete()  # one row a minute, as minute rollups
     return {"raw": raw, "minutes": minutes, "hours": hours, "queue": queue}
 

@@ -221,3 +221,36 @@ class TickState(models.Model):
 
     def __str__(self) -> str:
         return f"last tick at {self.finished_at}"
+
+
+class AccountHour(models.Model):
+    """What one account's job attempts added up to in one UTC hour (``hour``, its start):
+    the rollup the cluster overview sums, so its reads do not grow with the jobs.
+
+    Written as each attempt gives its GPUs back (ends, or is requeued), in the
+    transaction of that conditional state change (``scheduler.hours.record_attempt``):
+    an attempt is added exactly once, or not at all if the change rolls back. Running
+    attempts are not in it yet; readers add them live. See ``scheduler.core.hours`` for
+    the counters; ``waited_<i>`` counts the attempts that started in the hour after a
+    wait in bin ``i`` of ``scheduler.core.hours.WAIT_BINS``.
+    """
+
+    account = models.ForeignKey("portal.Account", on_delete=models.CASCADE, related_name="hours")
+    hour = models.DateTimeField()
+    gpu_seconds = models.FloatField(default=0.0)
+    carried = models.PositiveIntegerField(default=0, help_text="Attempts running at the hour's start.")
+    started = models.PositiveIntegerField(default=0, help_text="Attempts that started in the hour and ran.")
+    waited_0 = models.PositiveIntegerField(default=0)
+    waited_1 = models.PositiveIntegerField(default=0)
+    waited_2 = models.PositiveIntegerField(default=0)
+    waited_3 = models.PositiveIntegerField(default=0)
+    waited_4 = models.PositiveIntegerField(default=0)
+    waited_5 = models.PositiveIntegerField(default=0)
+    waited_6 = models.PositiveIntegerField(default=0)
+    waited_7 = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hour", "account"], name="accounthour_unique_hour_account")]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} at {self.hour:%Y-%m-%d %H:00}: {self.gpu_seconds / 3600:.1f} GPU-h"

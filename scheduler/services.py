@@ -25,7 +25,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from portal.models import Account, Qos, Quota
-from scheduler import reconcile
+from scheduler import hours, reconcile
 from scheduler.backends import load_backend
 from scheduler.backends.base import (
     Backend,
@@ -86,12 +86,24 @@ def transition(
     about an old attempt never moves the job's new one. Returns ``True`` when this call
     made the change (exactly one row updated), ``False`` when someone else moved the job
     first. Records a ``JobEvent`` only on success.
+
+    A move out of an active state ends the running attempt: in the same transaction its
+    GPU time and wait are added to its account's hour rollups (``scheduler.hours``), so
+    an attempt is counted once, when the move that ended it wins, and never when it
+    rolls back. The row is locked and read first, as the move may clear its start time.
     """
     sources = list(from_states)
+    matching = Job.objects.filter(pk=job_id, state__in=sources, **(where or {}))
+    ends_attempt = to_state not in ACTIVE_STATES and not ACTIVE_STATES.isdisjoint(sources)
     with transaction.atomic():
-        changed = Job.objects.filter(pk=job_id, state__in=sources, **(where or {})).update(state=to_state, **fields)
+        before = matching.select_for_update().values(*hours.ATTEMPT_FIELDS).first() if ends_attempt else None
+        if ends_attempt and before is None:
+            return False
+        changed = matching.update(state=to_state, **fields)
         if changed:
             record_event(job_id, event, message or f"-> {to_state}", {"to": to_state, **(data or {})})
+            if before is not None and before["state"] in ACTIVE_STATES:
+                hours.record_attempt(before, fields.get("ended_at") or timezone.now())
     return changed == 1
 
 

@@ -119,3 +119,26 @@ def submit(owner: Any, account: Any, *, qos: Any = None, **overrides: Any) -> An
     fields: dict[str, Any] = {"name": "job", "command": "true", "gpus_per_node": 1, "walltime_seconds": 3600}
     fields.update(overrides)
     return services.submit_job(owner=owner, account=account, qos=qos, **fields)
+
+
+def start(job: Any, at: datetime, *, waited: timedelta = timedelta(0)) -> Any:
+    """The job RUNNING since ``at`` as dispatch leaves it (with a backend id), having
+    been submitted ``waited`` before; its row is written directly (no backend runs)."""
+    from scheduler.models import Job
+
+    job.refresh_from_db(fields=["attempt"])
+    Job.objects.filter(pk=job.pk).update(
+        state="RUNNING", started_at=at, submitted_at=at - waited, external_id=f"ext-{job.pk}.{job.attempt}"
+    )
+    job.refresh_from_db()
+    return job
+
+
+def end(job: Any, at: datetime, state: str = "COMPLETED") -> bool:
+    """The backend's news that the job's running attempt ended at ``at``, applied by the
+    conditional transition a poll uses; returns whether it moved the job."""
+    from scheduler import services
+
+    return services.transition(
+        job.pk, ["RUNNING"], state, ended_at=at, exit_code=0, where={"external_id": job.external_id}
+    )

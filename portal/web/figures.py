@@ -8,16 +8,16 @@ import io
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, F, Q, Sum, Value
-from django.db.models.functions import Coalesce, Greatest, Least
+from django.db.models import Q
 
 from monitoring.charts import WaitBin
-from portal.dbfunctions import EpochSeconds, job_gpus
 from portal.models import Account, Quota
+from scheduler import hours
 from scheduler.choices import ACTIVE_STATES
+from scheduler.core.hours import WAIT_BINS
 from scheduler.models import Gpu, Job, Node
 from scheduler.snapshot import gpu_model_label, held_gpus
 
@@ -143,19 +143,6 @@ class AccountHours:
     jobs: int
 
 
-#: Wait-time bins of the overview's distribution: (upper bound, label); the last is open.
-WAIT_BINS: tuple[tuple[timedelta | None, str], ...] = (
-    (timedelta(minutes=1), "< 1 min"),
-    (timedelta(minutes=5), "1-5 min"),
-    (timedelta(minutes=15), "5-15 min"),
-    (timedelta(hours=1), "15-60 min"),
-    (timedelta(hours=4), "1-4 h"),
-    (timedelta(hours=12), "4-12 h"),
-    (timedelta(days=1), "12-24 h"),
-    (None, "> 1 day"),
-)
-
-
 @dataclass(frozen=True)
 class JobsInRange:
     hours: list[AccountHours]
@@ -163,46 +150,21 @@ class JobsInRange:
 
 
 def jobs_in_range(start: datetime, end: datetime, now: datetime) -> JobsInRange:
-    """What the jobs that ran within ``[start, end)`` add up to, from one scan of them,
-    grouped by account in the database:
+    """What the job attempts that ran within ``[start, end)`` (whole hours) add up to,
+    from the hourly rollups plus the running attempts (``scheduler.hours``), so the
+    reads do not grow with the number of jobs:
 
-    - GPU-hours per account: each job's time within the range (up to ``now`` while it
-      runs) times the GPUs it held (``portal.dbfunctions.job_gpus``: a share counts as
-      its fraction; a job whose allocation a requeue cleared counts what it asked for);
-    - how long the jobs that *started* in the range waited (``started_at -
-      submitted_at``), counted per bin of ``WAIT_BINS`` (a filtered count each: grouping
-      by a computed bin made PostgreSQL sort every row).
+    - GPU-hours per account: each attempt's time within the range (up to ``now`` while
+      it runs) times the GPUs it held (a share counts as its fraction), and how many
+      attempts ran (a requeued job counts once per attempt that held GPUs);
+    - how long the attempts that *started* in the range waited (``started_at -
+      submitted_at``), counted per bin of ``WAIT_BINS``.
     """
-    ran = Q(seconds__gt=0)
-    waited: dict[str, Any] = {}
-    low = 0.0
-    for i, (bound, _) in enumerate(WAIT_BINS):
-        within = Q(started_at__gte=start, wait__gte=low) if i else Q(started_at__gte=start)
-        if bound is not None:
-            within &= Q(wait__lt=bound.total_seconds())
-            low = bound.total_seconds()
-        waited[f"waited_{i}"] = Count("id", filter=within)
-    rows: Any = (
-        Job.objects.filter(started_at__isnull=False, started_at__lt=end)
-        .filter(Q(ended_at__isnull=True) | Q(ended_at__gte=start))
-        .annotate(
-            seconds=EpochSeconds(Least(Coalesce("ended_at", Value(now)), Value(end)))
-            - EpochSeconds(Greatest("started_at", Value(start))),
-            wait=EpochSeconds("started_at") - EpochSeconds("submitted_at"),
-        )
-        .values("account__name")
-        .annotate(gpu_seconds=Sum(job_gpus() * F("seconds"), filter=ran, default=0.0), ran=Count("id", filter=ran))
-        .annotate(**waited)
-        .order_by("account__name")
-    )
-    hours: list[AccountHours] = []
-    waits = [0] * len(WAIT_BINS)
-    for row in rows:
-        if row["ran"]:
-            hours.append(AccountHours(row["account__name"], row["gpu_seconds"] / 3600, row["ran"]))
-        for i in range(len(WAIT_BINS)):
-            waits[i] += row[f"waited_{i}"]
-    return JobsInRange(hours, [WaitBin(label, n) for (_, label), n in zip(WAIT_BINS, waits, strict=True)])
+    totals = hours.totals_in_range(start, end, now)
+    rows = [
+        AccountHours(account, seconds / 3600, ran) for account, (seconds, ran) in sorted(totals.accounts.items()) if ran
+    ]
+    return JobsInRange(rows, [WaitBin(label, n) for (_, label), n in zip(WAIT_BINS, totals.waits, strict=True)])
 
 
 def gpu_hours_by_account(start: datetime, end: datetime, now: datetime) -> list[AccountHours]:

@@ -83,6 +83,16 @@ def test_allocated_utilization_flags_idle_gpus_in_red():
     )
 
 
+@pytest.mark.parametrize(
+    "utilization, bar",
+    [(0.0, 0), (9.99, 0), (10.0, 1), (89.9, 8), (90.0, 9), (100.0, 9), (104.0, 9)],
+    ids=["0%", "just under 10%", "10%", "89.9%", "90%", "100% in the last bar", "over 100% in the last bar"],
+)
+def test_allocated_utilization_bars_are_10_percent_wide(utilization, bar):
+    bars = charts.allocated_utilization_figure([GpuCell("n1", 0, "allocated", utilization)], 5.0, "1 min")["data"][0]
+    assert bars["y"] == [1 if i == bar else 0 for i in range(10)]
+
+
 def test_queue_is_stacked_by_account_with_missing_rows_as_zero():
     later = T0 + timedelta(minutes=1)
     rows = [QueueRow(T0, "lab", 3, 1), QueueRow(T0, "other", 2, 0), QueueRow(later, "lab", 1, 2)]

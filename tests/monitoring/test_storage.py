@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from monitoring import services
-from monitoring.models import GpuRollup, GpuSample, Resolution
+from monitoring.models import AllGpuRollup, GpuRollup, GpuSample, Resolution
 from monitoring.series import RAW, Point, choose_resolution, downsample, series
 from tests.builders import T0
 
@@ -71,6 +71,15 @@ def test_pruning_keeps_what_is_within_retention(gpus, settings):
     GpuRollup.objects.create(gpu=gpus[0], period=3600, at=T0 - timedelta(days=40), samples=1, **_flat(1))
     assert services.prune(now) == {"raw": 1, "minutes": 1, "hours": 0, "queue": 0}
     assert list(GpuSample.objects.values_list("utilization_pct", flat=True)) == [2]
+
+
+def test_pruning_drops_the_combined_hours_with_the_hours_they_combine(gpus, settings):
+    now = T0 + timedelta(days=settings.MONITORING_HOUR_RETENTION_DAYS + 1)
+    for at in (T0, now - timedelta(hours=1)):
+        GpuRollup.objects.create(gpu=gpus[0], period=3600, at=at, samples=1, **_flat(1))
+    services.rollup_all_gpus(T0, now)
+    services.prune(now)
+    assert list(AllGpuRollup.objects.values_list("at", flat=True)) == [now - timedelta(hours=1)]
 
 
 def _flat(value):
@@ -166,3 +175,18 @@ def test_a_series_of_every_gpu_needs_no_list_of_them(gpus, django_assert_num_que
     with django_assert_num_queries(2):  # the GPU count (to pick the resolution), the points
         everything = series(None, T0, T0 + timedelta(minutes=1))
     assert [(p.low, p.high) for p in everything.points] == [(10, 50), (30, 70)]
+
+
+def test_every_gpu_by_the_hour_reads_the_hours_combined_as_they_were_rolled_up(gpus, django_assert_num_queries):
+    store(gpus[0], T0, [10, 30], step=timedelta(minutes=70))  # two hours of GPU 0
+    store(gpus[1], T0, [50, 70, 90], step=timedelta(minutes=20))  # the first hour of GPU 1
+    services.rollup(Resolution.MINUTE, T0, T0 + timedelta(hours=3))
+    services.rollup(Resolution.HOUR, T0, T0 + timedelta(hours=3))
+    assert list(AllGpuRollup.objects.values_list("gpus", flat=True)) == [2, 1]
+    span = (T0, T0 + timedelta(days=2))  # long enough for hours
+    per_gpu = series([g.id for g in gpus], *span)
+    with django_assert_num_queries(2):  # the GPU count, one row an hour
+        everything = series(None, *span)
+    assert everything.resolution == Resolution.HOUR
+    assert everything.points == per_gpu.points
+    assert [(p.low, p.mean, p.high) for p in everything.points] == [(10, 40, 90), (30, 30, 30)]  # mean of the means

@@ -5,13 +5,14 @@ by account and its CSV."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.test import Client
 
 from portal.models import Account, AuditEntry, Membership, Quota
 from scheduler.models import Job, Node
-from tests.builders import submit
+from tests.builders import end, start, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -163,18 +164,10 @@ def test_nodes_page_drain_needs_a_reason_and_resume_is_audited(world, tick):
 
 
 def test_gpu_hours_by_account_and_its_csv(world):
-    start = datetime(2026, 3, 1, tzinfo=UTC)
-    done = submit(world.alice, world.lab, gpus_per_node=2)
-    Job.objects.filter(pk=done.pk).update(
-        state="COMPLETED",
-        started_at=start - timedelta(hours=1),  # one hour before the range: not counted
-        ended_at=start + timedelta(hours=3),
-        allocations=[{"node": "h100-01", "gpu_indices": [0, 1], "cpus": 1, "memory_mib": 0}],
-    )
-    other = submit(world.charlie, world.other, gpus_per_node=1)
-    Job.objects.filter(pk=other.pk).update(
-        state="COMPLETED", started_at=start, ended_at=start + timedelta(hours=5), allocations=[]
-    )
+    day = datetime(2026, 3, 1, tzinfo=UTC)
+    done = start(submit(world.alice, world.lab, gpus_per_node=2), day - timedelta(hours=1))
+    end(done, day + timedelta(hours=3))  # the hour before the range is not counted
+    end(start(submit(world.charlie, world.other, gpus_per_node=1), day), day + timedelta(hours=5))
     client = logged_in(world.admin)
     page = client.get("/manage/cluster/", {"start": "2026-03-01", "end": "2026-03-01"})
     hours = {h.account: (round(h.gpu_hours, 3), h.jobs) for h in page.context["hours"]}
@@ -190,17 +183,11 @@ def test_gpu_hours_by_account_and_its_csv(world):
 def test_gpu_hours_count_running_jobs_to_now_and_shares_as_their_fraction(world):
     from portal.web.figures import gpu_hours_by_account
 
-    start = datetime(2026, 3, 1, tzinfo=UTC)
-    running = submit(world.alice, world.lab, nodes=2, gpus_per_node=4)
-    Job.objects.filter(pk=running.pk).update(state="RUNNING", started_at=start + timedelta(hours=1))
-    shared = submit(world.charlie, world.other, gpu_share=0.5, gpu_model="L4")
-    Job.objects.filter(pk=shared.pk).update(
-        state="COMPLETED",
-        started_at=start,
-        ended_at=start + timedelta(hours=4),
-        allocations=[{"node": "l4-01", "gpu_indices": [0], "gpu_share": 0.5, "cpus": 1, "memory_mib": 0}],
-    )
-    hours = gpu_hours_by_account(start, start + timedelta(days=1), now=start + timedelta(hours=3))
+    day = datetime(2026, 3, 1, tzinfo=UTC)
+    start(submit(world.alice, world.lab, nodes=2, gpus_per_node=4), day + timedelta(hours=1))  # still running
+    shared = start(submit(world.charlie, world.other, gpu_share=0.5, gpu_model="L4"), day)
+    end(shared, day + timedelta(hours=4))
+    hours = gpu_hours_by_account(day, day + timedelta(days=1), now=day + timedelta(hours=3))
     assert [(h.account, round(h.gpu_hours, 3), h.jobs) for h in hours] == [("lab", 16.0, 1), ("other", 2.0, 1)]
 
 
@@ -210,15 +197,16 @@ START = datetime(2026, 3, 1, tzinfo=UTC)
 def test_the_wait_distribution_counts_the_jobs_started_in_the_range(world):
     from portal.web.figures import jobs_in_range
 
-    def started(wait: timedelta, start=START + timedelta(hours=2)):
-        job = submit(world.alice, world.lab)
-        Job.objects.filter(pk=job.pk).update(submitted_at=start - wait, started_at=start)
+    def started(wait: timedelta, at=START + timedelta(hours=2), ended: bool = False):
+        job = start(submit(world.alice, world.lab), at, waited=wait)
+        if ended:
+            end(job, at + timedelta(minutes=30))
 
     started(timedelta(seconds=10))
-    started(timedelta(seconds=50))
-    started(timedelta(minutes=3))
+    started(timedelta(seconds=50), ended=True)
+    started(timedelta(minutes=3), ended=True)
     started(timedelta(hours=30))
-    started(timedelta(seconds=1), start=START - timedelta(hours=1))  # before the range (still running in it)
+    started(timedelta(seconds=1), at=START - timedelta(hours=1))  # before the range (still running in it)
     submit(world.alice, world.lab)  # never started
     waits = jobs_in_range(START, START + timedelta(days=1), now=START + timedelta(days=2)).waits
     bins = {b.label: b.jobs for b in waits}
@@ -232,6 +220,59 @@ def test_the_wait_distribution_counts_the_jobs_started_in_the_range(world):
         "12-24 h": 0,
         "> 1 day": 1,
     }
+
+
+def from_raw_jobs(start: datetime, end: datetime, now: datetime) -> tuple[dict[str, tuple[float, int]], list[int]]:
+    """The overview's figures as defined on the job rows: per account, each job's time
+    within ``[start, end)`` (to ``now`` while it runs) times its GPUs, and the jobs with
+    some time in it; the waits of the jobs that started in it, per bin."""
+    from scheduler.core.hours import WAIT_BINS, job_gpus, wait_bin
+
+    accounts: dict[str, tuple[float, int]] = {}
+    waits = [0] * len(WAIT_BINS)
+    for job in Job.objects.filter(started_at__isnull=False).select_related("account"):
+        started, until = job.started_at, job.ended_at or now
+        assert started is not None
+        seconds = (min(until, end) - max(started, start)).total_seconds()
+        if seconds > 0:
+            hours, jobs = accounts.get(job.account.name, (0.0, 0))
+            gpus = job_gpus(job.nodes, job.gpus_per_node, job.gpu_share)
+            accounts[job.account.name] = (hours + gpus * seconds / 3600, jobs + 1)
+        if start <= started < end:
+            waits[wait_bin(started - job.submitted_at)] += 1
+    return {a: (round(h, 6), n) for a, (h, n) in sorted(accounts.items())}, waits
+
+
+def test_the_overview_shows_the_figures_computed_from_the_raw_jobs(world):
+    """Sixty jobs of two accounts, of every shape, started and ended at random minutes
+    around a two-day range, some still running: the page (from the hourly rollups and the
+    running jobs) shows what the job rows add up to."""
+    import random
+
+    import time_machine
+
+    from portal.web.figures import jobs_in_range
+
+    rng = random.Random(11)
+    first, last = datetime(2026, 3, 2, tzinfo=UTC), datetime(2026, 3, 4, tzinfo=UTC)
+    now = last - timedelta(hours=7, minutes=13)
+    for _ in range(60):
+        owner, account = rng.choice([(world.alice, world.lab), (world.charlie, world.other)])
+        shape: dict[str, Any] = rng.choice(
+            [{"gpus_per_node": 1}, {"nodes": 2, "gpus_per_node": 8}, {"gpu_share": 0.25}]
+        )
+        began = first + timedelta(minutes=rng.randrange(-20 * 60, 44 * 60))
+        job = start(submit(owner, account, **shape), began, waited=timedelta(minutes=rng.randrange(0, 3000)))
+        finish = began + timedelta(minutes=rng.choice([0, rng.randrange(1, 30 * 60)]))
+        if finish <= now and rng.random() < 0.8:
+            end(job, finish)
+    expected_hours, expected_waits = from_raw_jobs(first, last, now)
+    assert len(expected_hours) == 2 and sum(expected_waits) > 20  # the scenario covers what it claims
+
+    with time_machine.travel(now, tick=False):
+        page = logged_in(world.admin).get("/manage/cluster/", {"start": "2026-03-02", "end": "2026-03-03"})
+    assert {h.account: (round(h.gpu_hours, 6), h.jobs) for h in page.context["hours"]} == expected_hours
+    assert [b.jobs for b in jobs_in_range(first, last, now).waits] == expected_waits
 
 
 @pytest.mark.parametrize("params", [{"start": "yesterday"}, {"start": "2026-03-05", "end": "2026-03-01"}])

@@ -77,3 +77,21 @@ def test_node_names_must_be_unique_across_clusters(db):
     make_local_cluster("first", [local_node_group("n-01")])
     with pytest.raises(services.BackendError, match="already belongs to cluster first"):
         make_local_cluster("second", [local_node_group("n-01")])
+
+
+def test_run_scheduler_rolls_up_the_samples_as_beat_would(world, settings, django_capture_on_commit_callbacks):
+    """The embedded mode has no beat: its loop rolls the GPU samples up, so the cluster
+    overview's charts of a week (read from hourly rollups) show the demo's telemetry."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from monitoring.models import AllGpuRollup, GpuRollup
+    from monitoring.services import record_simulated_samples
+
+    settings.MONITORING_SIMULATE = True
+    record_simulated_samples(timezone.now() - timedelta(minutes=2))  # samples of a finished minute
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("run_scheduler", "--once", stdout=io.StringIO())
+    assert GpuRollup.objects.filter(period=60).exists() and GpuRollup.objects.filter(period=3600).exists()
+    assert AllGpuRollup.objects.exists()

@@ -1,5 +1,6 @@
 """Run the scheduler without Celery: poll, tick, refresh estimates when due, record the queue's
-history each minute, sleep, repeat."""
+history each minute, roll up and prune the GPU samples when due (what beat runs with
+Celery), sleep, repeat."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from scheduler import estimates, services
+
+#: Seconds between retention passes (as beat's ``monitoring-prune``).
+PRUNE_SECONDS = 3600.0
 
 
 class Command(BaseCommand):
@@ -38,6 +42,8 @@ class Command(BaseCommand):
         # first pass runs at once so a fresh loop shows estimates without waiting.
         estimated_at: float | None = None
         queue_at: float | None = None
+        rollup_at: float | None = None
+        prune_at: float | None = None
         try:
             while True:
                 polled = services.poll_backends()
@@ -63,6 +69,18 @@ class Command(BaseCommand):
 
                     record_queue()
                     queue_at = time.monotonic()
+                if rollup_at is None or time.monotonic() - rollup_at >= settings.MONITORING_ROLLUP_SECONDS:
+                    # Minute and hour rollups of the samples (beat's monitoring.rollup):
+                    # the overview charts ranges over an hour from them.
+                    from monitoring.services import rollup_recent
+
+                    rollup_recent()
+                    rollup_at = time.monotonic()
+                if prune_at is None or time.monotonic() - prune_at >= PRUNE_SECONDS:
+                    from monitoring.services import prune
+
+                    prune()
+                    prune_at = time.monotonic()
                 if options["once"]:
                     return
                 time.sleep(interval)
