@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('portal', '0003_audit_and_job_templates'),
-        ('scheduler', '0011_node_down_since'),
+        ('scheduler', '0012_cluster_instance'),
     ]
 
     operations = [
