@@ -1,5 +1,6 @@
 """How fast the ingest API stores GPU samples: ``POST /api/v1/monitoring/samples/`` over
-HTTP against gunicorn, on a throwaway database (see ``benchmarks/_common.py``).
+HTTP against gunicorn, on a throwaway database (see ``benchmarks/_common.py``; the server
+and the client threads are ``benchmarks/_http.py``).
 
 Usage: ``DEBUG=1 python benchmarks/ingest.py [--samples 200000] [--batch 1000]
 [--concurrency 4] [--workers 2] [--nodes 64]`` (``DATABASE_URL=postgres://...`` for
@@ -11,7 +12,8 @@ Steps:
 2. Build every request body before timing: each is one node's batch of ``--batch``
    samples (its 8 GPUs at consecutive 10-second instants, as an agent sends after
    buffering), realistic values, some with throttle reasons and processes.
-3. Start ``gunicorn portal.wsgi`` (``--workers`` sync workers), wait until it answers,
+3. Start ``gunicorn portal.wsgi`` (``--workers`` sync workers), wait until it answers an
+   empty batch (``/metrics`` is not open to anonymous callers),
    send a few untimed warm-up batches, then all batches from ``--concurrency`` threads.
 4. Check every answer is 200 with every sample accepted, and that the database holds
    exactly the samples sent; print ``ingest_samples_per_s`` (samples / wall time) and
@@ -25,9 +27,7 @@ import argparse
 import json
 import random
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ if __package__ in (None, ""):
 import httpx
 
 from benchmarks._common import emit, log, percentile, throwaway_database, vacuum_analyze
-from benchmarks.submit import free_port, start_gunicorn, stop_gunicorn
+from benchmarks._http import ClientPool, free_port, start_gunicorn, stop_gunicorn, wait_until_ready
 
 INGEST_URL = "/api/v1/monitoring/samples/"
 GPUS_PER_NODE = 8
@@ -108,59 +108,19 @@ def bodies(pairs: list[tuple[str, str]], batches: int, batch: int, start: dateti
     return made
 
 
-class Poster:
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
-        self.local = threading.local()
-        self.clients: list[httpx.Client] = []
-        self.lock = threading.Lock()
-
-    def post(self, item: tuple[str, bytes]) -> tuple[float, int, str]:
-        client = getattr(self.local, "client", None)
-        if client is None:
-            client = self.local.client = httpx.Client(base_url=self.base_url, timeout=120)
-            with self.lock:
-                self.clients.append(client)
-        token, body = item
-        t0 = time.perf_counter()
-        response = client.post(
-            INGEST_URL, content=body, headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-        )
-        latency = (time.perf_counter() - t0) * 1000
-        ok = response.status_code == 200 and not response.json()["rejected"]
-        return latency, response.status_code, "" if ok else response.text[:500]
-
-    def run(self, items: list[tuple[str, bytes]], concurrency: int) -> tuple[list[float], float]:
-        t0 = time.perf_counter()
-        pool = ThreadPoolExecutor(max_workers=concurrency)
-        try:
-            results = list(pool.map(self.post, items))
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-        wall = (time.perf_counter() - t0) * 1000
-        failures = [(status, text) for _, status, text in results if text]
-        if failures:
-            for status, text in failures[:5]:
-                log(f"answer {status}: {text}")
-            raise SystemExit(f"{len(failures)} of {len(items)} batches were not fully accepted")
-        return [latency for latency, _, _ in results], wall
-
-    def close(self) -> None:
-        for client in self.clients:
-            client.close()
+def post(client: httpx.Client, item: tuple[str, bytes]) -> str:
+    """One batch: ``""`` if answered 200 with every sample accepted, else what was answered."""
+    token, body = item
+    response = client.post(
+        INGEST_URL, content=body, headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    )
+    ok = response.status_code == 200 and not response.json()["rejected"]
+    return "" if ok else f"answer {response.status_code}: {response.text[:500]}"
 
 
-def wait_until_ready(proc: Any, base_url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"gunicorn exited with code {proc.returncode} before answering")
-        try:
-            if httpx.get(f"{base_url}/metrics", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit(f"gunicorn did not answer within {timeout:.0f} s")
+def probe(client: httpx.Client, token: str) -> httpx.Response:
+    """An empty batch: answered 200 once gunicorn, the token check and the database work."""
+    return client.post(INGEST_URL, json={"samples": []}, headers={"Authorization": f"Bearer {token}"}, timeout=5)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         port = free_port()
         log(f"starting gunicorn ({args.workers} workers) on 127.0.0.1:{port}")
         proc = start_gunicorn(db, args.workers, port, conn_max_age=60)
-        poster = Poster(f"http://127.0.0.1:{port}")
+        poster = ClientPool(f"http://127.0.0.1:{port}", post)
         try:
-            wait_until_ready(proc, poster.base_url)
+            wait_until_ready(proc, lambda: probe(poster.client(), pairs[0][1]))
             poster.run(items[:warmup], args.concurrency)
             log(f"warmed up with {warmup} batches; timing {batches}")
             latencies, wall_ms = poster.run(items[warmup:], args.concurrency)

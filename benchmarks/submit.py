@@ -22,16 +22,9 @@ Steps:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import random
-import signal
-import socket
-import subprocess
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +33,8 @@ if __package__ in (None, ""):
 
 import httpx
 
-from benchmarks._common import REPO_ROOT, Database, emit, log, percentile, throwaway_database, vacuum_analyze
+from benchmarks._common import emit, log, percentile, throwaway_database, vacuum_analyze
+from benchmarks._http import ClientPool, free_port, start_gunicorn, stop_gunicorn, wait_until_ready
 from benchmarks._synthetic import build_site, job_request
 
 JOBS_URL = "/api/v1/jobs/"
@@ -65,121 +59,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def gunicorn_command(workers: int, port: int) -> list[str]:
-    """The venv's ``gunicorn`` script next to this interpreter, else ``python -m gunicorn``."""
-    script = Path(sys.executable).parent / "gunicorn"
-    head = [str(script)] if script.exists() else [sys.executable, "-m", "gunicorn"]
-    return [*head, "portal.wsgi", "-w", str(workers), "-b", f"127.0.0.1:{port}", "--log-level", "warning"]
-
-
-def start_gunicorn(db: Database, workers: int, port: int, conn_max_age: int) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "DEBUG": "0",
-        "SECRET_KEY": "bench",
-        "ALLOWED_HOSTS": "127.0.0.1",
-        "DATABASE_URL": db.url,
-        "DATABASE_CONN_MAX_AGE": str(conn_max_age),
-        "QM_VAR_DIR": str(db.var_dir),
-        "LOG_LEVEL": "WARNING",
-    }
-    # Its own process group, so stopping it also reaches workers the master left behind.
-    return subprocess.Popen(
-        gunicorn_command(workers, port),
-        cwd=REPO_ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=sys.stderr,
-        stderr=sys.stderr,
-        start_new_session=True,
-    )
-
-
-def stop_gunicorn(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM (graceful: the master stops its workers); SIGKILL to its group after 10 s."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        log("gunicorn did not stop in 10 s; killing its process group")
-        # The master is not reaped yet, so the group id is still the one we created.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-def wait_until_ready(proc: subprocess.Popen[bytes], base_url: str, token: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"gunicorn exited with code {proc.returncode} before answering")
-        try:
-            response = httpx.get(f"{base_url}/api/v1/me/", headers={"Authorization": f"Bearer {token}"}, timeout=5)
-            if response.status_code == 200:
-                return
-            raise SystemExit(f"GET /api/v1/me/ answered {response.status_code}: {response.text[:500]}")
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit(f"gunicorn did not answer within {timeout:.0f} s")
-
-
-class Submitter:
-    """Submits payloads from many threads, one HTTP client per thread."""
-
-    def __init__(self, base_url: str, token: str) -> None:
-        self.base_url = base_url
-        self.headers = {"Authorization": f"Bearer {token}"}
-        self.local = threading.local()
-        self.clients: list[httpx.Client] = []
-        self.lock = threading.Lock()
-
-    def client(self) -> httpx.Client:
-        client = getattr(self.local, "client", None)
-        if client is None:
-            client = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=60)
-            self.local.client = client
-            with self.lock:
-                self.clients.append(client)
-        return client
-
-    def submit(self, payload: dict[str, Any]) -> tuple[float, int, str]:
-        """``(latency_ms, status, body if not 201)`` of one submission."""
-        t0 = time.perf_counter()
-        response = self.client().post(JOBS_URL, json=payload)
-        latency = (time.perf_counter() - t0) * 1000
-        return latency, response.status_code, "" if response.status_code == 201 else response.text[:500]
-
-    def run(self, payloads: list[dict[str, Any]], concurrency: int) -> tuple[list[float], float]:
-        """Submit all payloads; return per-request latencies and the wall time (ms).
-
-        Raises ``SystemExit`` naming the failures if any answer is not 201.
-        """
-        t0 = time.perf_counter()
-        pool = ThreadPoolExecutor(max_workers=concurrency)
-        try:
-            results = list(pool.map(self.submit, payloads))
-        finally:
-            # On an error or a signal, drop the queued submissions instead of sending them.
-            pool.shutdown(wait=True, cancel_futures=True)
-        wall = (time.perf_counter() - t0) * 1000
-        failures = [(status, body) for _, status, body in results if status != 201]
-        if failures:
-            for status, body in failures[:5]:
-                log(f"answer {status}: {body}")
-            raise SystemExit(f"{len(failures)} of {len(payloads)} submissions were not answered 201")
-        return [latency for latency, _, _ in results], wall
-
-    def close(self) -> None:
-        for client in self.clients:
-            client.close()
+def submit(client: httpx.Client, payload: dict[str, Any]) -> str:
+    """One submission: ``""`` if answered 201, else what was answered."""
+    response = client.post(JOBS_URL, json=payload)
+    return "" if response.status_code == 201 else f"answer {response.status_code}: {response.text[:500]}"
 
 
 def seed(nodes: int, quota_pending: int) -> tuple[Any, str]:
@@ -208,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         port = free_port()
         log(f"starting gunicorn ({args.workers} workers) on 127.0.0.1:{port}")
         proc = start_gunicorn(db, args.workers, port, args.conn_max_age)
-        submitter = Submitter(f"http://127.0.0.1:{port}", token)
+        submitter = ClientPool(f"http://127.0.0.1:{port}", submit, {"Authorization": f"Bearer {token}"})
         try:
-            wait_until_ready(proc, submitter.base_url, token)
+            wait_until_ready(proc, lambda: submitter.client().get("/api/v1/me/", timeout=5))
             submitter.run(payloads[:warmup], args.concurrency)
             log(f"warmed up with {warmup} submissions; timing {args.n}")
             latencies, wall_ms = submitter.run(payloads[warmup:], args.concurrency)

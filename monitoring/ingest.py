@@ -24,8 +24,21 @@ NUMBERS: dict[str, tuple[float, float]] = {
 }
 REQUIRED = ("at", "utilization_pct", "memory_used_mib")
 INTEGERS = {"memory_used_mib", "memory_total_mib", "sm_clock_mhz", "xid", "ecc_errors"}
-KNOWN = {*NUMBERS, "at", "index", "uuid", "throttle_reasons", "processes"}
 MAX_PROCESSES = 256
+_PROCESSES_MESSAGE = f'Must be a list (at most {MAX_PROCESSES}) of {{"pid": int, "used_memory_mib": int}}.'
+
+#: field -> (types accepted, minimum, maximum, wrong-type message, out-of-range message),
+#: worked out once. ``bool`` is not accepted where ``int`` is.
+_NUMBER_RULES: dict[str, tuple[tuple[type, ...], float, float, str, str]] = {
+    name: (
+        (int,) if name in INTEGERS else (int, float),
+        low,
+        high,
+        "Must be an integer." if name in INTEGERS else "Must be a number.",
+        f"Must be between {low:g} and {high:g}.",
+    )
+    for name, (low, high) in NUMBERS.items()
+}
 
 
 @dataclass(slots=True)
@@ -41,50 +54,61 @@ def validate_sample(raw: Any, *, now: datetime, oldest: datetime) -> tuple[Clean
 
     ``at`` must be an ISO 8601 time with a zone, not after ``now`` + 5 minutes (clock
     skew) nor before ``oldest`` (it would be pruned at once). The GPU is named by
-    ``uuid`` or ``index`` (at least one). Unknown fields are errors, so a typo is seen.
+    ``uuid`` or ``index`` (at least one). A known field that is ``null`` counts as
+    absent; unknown fields are errors, so a typo is seen.
+
+    One pass over the sample's own fields (it runs for every sample of every batch).
     """
     if not isinstance(raw, dict):
         return None, {"non_field_errors": "A sample must be a JSON object."}
     errors: dict[str, str] = {}
-    for name in REQUIRED:
-        if raw.get(name) is None:
-            errors[name] = "This field is required."
-    for name in raw.keys() - KNOWN:
-        errors[str(name)] = "Unknown field."
-    at = _time(raw.get("at"), now, oldest, errors)
-    index = raw.get("index")
-    uuid = raw.get("uuid") or ""
-    if index is not None and (type(index) is not int or index < 0):
-        errors["index"] = "Must be a non-negative integer."
-    if not isinstance(uuid, str) or len(uuid) > 64 or "\x00" in uuid:
-        errors["uuid"] = "Must be a string of at most 64 characters (no NUL)."
+    values: dict[str, Any] = {}
+    at: datetime | None = None
+    index: Any = None
+    uuid: Any = ""
+    for name, value in raw.items():
+        rule = _NUMBER_RULES.get(name)
+        if rule is not None:
+            if value is not None:
+                kinds, low, high, wrong_type, out_of_range = rule
+                if type(value) not in kinds:
+                    errors[name] = wrong_type
+                elif low <= value <= high:
+                    values[name] = value
+                else:
+                    errors[name] = out_of_range  # also NaN, which compares false
+        elif name == "at":
+            at = _time(value, now, oldest, errors)
+        elif name == "index":
+            index = value
+            if index is not None and (type(index) is not int or index < 0):
+                errors["index"] = "Must be a non-negative integer."
+        elif name == "uuid":
+            uuid = value or ""
+            if not isinstance(uuid, str) or len(uuid) > 64 or "\x00" in uuid:
+                errors["uuid"] = "Must be a string of at most 64 characters (no NUL)."
+        elif name == "throttle_reasons":
+            if value is not None:
+                if isinstance(value, list) and all(
+                    isinstance(r, str) and len(r) <= 32 and "\x00" not in r for r in value
+                ):
+                    values[name] = value
+                else:
+                    errors[name] = "Must be a list of short strings."
+        elif name == "processes":
+            if value is not None:
+                if isinstance(value, list) and len(value) <= MAX_PROCESSES and all(map(_process, value)):
+                    values[name] = value
+                else:
+                    errors[name] = _PROCESSES_MESSAGE
+        else:
+            errors[str(name)] = "Unknown field."
+    if at is None or "utilization_pct" not in values or "memory_used_mib" not in values:
+        for name in REQUIRED:
+            if raw.get(name) is None:
+                errors[name] = "This field is required."
     if index is None and not uuid:
         errors.setdefault("index", "Name the GPU by 'index' or 'uuid'.")
-    values: dict[str, Any] = {}
-    for name, (low, high) in NUMBERS.items():
-        value = raw.get(name)
-        if value is None:
-            continue
-        if type(value) not in (int, float) or (name in INTEGERS and type(value) is not int):
-            errors[name] = "Must be an integer." if name in INTEGERS else "Must be a number."
-        elif not low <= value <= high:
-            errors[name] = f"Must be between {low:g} and {high:g}."
-        else:
-            values[name] = value
-    reasons = raw.get("throttle_reasons")
-    if reasons is not None:
-        if not isinstance(reasons, list) or not all(
-            isinstance(r, str) and len(r) <= 32 and "\x00" not in r for r in reasons
-        ):
-            errors["throttle_reasons"] = "Must be a list of short strings."
-        else:
-            values["throttle_reasons"] = reasons
-    processes = raw.get("processes")
-    if processes is not None:
-        if not isinstance(processes, list) or len(processes) > MAX_PROCESSES or not all(_process(p) for p in processes):
-            errors["processes"] = f'Must be a list (at most {MAX_PROCESSES}) of {{"pid": int, "used_memory_mib": int}}.'
-        else:
-            values["processes"] = processes
     if errors or at is None:
         return None, errors
     return CleanSample(at, index, uuid, values), {}

@@ -69,9 +69,9 @@ def ingest_batch(node: Node, samples: Sequence[Any], now: datetime | None = None
        rejected with its position and errors, the rest are kept.
     2. Resolve each sample's GPU on this node by ``uuid``, else ``index``. Raises
        ``ForeignGpu`` if a ``uuid`` belongs to another node's GPU (nothing is stored).
-    3. Insert in bulk, skipping ``(gpu, at)`` pairs already stored (idempotent: an agent
-       may resend a batch whose answer it never got).
-    4. Update the health of every GPU in the batch from its newest sample
+    3. In one transaction: insert in bulk, skipping ``(gpu, at)`` pairs already stored
+       (idempotent: an agent may resend a batch whose answer it never got), and update
+       the health of every GPU in the batch from its newest sample
        (:func:`record_health`), which may drain the node on a critical XID.
     """
     now = now or timezone.now()
@@ -108,36 +108,56 @@ def ingest_batch(node: Node, samples: Sequence[Any], now: datetime | None = None
         foreign = Gpu.objects.filter(uuid__in=unknown_uuids).exclude(node=node).values_list("uuid", flat=True).first()
         if foreign:
             raise ForeignGpu(f"GPU {foreign} belongs to another node; node {node.name} may post only its own GPUs.")
-    insert_samples(rows)
+    # One transaction (one commit to wait for) for the samples and the health they imply.
+    with transaction.atomic():
+        insert_samples(rows)
+        if newest:
+            result.drained = record_health(node, newest, now)
     result.accepted = len(rows)
-    if newest:
-        result.drained = record_health(node, {gpu: (at, values) for gpu, (at, values) in newest.items()}, now)
     return result
 
 
-#: Sample columns besides ``gpu_id`` and ``at``, and whether they hold JSON.
-_COLUMNS = (
-    ("utilization_pct", False),
-    ("memory_used_mib", False),
-    ("memory_total_mib", False),
-    ("temperature_c", False),
-    ("power_w", False),
-    ("power_limit_w", False),
-    ("sm_clock_mhz", False),
-    ("throttle_reasons", True),
-    ("xid", False),
-    ("ecc_errors", False),
-    ("processes", True),
+#: Sample columns besides ``gpu_id`` and ``at``: numbers with their PostgreSQL types,
+#: then the JSON lists (``[]`` when absent).
+_NUMBER_COLUMNS = (
+    ("utilization_pct", "double precision"),
+    ("memory_used_mib", "integer"),
+    ("memory_total_mib", "integer"),
+    ("temperature_c", "double precision"),
+    ("power_w", "double precision"),
+    ("power_limit_w", "double precision"),
+    ("sm_clock_mhz", "integer"),
+    ("xid", "integer"),
+    ("ecc_errors", "integer"),
 )
-_PG_TYPES = {"memory_used_mib": "integer", "memory_total_mib": "integer", "sm_clock_mhz": "integer", "xid": "integer"}
+_NUMBERS = tuple(name for name, _ in _NUMBER_COLUMNS)
+_JSON_COLUMNS = ("throttle_reasons", "processes")
+_NAMES = ("gpu_id", "at", *_NUMBERS, *_JSON_COLUMNS)
+#: ``name type, ...`` of the staging table.
+_STAGE_COLUMNS = ", ".join(
+    [
+        "gpu_id bigint",
+        "at timestamptz",
+        *(f"{n} {t}" for n, t in _NUMBER_COLUMNS),
+        *(f"{n} jsonb" for n in _JSON_COLUMNS),
+    ]
+)
 
 
 def insert_samples(rows: Sequence[tuple[int, datetime, dict[str, Any]]]) -> None:
     """Insert ``(gpu_id, at, values)`` rows, skipping ``(gpu, at)`` pairs already stored.
 
-    PostgreSQL: ``COPY`` into a temporary table, then ``INSERT ... SELECT ... ON CONFLICT
-    DO NOTHING``: several times faster than ``bulk_create``, whose per-value preparation
-    dominated the ingest path. Elsewhere (SQLite): ``bulk_create(ignore_conflicts=True)``.
+    PostgreSQL (several times faster than ``bulk_create``, whose per-value preparation
+    dominated the ingest path):
+    1. ``COPY`` the rows straight into the table, inside a savepoint. A batch of new
+       samples, the usual case, is done.
+    2. If a row's ``(gpu, at)`` is already stored (an agent resending a batch whose
+       answer it never got) or repeats within the rows, the COPY fails on the unique
+       constraint: roll back to the savepoint, ``COPY`` into a temporary table and
+       ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``.
+
+    Elsewhere (SQLite): ``bulk_create(ignore_conflicts=True)``. Runs in the caller's
+    transaction if there is one.
     """
     if not rows:
         return
@@ -148,35 +168,43 @@ def insert_samples(rows: Sequence[tuple[int, datetime, dict[str, Any]]]) -> None
             ignore_conflicts=True,
         )
         return
-    names = ["gpu_id", "at", *(name for name, _ in _COLUMNS)]
-    types = ["bigint", "timestamptz"] + [
-        "jsonb" if is_json else _PG_TYPES.get(name, "double precision") for name, is_json in _COLUMNS
-    ]
+    import psycopg
+
+    columns = ", ".join(_NAMES)
     table = GpuSample._meta.db_table
-    with transaction.atomic(), connection.cursor() as cursor:
-        # A temporary staging table, emptied at commit: COPY into it, then one INSERT
-        # that skips what is already stored (COPY itself cannot skip conflicts).
-        cursor.execute(
-            f"CREATE TEMP TABLE IF NOT EXISTS qm_sample_stage "
-            f"({', '.join(f'{n} {t}' for n, t in zip(names, types, strict=True))}) ON COMMIT DELETE ROWS"
-        )
+    data = _copy_text(rows)
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper
-        with raw.copy(f"COPY qm_sample_stage ({', '.join(names)}) FROM STDIN") as copy:
-            for gpu_id, at, values in rows:
-                copy.write_row(
-                    (
-                        gpu_id,
-                        at,
-                        *(
-                            (json.dumps(values[name]) if name in values else "[]") if is_json else values.get(name)
-                            for name, is_json in _COLUMNS
-                        ),
-                    )
-                )
+        try:
+            # A savepoint, to carry on after a conflict.
+            with transaction.atomic(), raw.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                copy.write(data)
+            return
+        except psycopg.errors.UniqueViolation:
+            pass
+        # A temporary staging table, emptied at commit (COPY itself cannot skip conflicts).
+        cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS qm_sample_stage ({_STAGE_COLUMNS}) ON COMMIT DELETE ROWS")
+        with raw.copy(f"COPY qm_sample_stage ({columns}) FROM STDIN") as copy:
+            copy.write(data)
         cursor.execute(
-            f"INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join(names)} FROM qm_sample_stage "
-            f"ON CONFLICT (gpu_id, at) DO NOTHING"
+            f"INSERT INTO {table} ({columns}) SELECT {columns} FROM qm_sample_stage ON CONFLICT (gpu_id, at) DO NOTHING"
         )
+
+
+def _copy_text(rows: Sequence[tuple[int, datetime, dict[str, Any]]]) -> str:
+    """``rows`` in ``COPY``'s text format, columns as in ``_NAMES``: building the text
+    here costs less than psycopg adapting each value of each row.
+
+    Numbers are written as Python prints them; JSON needs only its backslashes doubled
+    (``json.dumps`` escapes tabs, newlines and every other control character).
+    """
+    lines = []
+    for gpu_id, at, values in rows:
+        get = values.get
+        numbers = "\t".join([r"\N" if (v := get(name)) is None else str(v) for name in _NUMBERS])
+        lists = "\t".join([json.dumps(v).replace("\\", "\\\\") if (v := get(name)) else "[]" for name in _JSON_COLUMNS])
+        lines.append(f"{gpu_id}\t{at.isoformat()}\t{numbers}\t{lists}\n")
+    return "".join(lines)
 
 
 def record_health(node: Node, newest: dict[int, tuple[datetime, dict[str, Any]]], now: datetime) -> bool:

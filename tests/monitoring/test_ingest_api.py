@@ -71,6 +71,36 @@ def test_sending_a_batch_twice_stores_it_once(agent):
     assert GpuSample.objects.count() == 8
 
 
+def test_a_resent_batch_with_new_samples_stores_the_new_ones(agent):
+    old = [sample(i, NOW - timedelta(seconds=20)) for i in range(4)]
+    new = [sample(i, NOW - timedelta(seconds=10)) for i in range(4)]
+    assert agent.post_samples(old).json()["accepted"] == 4
+    response = agent.post_samples(old + new)
+    assert response.status_code == 200
+    assert response.json()["accepted"] == 8  # stored now or already stored
+    assert GpuSample.objects.count() == 8
+
+
+def test_a_sample_repeated_within_a_batch_is_stored_once(agent):
+    first = sample(0, NOW, utilization_pct=10.0)
+    response = agent.post_samples([first, sample(1, NOW), {**first, "utilization_pct": 90.0}])
+    assert response.status_code == 200
+    assert GpuSample.objects.count() == 2
+    assert GpuSample.objects.get(gpu__index=0).utilization_pct in (10.0, 90.0)
+
+
+def test_readings_are_stored_as_sent(agent):
+    reasons = ['back\\slash "quoted"', "tab\tnewline\n", "ünïcode ☃"]
+    processes = [{"pid": 7, "used_memory_mib": 2048}, {"pid": 8}]
+    fields = {"temperature_c": -3.25, "power_w": 1e-5, "xid": 79, "sm_clock_mhz": 0}
+    response = agent.post_samples([sample(0, NOW, throttle_reasons=reasons, processes=processes, **fields)])
+    assert response.json()["accepted"] == 1
+    stored = GpuSample.objects.get()
+    assert (stored.throttle_reasons, stored.processes, stored.at) == (reasons, processes, NOW)
+    assert (stored.temperature_c, stored.power_w, stored.xid, stored.sm_clock_mhz) == (-3.25, 1e-5, 79, 0)
+    assert (stored.memory_total_mib, stored.ecc_errors) == (None, None)
+
+
 def test_a_gpu_is_found_by_uuid(agent, node):
     gpu = node.gpus.get(index=3)
     response = agent.post_samples([{**sample(0, NOW), "index": None, "uuid": gpu.uuid}])

@@ -1,0 +1,165 @@
+"""What the HTTP benchmarks share: a gunicorn on a free port, a readiness probe, and a
+pool of client threads that times each request.
+
+Used by ``benchmarks/submit.py`` and ``benchmarks/ingest.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Generic, TypeVar
+
+import httpx
+
+from benchmarks._common import REPO_ROOT, Database, log
+
+T = TypeVar("T")
+
+
+# --- The server ---------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def gunicorn_command(workers: int, port: int) -> list[str]:
+    """The venv's ``gunicorn`` script next to this interpreter, else ``python -m gunicorn``."""
+    script = Path(sys.executable).parent / "gunicorn"
+    head = [str(script)] if script.exists() else [sys.executable, "-m", "gunicorn"]
+    return [*head, "portal.wsgi", "-w", str(workers), "-b", f"127.0.0.1:{port}", "--log-level", "warning"]
+
+
+def start_gunicorn(db: Database, workers: int, port: int, conn_max_age: int) -> subprocess.Popen[bytes]:
+    """``gunicorn portal.wsgi`` with ``DEBUG=0`` on ``db``; stop it with :func:`stop_gunicorn`."""
+    env = {
+        **os.environ,
+        "DEBUG": "0",
+        "SECRET_KEY": "bench",
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "DATABASE_URL": db.url,
+        "DATABASE_CONN_MAX_AGE": str(conn_max_age),
+        "QM_VAR_DIR": str(db.var_dir),
+        "LOG_LEVEL": "WARNING",
+    }
+    # Its own process group, so stopping it also reaches workers the master left behind.
+    return subprocess.Popen(
+        gunicorn_command(workers, port),
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=sys.stderr,
+        stderr=sys.stderr,
+        start_new_session=True,
+    )
+
+
+def stop_gunicorn(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (graceful: the master stops its workers); SIGKILL to its group after 10 s."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        log("gunicorn did not stop in 10 s; killing its process group")
+        # The master is not reaped yet, so the group id is still the one we created.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def wait_until_ready(proc: subprocess.Popen[bytes], probe: Callable[[], httpx.Response], timeout: float = 60) -> None:
+    """Call ``probe`` until the server answers it 200.
+
+    Raises ``SystemExit`` if gunicorn exits, answers anything else (a broken set-up, not
+    a slow start), or does not answer within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"gunicorn exited with code {proc.returncode} before answering")
+        try:
+            response = probe()
+        except httpx.TransportError:
+            time.sleep(0.2)
+            continue
+        if response.status_code == 200:
+            return
+        raise SystemExit(
+            f"{response.request.method} {response.request.url} answered {response.status_code}: {response.text[:500]}"
+        )
+    raise SystemExit(f"gunicorn did not answer within {timeout:.0f} s")
+
+
+# --- The clients --------------------------------------------------------------------------
+
+
+class ClientPool(Generic[T]):
+    """Sends items from many threads, one ``httpx.Client`` per thread, timing each.
+
+    ``send(client, item)`` makes one request and returns ``""`` when the answer is what
+    the benchmark expects, else a description of what went wrong.
+    """
+
+    def __init__(
+        self, base_url: str, send: Callable[[httpx.Client, T], str], headers: dict[str, str] | None = None
+    ) -> None:
+        self.base_url = base_url
+        self.send = send
+        self.headers = headers or {}
+        self.local = threading.local()
+        self.clients: list[httpx.Client] = []
+        self.lock = threading.Lock()
+
+    def client(self) -> httpx.Client:
+        """This thread's client (made on first use)."""
+        client = getattr(self.local, "client", None)
+        if client is None:
+            client = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=120)
+            self.local.client = client
+            with self.lock:
+                self.clients.append(client)
+        return client
+
+    def _timed(self, item: T) -> tuple[float, str]:
+        client = self.client()
+        t0 = time.perf_counter()
+        failure = self.send(client, item)
+        return (time.perf_counter() - t0) * 1000, failure
+
+    def run(self, items: Sequence[T], concurrency: int) -> tuple[list[float], float]:
+        """Send every item; return the per-request latencies and the wall time (ms).
+
+        Raises ``SystemExit`` naming the first failures if any request failed.
+        """
+        t0 = time.perf_counter()
+        pool = ThreadPoolExecutor(max_workers=concurrency)
+        try:
+            results = list(pool.map(self._timed, items))
+        finally:
+            # On an error or a signal, drop the queued requests instead of sending them.
+            pool.shutdown(wait=True, cancel_futures=True)
+        wall = (time.perf_counter() - t0) * 1000
+        failures = [failure for _, failure in results if failure]
+        if failures:
+            for failure in failures[:5]:
+                log(failure)
+            raise SystemExit(f"{len(failures)} of {len(items)} requests failed")
+        return [latency for latency, _ in results], wall
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
