@@ -62,14 +62,7 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
     first_reservation = c.reservations[0] if c.reservations else None
     behind_reservation = _BehindReservation(first_reservation) if first_reservation else None
     # What the books say is fixed once the cycle ended: one answer per kind of request.
-    over_limits = _Cached(
-        lambda job: (
-            tuple(b for b in c.limits.blockers(job) if b.code is not PendingReason.WALLTIME_LIMIT)
-            if c.limits is not None
-            else ()
-        ),
-        key=lambda job: (job.account, job.user, job.gpu_amount, job.gpu_model, job.walltime_seconds),
-    )
+    over_limits = c.limits.usage_blockers if c.limits is not None else _no_blockers
     head: PendingJob | None = None  # the first job waiting for resources
     ahead = 0
     result: dict[int, tuple[Blocker, ...]] = {}
@@ -118,6 +111,10 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
         result[job.id] = _primary_first(primary, found)
         ahead += 1
     return result
+
+
+def _no_blockers(job: PendingJob) -> tuple[Blocker, ...]:
+    return ()
 
 
 class _Cached(Generic[T]):
