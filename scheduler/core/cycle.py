@@ -178,38 +178,58 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     may_evict = policy.preemption or (policy.reclaim and guarantees.active)
     evictable = {r.id: r for r in snapshot.running} if may_evict else {}
     order = queue_order(snapshot, policy, now, decisions)
+    # Read once, not per job: the loop below runs for every pending job.
+    reasons = decisions.pending_reasons
+    starts = decisions.starts
+    max_starts = policy.max_starts
+    fits = idle.fits
+    qos_max_walltime = snapshot.qos_max_walltime
+    limit_blocker = limits.blocker if limits is not None else None
+    #: Per walltime: the reservations a job could delay, their ids and what they hold
+    #: back (they depend on nothing else of the job); emptied when one is added.
+    in_the_way_by_walltime: dict[int, tuple[list[Reservation], tuple[int, ...], Mapping[str, Allocation]]] = {}
+    no_reservation: tuple[list[Reservation], tuple[int, ...], Mapping[str, Allocation]] = ([], (), {})
 
     for job in order:
         if job.dependencies:
             ready = readiness(job.dependencies, snapshot.dependency_states)
             if ready is not Readiness.READY:
-                decisions.pending_reasons[job.id] = (
+                reasons[job.id] = (
                     PendingReason.DEPENDENCY if ready is Readiness.WAITING else PendingReason.DEPENDENCY_NEVER
                 )
                 continue
         shape = request_shape(job)
-        if not idle.fits(job, shape):
-            decisions.pending_reasons[job.id] = PendingReason.NODES_UNAVAILABLE
+        if not fits(job, shape):
+            reasons[job.id] = PendingReason.NODES_UNAVAILABLE
             continue
-        qos_walltime = snapshot.qos_max_walltime.get(job.qos)
-        if qos_walltime is not None and job.walltime_seconds > qos_walltime:
-            decisions.pending_reasons[job.id] = PendingReason.WALLTIME_LIMIT
-            continue
+        if qos_max_walltime:
+            qos_walltime = qos_max_walltime.get(job.qos)
+            if qos_walltime is not None and job.walltime_seconds > qos_walltime:
+                reasons[job.id] = PendingReason.WALLTIME_LIMIT
+                continue
         if blocked:
-            decisions.pending_reasons[job.id] = PendingReason.PRIORITY
+            reasons[job.id] = PendingReason.PRIORITY
             continue
-        if len(decisions.starts) >= policy.max_starts:
-            decisions.pending_reasons[job.id] = PendingReason.CYCLE_LIMIT
+        if len(starts) >= max_starts:
+            reasons[job.id] = PendingReason.CYCLE_LIMIT
             continue
-        over = limits.blocker(job) if limits else None
+        over = limit_blocker(job) if limit_blocker is not None else None
         if over is None and guarantees.active and guarantees.blocker(job) is not None:
             over = PendingReason.BORROW_LIMIT
         if over is not None:
-            decisions.pending_reasons[job.id] = over
+            reasons[job.id] = over
             continue
-        in_the_way = delayed_by(job, reservations, now) if reservations else []
-        key = (shape, tuple(r.job_id for r in in_the_way)) if in_the_way else (shape, ())
-        start = None if key in failed else ledger.place(job, held_back(in_the_way), policy.placement)
+        if reservations:
+            in_the_way_entry = in_the_way_by_walltime.get(job.walltime_seconds)
+            if in_the_way_entry is None:
+                found = delayed_by(job, reservations, now)
+                in_the_way_entry = (found, tuple(r.job_id for r in found), held_back(found))
+                in_the_way_by_walltime[job.walltime_seconds] = in_the_way_entry
+        else:
+            in_the_way_entry = no_reservation
+        in_the_way, in_the_way_ids, held = in_the_way_entry
+        key = (shape, in_the_way_ids)
+        start = None if key in failed else ledger.place(job, held, policy.placement)
         if start is None and may_evict:
             # What _preempt_for looks at of the job; the rest of its inputs change only on a start or an eviction
             asked = (key, job.account, job.qos, job.gpu_amount)
@@ -234,34 +254,35 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if start is not None and limits is not None:
             over = limits.blocker_after_placement(job, start)
             if over is not None:
-                decisions.pending_reasons[job.id] = over
+                reasons[job.id] = over
                 continue
             limits.commit(job, start)
         if start is not None:
             ledger.commit(start)
             guarantees.commit(job, start)
             no_victims.clear()
-            decisions.starts.append(start)
+            starts.append(start)
             if reservations:
                 decisions.backfilled.add(job.id)
             releases.started.append(Release(now + timedelta(seconds=job.walltime_seconds), start.allocations, job.id))
             continue
         failed.add(key)
         if not policy.backfill:
-            decisions.pending_reasons[job.id] = PendingReason.RESOURCES
+            reasons[job.id] = PendingReason.RESOURCES
             blocked = policy.strict_order
             continue
         blocked_before = len(failed_jobs)
         failed_jobs.append(job.id)
         if blocked_before >= policy.reservations:
-            decisions.pending_reasons[job.id] = PendingReason.PRIORITY
+            reasons[job.id] = PendingReason.PRIORITY
             continue
-        decisions.pending_reasons[job.id] = PendingReason.RESOURCES
+        reasons[job.id] = PendingReason.RESOURCES
         listed, ordered = releases.for_reservation()
         reservation = plan_reservation(job, ledger, listed, reservations, policy.placement, ordered=ordered)
         if reservation is not None:
             reservations.append(reservation)
             decisions.reservations.append(reservation)
+            in_the_way_by_walltime.clear()
     decisions.borrowed = set(guarantees.borrowed)
     if carry is not None:
         carry.keep(decisions)

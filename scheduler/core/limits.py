@@ -22,6 +22,10 @@ class _Usage:
     by_model: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
 
+#: One limit check: the limits, the usage they cap, ``"account"`` or ``"user"``, and its name.
+_Check = tuple[Limits, _Usage, str, str]
+
+
 def caps_anything(limits: Mapping[str, Limits]) -> bool:
     """Whether any of ``limits`` caps what runs (GPUs, GPUs of a model, jobs, walltime).
 
@@ -53,13 +57,18 @@ class LimitBook:
         self.user_limits = user_limits
         self.parents = account_parents
         self.models = {(n.name, g.index): g.model for n in nodes for g in n.gpus}
+        #: Usage of the accounts and users that have limits (nothing reads the others').
         self.accounts: dict[str, _Usage] = defaultdict(_Usage)
         self.users: dict[str, _Usage] = defaultdict(_Usage)
         self._lineages: dict[str, list[str]] = {}
-        #: Per account, whether it or an ancestor has a limit (most accounts have none).
-        self._limited: dict[str, bool] = {}
+        #: Per ``(account, user)``: the limits that apply, nearest account first and the
+        #: user last, each as ``(limits, usage, scope, name)``; most pairs have none.
+        self._checks: dict[tuple[str, str], tuple[_Check, ...]] = {}
+        #: :meth:`usage_blockers` answers, valid until the next charge.
+        self._answers: dict[tuple[str, str, float, str], tuple[Blocker, ...]] = {}
+        self._entity_answers: dict[tuple[str, str, float, str], tuple[Blocker, ...]] = {}
         for job in running:
-            self._charge(job.account, job.user, self._models_of(job.allocations))
+            self._charge(job.account, job.user, job.allocations)
 
     def _models_of(self, allocations: tuple[Allocation, ...]) -> list[tuple[str, float]]:
         """``(model, amount)`` per GPU held: 1 for a whole GPU, the share for a shared one."""
@@ -81,47 +90,102 @@ class LimitBook:
         self._lineages[account] = chain
         return chain
 
-    def _charge(self, account: str, user: str, models: list[tuple[str, float]], sign: int = 1) -> None:
-        for usage in [*(self.accounts[a] for a in self.lineage(account)), self.users[user]]:
+    def _checks_for(self, account: str, user: str) -> tuple[_Check, ...]:
+        """The limits on ``(account, user)``, nearest account first, the user's last.
+
+        Computed once per pair: neither the tree nor the limits change during a cycle.
+        """
+        key = (account, user)
+        checks = self._checks.get(key)
+        if checks is None:
+            found = [
+                (self.account_limits[a], self.accounts[a], "account", a)
+                for a in self.lineage(account)
+                if a in self.account_limits
+            ]
+            if user in self.user_limits:
+                found.append((self.user_limits[user], self.users[user], "user", user))
+            checks = self._checks[key] = tuple(found)
+        return checks
+
+    def _charge(self, account: str, user: str, allocations: tuple[Allocation, ...], sign: int = 1) -> None:
+        checks = self._checks_for(account, user)
+        if not checks:
+            return
+        models = self._models_of(allocations)
+        if self._answers:
+            self._answers.clear()
+            self._entity_answers.clear()
+        for _, usage, _, _ in checks:
             usage.jobs += sign
+            by_model = usage.by_model
             for model, amount in models:
                 usage.gpus += sign * amount
-                usage.by_model[model] += sign * amount
+                by_model[model] += sign * amount
 
     def blocker(self, job: PendingJob) -> PendingReason | None:
-        """The first limit this job would break by starting, on its request alone."""
-        limited = self._limited.get(job.account)
-        if limited is None:
-            limited = self._limited[job.account] = any(a in self.account_limits for a in self.lineage(job.account))
-        if not limited and job.user not in self.user_limits:
+        """The first limit this job would break by starting, on its request alone.
+
+        The same code as the first of :meth:`blockers`, without building its words.
+        """
+        checks = self._checks_for(job.account, job.user)
+        if not checks:
             return None
-        first = next(self._violations(job), None)
-        return first.code if first else None
+        walltime = job.walltime_seconds
+        amount = job.gpu_amount
+        model = job.gpu_model
+        for limits, usage, scope, _ in checks:
+            if limits.max_walltime_seconds is not None and walltime > limits.max_walltime_seconds:
+                return PendingReason.WALLTIME_LIMIT
+            if limits.max_running_jobs is not None and usage.jobs + 1 > limits.max_running_jobs:
+                return PendingReason.ACCOUNT_JOB_LIMIT if scope == "account" else PendingReason.USER_JOB_LIMIT
+            if limits.max_gpus is not None and usage.gpus + amount > limits.max_gpus + _EPSILON:
+                return PendingReason.ACCOUNT_GPU_LIMIT if scope == "account" else PendingReason.USER_GPU_LIMIT
+            if model:
+                cap = limits.max_gpus_per_model.get(model)
+                if cap is not None and usage.by_model.get(model, 0.0) + amount > cap + _EPSILON:
+                    return PendingReason.ACCOUNT_GPU_LIMIT if scope == "account" else PendingReason.USER_GPU_LIMIT
+        return None
 
     def blockers(self, job: PendingJob) -> list[Blocker]:
         """Every limit this job would break by starting, each with its figures."""
         return list(self._violations(job))
 
+    def usage_blockers(self, job: PendingJob) -> tuple[Blocker, ...]:
+        """:meth:`blockers` less walltime limits: the caps on what runs at once.
+
+        They depend on the job only through its account, user, GPU amount and model,
+        so the answers are kept (shared between jobs) until the next charge: the
+        waiting jobs of a cycle that ended ask about a few hundred distinct requests.
+        """
+        amount = job.gpu_amount
+        key = (job.account, job.user, amount, job.gpu_model)
+        answer = self._answers.get(key)
+        if answer is not None:
+            return answer
+        found: list[Blocker] = []
+        for limits, usage, scope, name in self._checks_for(job.account, job.user):
+            entity_key = (scope, name, amount, job.gpu_model)
+            mine = self._entity_answers.get(entity_key)
+            if mine is None:
+                everything = _violations(limits, usage, job, scope, name)
+                mine = tuple(b for b in everything if b.code is not PendingReason.WALLTIME_LIMIT)
+                self._entity_answers[entity_key] = mine
+            found.extend(mine)
+        answer = self._answers[key] = tuple(found)
+        return answer
+
     def _violations(self, job: PendingJob) -> Iterator[Blocker]:
-        for account in self.lineage(job.account):
-            yield from _violations(self.account_limits.get(account), self.accounts[account], job, "account", account)
-        yield from _violations(self.user_limits.get(job.user), self.users[job.user], job, "user", job.user)
+        for limits, usage, scope, name in self._checks_for(job.account, job.user):
+            yield from _violations(limits, usage, job, scope, name)
 
     def blocker_after_placement(self, job: PendingJob, start: Start) -> PendingReason | None:
         """Per-model limits, once the placement says which models the job would use."""
         wanted: dict[str, float] = defaultdict(float)
         for model, amount in self._models_of(start.allocations):
             wanted[model] += amount
-        checks = [
-            *(
-                (self.account_limits.get(a), self.accounts[a], PendingReason.ACCOUNT_GPU_LIMIT)
-                for a in self.lineage(job.account)
-            ),
-            (self.user_limits.get(job.user), self.users[job.user], PendingReason.USER_GPU_LIMIT),
-        ]
-        for limits, usage, reason in checks:
-            if limits is None:
-                continue
+        for limits, usage, scope, _ in self._checks_for(job.account, job.user):
+            reason = PendingReason.ACCOUNT_GPU_LIMIT if scope == "account" else PendingReason.USER_GPU_LIMIT
             for model, count in wanted.items():
                 cap = limits.max_gpus_per_model.get(model)
                 if cap is not None and usage.by_model[model] + count > cap + _EPSILON:
@@ -129,11 +193,11 @@ class LimitBook:
         return None
 
     def commit(self, job: PendingJob, start: Start) -> None:
-        self._charge(job.account, job.user, self._models_of(start.allocations))
+        self._charge(job.account, job.user, start.allocations)
 
     def release(self, job: RunningJob) -> None:
         """Uncharge a running job that this cycle evicts."""
-        self._charge(job.account, job.user, self._models_of(job.allocations), sign=-1)
+        self._charge(job.account, job.user, job.allocations, sign=-1)
 
 
 def _violations(limits: Limits | None, usage: _Usage, job: PendingJob, scope: str, name: str) -> Iterator[Blocker]:

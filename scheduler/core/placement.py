@@ -203,8 +203,12 @@ class Ledger:
         """
         strategy = strategy or Strategy.PACK
         best: tuple[int, Start] | None = None
+        need = job.gpus_per_node
         for cluster, capacities in self.by_cluster.items():
-            candidates = [c for c in capacities if c.free_count >= job.gpus_per_node or (job.gpu_share and c.shares)]
+            if job.gpu_share:
+                candidates = [c for c in capacities if c.free_count >= need or c.shares]
+            else:  # the common case, tested without the share condition: one node at a time
+                candidates = [c for c in capacities if c.free_count >= need]
             if len(candidates) < job.nodes:
                 continue
             if strategy is Strategy.PACK:

@@ -146,7 +146,9 @@ def priority_breakdowns(
     qos_parts: dict[str, float] = {}
     size_parts: dict[int, float] = {}
     fairshare_parts: dict[tuple[str, str], float] = {}
-    breakdowns = []
+    breakdowns: list[PriorityBreakdown] = []
+    append = breakdowns.append
+    age_weight = weights.age
     for job in jobs:
         key = (job.account, job.user)
         fairshare_part = fairshare_parts.get(key)
@@ -162,9 +164,9 @@ def priority_breakdowns(
         jobsize = size_parts.get(gpus)
         if jobsize is None:
             jobsize = size_parts[gpus] = weights.jobsize * job_size_factor(gpus, cluster_gpus, weights.favor_small)
-        age = weights.age * (min(max((now - job.submitted_at).total_seconds(), 0.0), max_age) / max_age)
+        age = age_weight * (min(max((now - job.submitted_at).total_seconds(), 0.0), max_age) / max_age)
         total = age + fairshare_part + jobsize + qos - job.nice
-        breakdowns.append(PriorityBreakdown(job.id, total, age, fairshare_part, jobsize, qos, job.nice))
+        append(PriorityBreakdown(job.id, total, age, fairshare_part, jobsize, qos, job.nice))
     return breakdowns
 
 

@@ -15,10 +15,9 @@ computed once per shape per cycle; the rest is a constant amount of work per job
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Generic, TypeVar
 
 from scheduler.core.borrowing import GuaranteeBook
 from scheduler.core.dependencies import ENDED
@@ -33,8 +32,6 @@ from scheduler.core.types import (
     Reservation,
     Snapshot,
 )
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,41 +53,49 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
     ``order`` is the queue order the cycle walked: "N jobs ahead" counts the waiting
     jobs before a job in it.
     """
-    free_now = _Cached(lambda job: _resources(job, c.ledger))
-    never = _Cached(lambda job: _never_fits(job, c.snapshot.nodes, c.snapshot.unreachable_clusters))
+    snapshot = c.snapshot
+    # Diagnoses that depend only on a job's request shape, computed once per shape.
+    free_now: dict[tuple[object, ...], Blocker | None] = {}
+    never: dict[tuple[object, ...], Blocker] = {}
+    fits = c.idle.fits
     reserved = {r.job_id: r for r in c.reservations}
     first_reservation = c.reservations[0] if c.reservations else None
     behind_reservation = _BehindReservation(first_reservation) if first_reservation else None
     # What the books say is fixed once the cycle ended: one answer per kind of request.
-    over_limits = _Cached(
-        lambda job: (
-            tuple(b for b in c.limits.blockers(job) if b.code is not PendingReason.WALLTIME_LIMIT)
-            if c.limits is not None
-            else ()
-        ),
-        key=lambda job: (job.account, job.user, job.gpu_amount, job.gpu_model, job.walltime_seconds),
-    )
+    over_limits = c.limits.usage_blockers if c.limits is not None else _no_blockers
+    borrowing_limit = c.guarantees.blocker if c.guarantees.active else None
+    qos_max_walltime = snapshot.qos_max_walltime
+    reason_of = decisions.pending_reasons.get
     head: PendingJob | None = None  # the first job waiting for resources
     ahead = 0
     result: dict[int, tuple[Blocker, ...]] = {}
     for job in order:
-        primary = decisions.pending_reasons.get(job.id)
+        primary = reason_of(job.id)
         if primary is None:
             continue
         found: list[Blocker] = []
         if job.dependencies:
-            found.extend(_dependencies(job, c.snapshot.dependency_states))
-        if not c.idle.fits(job):
-            found.append(never(job))
+            found.extend(_dependencies(job, snapshot.dependency_states))
+        shape = request_shape(job)
+        if not fits(job, shape):
+            cause = never.get(shape)
+            if cause is None:
+                cause = never[shape] = _never_fits(job, snapshot.nodes, snapshot.unreachable_clusters)
+            found.append(cause)
         else:
-            found.extend(_walltime(job, c.snapshot.qos_max_walltime))
+            if qos_max_walltime:
+                found.extend(_walltime(job, qos_max_walltime))
             found.extend(over_limits(job))
-            borrowing = c.guarantees.blocker(job) if c.guarantees.active else None
-            if borrowing is not None:
-                found.append(borrowing)
-            short = free_now(job)
+            if borrowing_limit is not None:
+                borrowing = borrowing_limit(job)
+                if borrowing is not None:
+                    found.append(borrowing)
+            if shape in free_now:
+                short = free_now[shape]
+            else:
+                short = free_now[shape] = _resources(job, c.ledger)
             if short is not None:
-                own = reserved.get(job.id)
+                own = reserved.get(job.id) if reserved else None
                 if own is not None:
                     short = Blocker(
                         short.code,
@@ -103,54 +108,53 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
                         },
                     )
                 found.append(short)
-            if primary is PendingReason.PRIORITY or (short is None and job.id not in reserved and c.reservations):
+            if primary is _PRIORITY or (short is None and reserved and job.id not in reserved):
                 found.append(behind_reservation(ahead) if behind_reservation is not None else _priority(ahead, head))
-            if primary is PendingReason.CYCLE_LIMIT:
+            if primary is _CYCLE_LIMIT:
                 found.append(
                     Blocker(
-                        PendingReason.CYCLE_LIMIT,
+                        _CYCLE_LIMIT,
                         f"this cycle started its maximum of {c.max_starts} jobs before reaching it",
                         {"max_starts": c.max_starts},
                     )
                 )
-        if primary is PendingReason.RESOURCES and head is None:
+        if primary is _RESOURCES and head is None:
             head = job
         result[job.id] = _primary_first(primary, found)
         ahead += 1
     return result
 
 
-class _Cached(Generic[T]):
-    """A memo of one diagnosis per kind of request (by default its shape)."""
+def _no_blockers(job: PendingJob) -> tuple[Blocker, ...]:
+    return ()
 
-    def __init__(
-        self, compute: Callable[[PendingJob], T], key: Callable[[PendingJob], tuple[object, ...]] = request_shape
-    ) -> None:
-        self._compute = compute
-        self._key = key
-        self._answers: dict[tuple[object, ...], T] = {}
 
-    def __call__(self, job: PendingJob) -> T:
-        shape = self._key(job)
-        if shape not in self._answers:
-            self._answers[shape] = self._compute(job)
-        return self._answers[shape]
+#: Read once: an enum member looked up on its class costs a descriptor call, per job.
+_PRIORITY = PendingReason.PRIORITY
+_CYCLE_LIMIT = PendingReason.CYCLE_LIMIT
+_RESOURCES = PendingReason.RESOURCES
 
 
 def _primary_first(primary: PendingReason, found: list[Blocker]) -> tuple[Blocker, ...]:
     """The cycle's reason leads; duplicates by code are dropped; a reason no rule here
-    re-derived (the state moved on within the cycle) still gets a sentence."""
-    seen: set[tuple[PendingReason, str]] = set()
-    unique = []
+    re-derived (the state moved on within the cycle) still gets a sentence.
+
+    A job has a handful of blockers: they are compared pairwise (by identity of their
+    codes, then message) rather than hashed, as hashing an enum member calls Python.
+    """
+    lead: list[Blocker] = []
+    rest: list[Blocker] = []
     for blocker in found:
-        key = (blocker.code, blocker.message)
-        if key not in seen:
-            seen.add(key)
-            unique.append(blocker)
-    lead = [b for b in unique if b.code is primary]
+        code = blocker.code
+        kept = lead if code is primary else rest  # where an earlier duplicate would be
+        for other in kept:
+            if other.code is code and other.message == blocker.message:
+                break
+        else:
+            kept.append(blocker)
     if not lead:
-        lead = [Blocker(primary, _GENERIC[primary])]
-    return (*lead, *(b for b in unique if b.code is not primary))
+        lead.append(Blocker(primary, _GENERIC[primary]))
+    return (*lead, *rest)
 
 
 _GENERIC = {
