@@ -44,16 +44,9 @@ class Resolution(models.IntegerChoices):
     HOUR = 3600, "1 hour"
 
 
-class GpuRollup(models.Model):
-    """min/mean/max of one GPU over one aligned minute or hour (``at`` is its start).
+class MetricBands(models.Model):
+    """min/mean/max of each charted metric: the columns every rollup has."""
 
-    Recomputing a period writes the same row (upsert on ``(gpu, period, at)``).
-    """
-
-    gpu = models.ForeignKey("scheduler.Gpu", on_delete=models.CASCADE, related_name="rollups")
-    period = models.PositiveIntegerField(choices=Resolution.choices)
-    at = models.DateTimeField()
-    samples = models.PositiveIntegerField()
     utilization_min = models.FloatField()
     utilization_mean = models.FloatField()
     utilization_max = models.FloatField()
@@ -68,6 +61,21 @@ class GpuRollup(models.Model):
     power_max = models.FloatField(null=True)
 
     class Meta:
+        abstract = True
+
+
+class GpuRollup(MetricBands):
+    """min/mean/max of one GPU over one aligned minute or hour (``at`` is its start).
+
+    Recomputing a period writes the same row (upsert on ``(gpu, period, at)``).
+    """
+
+    gpu = models.ForeignKey("scheduler.Gpu", on_delete=models.CASCADE, related_name="rollups")
+    period = models.PositiveIntegerField(choices=Resolution.choices)
+    at = models.DateTimeField()
+    samples = models.PositiveIntegerField()
+
+    class Meta:
         ordering = ["gpu_id", "period", "at"]
         constraints = [models.UniqueConstraint(fields=["gpu", "period", "at"], name="gpurollup_unique_gpu_period_at")]
         indexes = [models.Index(fields=["period", "at"], name="gpurollup_period_at")]
@@ -76,7 +84,7 @@ class GpuRollup(models.Model):
         return f"{self.gpu_id} {self.get_period_display()} at {self.at}"
 
 
-class AllGpuRollup(models.Model):
+class AllGpuRollup(MetricBands):
     """Every GPU's hourly rollups of one hour (``at``, its start) combined: min of the
     mins, mean of the means, max of the maxes, as the charts of all GPUs show them.
 
@@ -86,18 +94,6 @@ class AllGpuRollup(models.Model):
 
     at = models.DateTimeField(unique=True)
     gpus = models.PositiveIntegerField(help_text="GPUs with a rollup in the hour.")
-    utilization_min = models.FloatField()
-    utilization_mean = models.FloatField()
-    utilization_max = models.FloatField()
-    memory_used_min = models.FloatField()
-    memory_used_mean = models.FloatField()
-    memory_used_max = models.FloatField()
-    temperature_min = models.FloatField(null=True)
-    temperature_mean = models.FloatField(null=True)
-    temperature_max = models.FloatField(null=True)
-    power_min = models.FloatField(null=True)
-    power_mean = models.FloatField(null=True)
-    power_max = models.FloatField(null=True)
 
     class Meta:
         ordering = ["at"]
