@@ -43,7 +43,9 @@ def slurm_jobs_with_key(key: str) -> list[str]:
         check=True,
     ).stdout
     return [
-        job_id for job_id, _, comment in (line.partition("|") for line in out.splitlines()) if comment == f"qm:{key}"
+        job_id
+        for job_id, _, comment in (line.partition("|") for line in out.splitlines())
+        if comment.startswith("qm:") and comment.endswith(f":{key}")  # qm:<instance>:<key>
     ]
 
 
