@@ -13,6 +13,10 @@ Figures (one JSON line each, the median of ``--repeat`` runs after one warm-up r
   policy (multifactor priority with Fair Tree, EASY backfill, limits, estimates for
   every waiting job), once per ``--core-pending`` size, to show how it grows.
 
+Every figure says which core it timed (``core``: ``compiled`` or why it ran
+interpreted; ``QM_NATIVE_CORE=off`` times the interpreted one, see
+``scheduler/core/compiled.py``).
+
 - ``tick_snapshot_load_ms``: ``scheduler.snapshot.load_snapshot()``, the bulk read.
 - ``tick_schedule_ms``: one pure ``scheduler.core.schedule()`` call on that snapshot,
   with the policy ``run_tick`` uses (``max_starts = SCHEDULER_MAX_STARTS_PER_TICK``).
@@ -100,7 +104,7 @@ def core_figures(args: argparse.Namespace) -> None:
     from dataclasses import replace
 
     from benchmarks._core_site import NOW, SiteShape, build_snapshot, site_policy
-    from scheduler.core import schedule
+    from scheduler.core import compiled, schedule
 
     policy = replace(site_policy(), estimates=True)
     for size in (int(part) for part in args.core_pending.split(",") if part.strip()):
@@ -124,6 +128,7 @@ def core_figures(args: argparse.Namespace) -> None:
             estimated=len(decisions.estimates),
             policy="multifactor+fairtree+easy-backfill+limits+estimates",
             repeat=repeat,
+            core=compiled.state,
         )
 
 
@@ -141,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         from django.utils import timezone
 
         from scheduler import services
-        from scheduler.core import schedule
+        from scheduler.core import compiled, schedule
         from scheduler.snapshot import load_snapshot
 
         log(f"building {args.nodes} nodes and {args.pending} pending jobs")
@@ -155,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             "gpus": site.gpus,
             "vendor": db.vendor,
             "repeat": args.repeat,
+            "core": compiled.state,
         }
 
         # 1. The bulk read.

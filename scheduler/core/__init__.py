@@ -1,7 +1,15 @@
-"""The pure scheduling core: plain data in, decisions out. No Django, no I/O."""
+"""The pure scheduling core: plain data in, decisions out. No Django, no I/O.
 
-from scheduler.core.cycle import schedule
-from scheduler.core.types import (
+Runs compiled when a matching build exists (see ``scheduler.core.compiled``); that
+choice is made here, before any other module of the package is imported.
+"""
+
+from scheduler.core.compiled import activate
+
+activate(__path__)
+
+from scheduler.core.cycle import schedule  # noqa: E402
+from scheduler.core.types import (  # noqa: E402
     Allocation,
     Decisions,
     GpuView,

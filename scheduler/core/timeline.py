@@ -26,13 +26,12 @@ Times are integer microseconds after ``now``, so arithmetic is exact.
 
 from __future__ import annotations
 
-import bisect
 import heapq
-from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from scheduler.core.bits import bisect_left, bisect_right, popcount
 from scheduler.core.placement import Ledger, request_shape
 from scheduler.core.types import (
     Allocation,
@@ -74,7 +73,7 @@ class NodeTimeline:
 
     def _split(self, at: int) -> int:
         """The index of the segment that starts at ``at``, splitting one if needed."""
-        i = bisect.bisect_right(self.times, at) - 1
+        i = bisect_right(self.times, at) - 1
         if self.times[i] == at:
             return i
         i += 1
@@ -105,13 +104,13 @@ class NodeTimeline:
         most nodes a search looks at fail, and a window can span many segments.
         """
         times, masks, free_cpus, free_memory = self.times, self.masks, self.cpus, self.memory
-        i = first = bisect.bisect_right(times, start) - 1
+        i = first = bisect_right(times, start) - 1
         last = len(times)
         mask = accepts
         while True:
             mask &= masks[i]
-            if mask.bit_count() < wanted or free_cpus[i] < cpus or free_memory[i] < memory:
-                alone = (accepts & masks[i]).bit_count() < wanted or free_cpus[i] < cpus or free_memory[i] < memory
+            if popcount(mask) < wanted or free_cpus[i] < cpus or free_memory[i] < memory:
+                alone = popcount(accepts & masks[i]) < wanted or free_cpus[i] < cpus or free_memory[i] < memory
                 ruled_out = i if alone else first
                 return -1 - (times[ruled_out + 1] if ruled_out + 1 < last else FOREVER)
             i += 1
@@ -120,10 +119,10 @@ class NodeTimeline:
 
     def free_at(self, at: int) -> int:
         """The mask of GPUs free at ``at``."""
-        return self.masks[bisect.bisect_right(self.times, at) - 1]
+        return self.masks[bisect_right(self.times, at) - 1]
 
     def free_count(self, at: int) -> int:
-        return self.masks[bisect.bisect_right(self.times, at) - 1].bit_count()
+        return popcount(self.masks[bisect_right(self.times, at) - 1])
 
 
 @dataclass(slots=True)
@@ -147,10 +146,10 @@ class _Releases:
         from then on, unless too few of those GPUs serve this kind of request (the walk
         would drop it on its first look; see ``Planner._released``) or it is already in
         (a node released twice at one instant)."""
-        if (free & self.accepts[position]).bit_count() < self.wanted:
+        if popcount(free & self.accepts[position]) < self.wanted:
             return
         events = self.events
-        k = bisect.bisect_left(events, event)
+        k = bisect_left(events, event)
         if k == len(events) or events[k] != event:
             events.insert(k, event)
 
@@ -164,7 +163,7 @@ class _Cursor:
 
     at: int
     fitting: list[NodeTimeline]
-    blocked: dict[int, int]
+    blocked: list[int]
 
 
 class Planner:
@@ -205,9 +204,10 @@ class Planner:
                 self.by_name[capacity.node.name] = line
                 self.clusters.setdefault(cluster, []).append(line)
         self._gpu_lists = list(gpu_lists)
-        #: Every release, as an event (see ``_Releases``): a new index starts from it.
+        #: Per node position, every release on it as an event (see ``_Releases``): a new
+        #: index starts from those of the nodes it watches.
         self.shift = max(len(self.lines), 1).bit_length()
-        self._log: list[int] = []
+        self._log: list[list[int]] = [[] for _ in self.lines]
         self._build(releases)
         self._accepting: dict[tuple[object, ...], list[int]] = {}
         #: Node labels -> per node, whether it carries them (jobs without labels: None).
@@ -239,7 +239,7 @@ class Planner:
                     if bit is not None:
                         mask |= 1 << bit
                 per_line.setdefault(line.position, []).append((instant, mask, allocation.cpus, allocation.memory_mib))
-                self._log.append(instant << shift | line.position)
+                self._log[line.position].append(instant << shift | line.position)
         for position, given in per_line.items():
             line = self.lines[position]
             given.sort(key=lambda g: g[0])
@@ -282,16 +282,16 @@ class Planner:
         index = self._indexes.get(key)
         if index is None:
             eligible = [
-                mask.bit_count() >= wanted and (allowed is None or allowed[position])
+                popcount(mask) >= wanted and (allowed is None or allowed[position])
                 for position, mask in enumerate(accepts)
             ]
-            low = (1 << self.shift) - 1
-            events = {position for position, ok in enumerate(eligible) if ok}  # instant 0
-            events.update(event for event in self._log if eligible[event & low])
+            watched = [position for position, ok in enumerate(eligible) if ok]
+            events = set(watched)  # instant 0
+            for position in watched:
+                events.update(self._log[position])
             index = self._indexes[key] = _Releases(sorted(events), wanted, accepts)
-            for position, ok in enumerate(eligible):
-                if ok:
-                    self._watchers[position].append(index)
+            for position in watched:
+                self._watchers[position].append(index)
         return index
 
     def _accepts(self, job: PendingJob) -> tuple[tuple[object, ...], list[int]]:
@@ -315,9 +315,10 @@ class Planner:
                         masks[line.position] = 0
         return key, masks
 
-    def plan(self, job: PendingJob) -> tuple[datetime, tuple[Allocation, ...]] | None:
+    def plan(self, job: PendingJob, describe: bool = True) -> tuple[datetime, tuple[Allocation, ...]] | None:
         """Plan ``job`` at its earliest start and hold its resources until its walltime
-        ends. Returns the start and allocations, or ``None`` if it never fits.
+        ends. Returns the start and allocations (none unless ``describe``: an estimate
+        needs only the start), or ``None`` if it never fits.
 
         Steps:
         1. Resume at the cursor of identical requests (or ``now``, scanning every node).
@@ -342,7 +343,7 @@ class Planner:
         events, lines, shift = index.events, self.lines, self.shift
         low = (1 << shift) - 1
         cursor = self._cursors.get(key)
-        blocked: dict[int, int] = cursor.blocked if cursor is not None else {}
+        blocked = cursor.blocked if cursor is not None else [-1] * len(lines)
         fitting: list[tuple[NodeTimeline, int]] = []
         if cursor is None and job.nodes > 0:
             at, i = 0, 0  # a first search walks the index from instant 0 (see _released)
@@ -372,10 +373,10 @@ class Planner:
                 while i < len(events) and events[i] < after:
                     position = events[i] & low
                     line = lines[position]  # free_at(at), inlined: the walk's innermost step
-                    if (line.masks[bisect_right(line.times, at) - 1] & accepts[position]).bit_count() < wanted:
+                    if popcount(line.masks[bisect_right(line.times, at) - 1] & accepts[position]) < wanted:
                         del events[i]  # only shrinks from here: never again
                         continue
-                    if blocked.get(position, -1) <= at:
+                    if blocked[position] <= at:
                         opened.append(line)
                     i += 1
             if fitting:
@@ -394,16 +395,16 @@ class Planner:
         end = at + walltime
         for line, mask in chosen:
             picked = 0
-            gpus: list[int] = []
-            while len(gpus) < wanted:
+            for _ in range(wanted):  # the lowest ``wanted`` GPUs of the mask
                 low_bit = mask & -mask
                 picked |= low_bit
-                gpus.append(line.node.gpus[low_bit.bit_length() - 1].index)
                 mask ^= low_bit
             line.change(at, end, picked, cpus, memory, -1)
-            allocations.append(Allocation(line.node.name, tuple(gpus), cpus, memory))
+            if describe:
+                gpus = tuple(gpu.index for p, gpu in enumerate(line.node.gpus) if picked >> p & 1)
+                allocations.append(Allocation(line.node.name, gpus, cpus, memory))
             event = end << shift | line.position
-            self._log.append(event)
+            self._log[line.position].append(event)
             free = line.free_at(end)
             for watching in self._watchers[line.position]:
                 watching.add(event, line.position, free)
@@ -496,7 +497,7 @@ def estimate_queue(
         return estimates
     planner = Planner(ledger, releases, now, policy.placement)
     for job in waiting:
-        planned = planner.plan(job)
+        planned = planner.plan(job, describe=False)
         if planned is not None:
             estimates[job.id] = planned[0]
     return estimates
