@@ -127,8 +127,8 @@ class NodeTimeline:
 
 @dataclass(slots=True)
 class _Releases:
-    """For one kind of request: the release events of the nodes that could still hold
-    one share of it, in time order.
+    """For the requests that accept the same GPUs: the release events of the nodes where
+    such a GPU could still be free, in time order.
 
     An event is one int, ``instant << shift | node position`` (see ``Planner.shift``):
     one sorted list of ints keeps the events of an instant together, in node order, and
@@ -138,15 +138,15 @@ class _Releases:
     """
 
     events: list[int]
-    wanted: int  # accepted GPUs a share of the request needs on one node
+    floor: int  # accepted GPUs free below which an event serves none of the requests (0 or 1)
     accepts: list[int]  # per node position, the GPUs it accepts (a mask)
 
     def add(self, event: int, position: int, free: int) -> None:
         """Note a release on the node at ``position``, with ``free`` (a mask) free there
-        from then on, unless too few of those GPUs serve this kind of request (the walk
+        from then on, unless too few of those GPUs serve these requests (the walk
         would drop it on its first look; see ``Planner._released``) or it is already in
         (a node released twice at one instant)."""
-        if popcount(free & self.accepts[position]) < self.wanted:
+        if popcount(free & self.accepts[position]) < self.floor:
             return
         events = self.events
         k = bisect_left(events, event)
@@ -267,29 +267,35 @@ class Planner:
     def _released(
         self, wanted: int, accepts_key: tuple[object, ...], accepts: list[int], allowed: list[bool] | None = None
     ) -> _Releases:
-        """The release index of jobs asking ``wanted`` accepted GPUs per node.
+        """The release index of jobs that accept the GPUs of ``accepts_key`` (asking
+        ``wanted`` of them per node).
 
-        One index per kind of request, so a search walks only the instants at which
+        One index per set of accepted GPUs, so a search walks only the instants at which
         something is released on a node that could hold it (a job asking for one GPU
-        model skips every release on other models' nodes). A node's event is dropped
-        once fewer than ``wanted`` accepted GPUs are free there at its instant:
-        planning only takes, so that stays true (see ``plan``). Instant 0 starts with
+        model skips every release on other models' nodes). Jobs asking 1, 2, 4 or 8 of
+        the same GPUs share one index: every planned job adds its end to the indexes that
+        watch its nodes, and one index per GPU count made that several insertions into
+        long lists per job. A node's event is dropped once none of the accepted GPUs is
+        free there at its instant (the ``floor``); planning only takes, so that stays
+        true (see ``plan``). A search asking more skips an event with too few free
+        without dropping it. Instant 0 starts with
         every node that could hold a share, so a first search looks at what is free now
         through the same walk: a busy cluster has few such nodes, and most are dropped
         for good on the first look.
         """
-        key = (wanted, accepts_key)
+        floor = min(wanted, 1)
+        key = (floor, accepts_key)
         index = self._indexes.get(key)
         if index is None:
             eligible = [
-                popcount(mask) >= wanted and (allowed is None or allowed[position])
+                popcount(mask) >= floor and (allowed is None or allowed[position])
                 for position, mask in enumerate(accepts)
             ]
             watched = [position for position, ok in enumerate(eligible) if ok]
             events = set(watched)  # instant 0
             for position in watched:
                 events.update(self._log[position])
-            index = self._indexes[key] = _Releases(sorted(events), wanted, accepts)
+            index = self._indexes[key] = _Releases(sorted(events), floor, accepts)
             for position in watched:
                 self._watchers[position].append(index)
         return index
@@ -340,7 +346,7 @@ class Planner:
         key = (request_shape(job), walltime)
         allowed = self._allowed(job)
         index = self._released(wanted, accepts_key, accepts, allowed)
-        events, lines, shift = index.events, self.lines, self.shift
+        events, floor, lines, shift = index.events, index.floor, self.lines, self.shift
         low = (1 << shift) - 1
         cursor = self._cursors.get(key)
         blocked = cursor.blocked if cursor is not None else [-1] * len(lines)
@@ -373,8 +379,12 @@ class Planner:
                 while i < len(events) and events[i] < after:
                     position = events[i] & low
                     line = lines[position]  # free_at(at), inlined: the walk's innermost step
-                    if popcount(line.masks[bisect_right(line.times, at) - 1] & accepts[position]) < wanted:
-                        del events[i]  # only shrinks from here: never again
+                    free = popcount(line.masks[bisect_right(line.times, at) - 1] & accepts[position])
+                    if free < wanted:
+                        if free < floor:
+                            del events[i]  # only shrinks from here: never again
+                        else:
+                            i += 1  # too few for this job, enough for others of the index
                         continue
                     if blocked[position] <= at:
                         opened.append(line)
