@@ -7,9 +7,9 @@ Usage: ``python benchmarks/replay.py TRACE.csv [simulator options]``, e.g.
 Prints every line of ``python -m scheduler.core.simulate`` (``sim_avg_jct_s``,
 ``sim_avg_wait_s``, ``sim_p99_wait_s``, ``sim_utilization``, ``sim_jain``,
 ``sim_makespan_s``, ``sim_preemptions``, ``sim_lost_gpu_s`` among them, with ``policy``
-and ``trace``) and, after each ``replay_wall_s``, the same value as ``sim_wall_s``. The
-simulator itself leaves the wall time out of its ``sim_*`` lines so that one replay
-always prints the same figures.
+and ``trace``), and per policy its wall time as ``replay_wall_s`` and ``sim_wall_s``;
+then one ``replay_core`` line: whether the scheduling core ran compiled
+(``scheduler/core/compiled.py``), since that sets the wall times.
 """
 
 from __future__ import annotations
@@ -21,24 +21,15 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scheduler.core import compiled
 from scheduler.core.simulate import main as simulate
 
 
-class _WithWallTime:
-    """Passes lines through; after a ``replay_wall_s`` line, writes it again as ``sim_wall_s``."""
-
-    def write(self, text: str, /) -> int:
-        sys.stdout.write(text)
-        for line in text.splitlines():
-            figure = json.loads(line)
-            if figure["metric"] == "replay_wall_s":
-                sys.stdout.write(json.dumps({**figure, "metric": "sim_wall_s"}) + "\n")
-        sys.stdout.flush()
-        return len(text)
-
-
 def main(argv: list[str] | None = None) -> int:
-    return simulate(argv, _WithWallTime())
+    status = simulate(argv)
+    line = {"metric": "replay_core", "value": compiled.state == "compiled", "unit": "bool", "core": compiled.state}
+    print(json.dumps(line))
+    return status
 
 
 if __name__ == "__main__":

@@ -124,27 +124,11 @@ class LimitBook:
                 by_model[model] += sign * amount
 
     def blocker(self, job: PendingJob) -> PendingReason | None:
-        """The first limit this job would break by starting, on its request alone.
-
-        The same code as the first of :meth:`blockers`, without building its words.
-        """
-        checks = self._checks_for(job.account, job.user)
-        if not checks:
-            return None
-        walltime = job.walltime_seconds
-        amount = job.gpu_amount
-        model = job.gpu_model
-        for limits, usage, scope, _ in checks:
-            if limits.max_walltime_seconds is not None and walltime > limits.max_walltime_seconds:
-                return PendingReason.WALLTIME_LIMIT
-            if limits.max_running_jobs is not None and usage.jobs + 1 > limits.max_running_jobs:
-                return PendingReason.ACCOUNT_JOB_LIMIT if scope == "account" else PendingReason.USER_JOB_LIMIT
-            if limits.max_gpus is not None and usage.gpus + amount > limits.max_gpus + _EPSILON:
-                return PendingReason.ACCOUNT_GPU_LIMIT if scope == "account" else PendingReason.USER_GPU_LIMIT
-            if model:
-                cap = limits.max_gpus_per_model.get(model)
-                if cap is not None and usage.by_model.get(model, 0.0) + amount > cap + _EPSILON:
-                    return PendingReason.ACCOUNT_GPU_LIMIT if scope == "account" else PendingReason.USER_GPU_LIMIT
+        """The first limit this job would break by starting, on its request alone: the
+        code of the first of :meth:`blockers`, without building its words."""
+        for limits, usage, scope, _ in self._checks_for(job.account, job.user):
+            for code, _, _, _ in _broken(limits, usage, job, scope == "account"):
+                return code
         return None
 
     def blockers(self, job: PendingJob) -> list[Blocker]:
@@ -200,14 +184,50 @@ class LimitBook:
         self._charge(job.account, job.user, job.allocations, sign=-1)
 
 
+def _broken(
+    limits: Limits, usage: _Usage, job: PendingJob, account: bool
+) -> Iterator[tuple[PendingReason, str, float, int]]:
+    """The limits of one account or user that ``job`` would break, most basic first, as
+    ``(code, limit, used, cap)``: the one walk of the rules behind both a waiting
+    job's reason and its blockers' words (``used`` is the walltime asked for under
+    ``max_walltime_seconds``)."""
+    if limits.max_walltime_seconds is not None and job.walltime_seconds > limits.max_walltime_seconds:
+        yield PendingReason.WALLTIME_LIMIT, "max_walltime_seconds", job.walltime_seconds, limits.max_walltime_seconds
+    if limits.max_running_jobs is not None and usage.jobs + 1 > limits.max_running_jobs:
+        code = PendingReason.ACCOUNT_JOB_LIMIT if account else PendingReason.USER_JOB_LIMIT
+        yield code, "max_running_jobs", usage.jobs, limits.max_running_jobs
+    gpu_code = PendingReason.ACCOUNT_GPU_LIMIT if account else PendingReason.USER_GPU_LIMIT
+    if limits.max_gpus is not None and usage.gpus + job.gpu_amount > limits.max_gpus + _EPSILON:
+        yield gpu_code, "max_gpus", usage.gpus, limits.max_gpus
+    if job.gpu_model:
+        cap = limits.max_gpus_per_model.get(job.gpu_model)
+        used = usage.by_model.get(job.gpu_model, 0.0)
+        if cap is not None and used + job.gpu_amount > cap + _EPSILON:
+            yield gpu_code, f"max_gpus_per_model[{job.gpu_model}]", used, cap
+
+
 def _violations(limits: Limits | None, usage: _Usage, job: PendingJob, scope: str, name: str) -> Iterator[Blocker]:
-    """The limits of one account or user that ``job`` would break, most basic first."""
+    """The limits of one account or user that ``job`` would break, most basic first,
+    each as a blocker with its sentence and figures."""
     if limits is None:
         return
-    account = scope == "account"
     who = f"{scope} {name}"
-
-    def over(limit: str, used: float, cap: int, code: PendingReason, message: str) -> Blocker:
+    for code, limit, used, cap in _broken(limits, usage, job, scope == "account"):
+        if code is PendingReason.WALLTIME_LIMIT:
+            message = (
+                f"{who} allows at most {duration_text(cap)} of walltime; "
+                f"this job asks for {duration_text(job.walltime_seconds)}"
+            )
+            evidence = {"scope": scope, "name": name, "limit": limit, "cap": cap, "requested": job.walltime_seconds}
+            yield Blocker(code, message, evidence)
+            continue
+        if limit == "max_running_jobs":
+            message = f"{who} runs {usage.jobs} of its {cap} jobs at once"
+        else:
+            model = f" {job.gpu_model}" if limit != "max_gpus" else ""
+            message = (
+                f"{who} holds {gpu_count(used)} of its {cap}{model} GPUs; this job needs {gpu_count(job.gpu_amount)}"
+            )
         evidence = {
             "scope": scope,
             "name": name,
@@ -216,41 +236,7 @@ def _violations(limits: Limits | None, usage: _Usage, job: PendingJob, scope: st
             "cap": cap,
             "requested": gpu_count(job.gpu_amount),
         }
-        return Blocker(code, message, evidence)
-
-    if limits.max_walltime_seconds is not None and job.walltime_seconds > limits.max_walltime_seconds:
-        yield Blocker(
-            PendingReason.WALLTIME_LIMIT,
-            f"{who} allows at most {duration_text(limits.max_walltime_seconds)} of walltime; "
-            f"this job asks for {duration_text(job.walltime_seconds)}",
-            {
-                "scope": scope,
-                "name": name,
-                "limit": "max_walltime_seconds",
-                "cap": limits.max_walltime_seconds,
-                "requested": job.walltime_seconds,
-            },
-        )
-    if limits.max_running_jobs is not None and usage.jobs + 1 > limits.max_running_jobs:
-        code = PendingReason.ACCOUNT_JOB_LIMIT if account else PendingReason.USER_JOB_LIMIT
-        message = f"{who} runs {usage.jobs} of its {limits.max_running_jobs} jobs at once"
-        yield over("max_running_jobs", usage.jobs, limits.max_running_jobs, code, message)
-    gpu_code = PendingReason.ACCOUNT_GPU_LIMIT if account else PendingReason.USER_GPU_LIMIT
-    if limits.max_gpus is not None and usage.gpus + job.gpu_amount > limits.max_gpus + _EPSILON:
-        message = (
-            f"{who} holds {gpu_count(usage.gpus)} of its {limits.max_gpus} GPUs; "
-            f"this job needs {gpu_count(job.gpu_amount)}"
-        )
-        yield over("max_gpus", usage.gpus, limits.max_gpus, gpu_code, message)
-    if job.gpu_model:
-        cap = limits.max_gpus_per_model.get(job.gpu_model)
-        used = usage.by_model[job.gpu_model]
-        if cap is not None and used + job.gpu_amount > cap + _EPSILON:
-            message = (
-                f"{who} holds {gpu_count(used)} of its {cap} {job.gpu_model} GPUs; "
-                f"this job needs {gpu_count(job.gpu_amount)}"
-            )
-            yield over(f"max_gpus_per_model[{job.gpu_model}]", used, cap, gpu_code, message)
+        yield Blocker(code, message, evidence)
 
 
 #: Shares are floats: 0.1 + 0.2 must not exceed a limit of 0.3.
