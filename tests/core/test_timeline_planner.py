@@ -70,7 +70,19 @@ class Reference:
 
 
 @st.composite
-def plans(draw: st.DrawFn):  # type: ignore[no-untyped-def]
+def worlds(  # type: ignore[no-untyped-def]
+    draw: st.DrawFn,
+    *,
+    running_per_node: int = 1,
+    running_cpus: int = 2,
+    ends_minutes: tuple[int, ...] = (-30, 0, 30, 60, 90, 180, 360),
+    queue: int = 12,
+    models: tuple[str, ...] = ("", "", "H100-80GB", "L4"),
+    walltimes: tuple[int, ...] = (1800, 3600, 3 * 3600),
+):
+    """Up to six nodes in two clusters (some down, some with a broken GPU), whose busy
+    GPUs belong to up to ``running_per_node`` running jobs each, released at one of
+    ``ends_minutes`` after now (or already due); and a queue of up to ``queue`` jobs."""
     nodes = [
         node(
             f"n{i}",
@@ -85,45 +97,15 @@ def plans(draw: st.DrawFn):  # type: ignore[no-untyped-def]
     ]
     ledger = Ledger(nodes)
     releases = []
-    for n in nodes:  # running jobs: some GPUs of each node, released within 6 hours (or already due)
-        taken = tuple(draw(st.lists(st.sampled_from(range(len(n.gpus))), unique=True, max_size=len(n.gpus))))
-        if taken:
-            allocation = Allocation(n.name, taken, draw(st.integers(0, 2)))
-            ledger.take((allocation,))
-            ends = T0 + timedelta(minutes=draw(st.sampled_from([-30, 0, 30, 60, 90, 180, 360])))
-            releases.append((ends, (allocation,)))
-    jobs = [
-        pending(
-            i,
-            nodes=draw(st.integers(1, 2)),
-            gpus_per_node=draw(st.integers(0, 3)),
-            cpus_per_node=draw(st.sampled_from([0, 1, 3])),
-            gpu_model=draw(st.sampled_from(["", "", "H100-80GB", "L4"])),
-            walltime_seconds=draw(st.sampled_from([1800, 3600, 3 * 3600])),
-        )
-        for i in range(1, draw(st.integers(1, 12)) + 1)
-    ]
-    return nodes, ledger, releases, jobs, draw(st.sampled_from(list(PlacementStrategy)))
-
-
-@st.composite
-def crowded_plans(draw: st.DrawFn):  # type: ignore[no-untyped-def]
-    """Like ``plans``, but each node's busy GPUs belong to up to three running jobs that
-    end at instants drawn from a few, so one node releases several times and two jobs
-    on it may end at the same instant; and longer queues, so requests of one kind are
-    planned again and again from where the last one stopped."""
-    nodes, _, _, _, strategy = draw(plans())
-    ledger = Ledger(nodes)
-    releases = []
     for n in nodes:
         taken = draw(st.lists(st.sampled_from(range(len(n.gpus))), unique=True, max_size=len(n.gpus)))
-        jobs_on_node = draw(st.integers(1, 3))
+        jobs_on_node = draw(st.integers(1, running_per_node))
         for k in range(jobs_on_node):
             gpus = tuple(taken[k::jobs_on_node])
             if gpus:
-                allocation = Allocation(n.name, gpus, draw(st.integers(0, 1)))
+                allocation = Allocation(n.name, gpus, draw(st.integers(0, running_cpus)))
                 ledger.take((allocation,))
-                ends = T0 + timedelta(minutes=draw(st.sampled_from([-30, 0, 30, 60, 180])))
+                ends = T0 + timedelta(minutes=draw(st.sampled_from(ends_minutes)))
                 releases.append((ends, (allocation,)))
     jobs = [
         pending(
@@ -131,12 +113,25 @@ def crowded_plans(draw: st.DrawFn):  # type: ignore[no-untyped-def]
             nodes=draw(st.integers(1, 2)),
             gpus_per_node=draw(st.integers(0, 3)),
             cpus_per_node=draw(st.sampled_from([0, 1, 3])),
-            gpu_model=draw(st.sampled_from(["", "H100-80GB"])),
-            walltime_seconds=draw(st.sampled_from([1800, 3600])),
+            gpu_model=draw(st.sampled_from(models)),
+            walltime_seconds=draw(st.sampled_from(walltimes)),
         )
-        for i in range(1, draw(st.integers(1, 20)) + 1)
+        for i in range(1, draw(st.integers(1, queue)) + 1)
     ]
-    return nodes, ledger, releases, jobs, strategy
+    return nodes, ledger, releases, jobs, draw(st.sampled_from(list(PlacementStrategy)))
+
+
+#: Each node's running jobs release at one of few instants, so one node releases several
+#: times and two jobs on it may end together; longer queues of few kinds, so requests of
+#: one kind are planned again and again from where the last one stopped.
+crowded = worlds(
+    running_per_node=3,
+    running_cpus=1,
+    ends_minutes=(-30, 0, 30, 60, 180),
+    queue=20,
+    models=("", "H100-80GB"),
+    walltimes=(1800, 3600),
+)
 
 
 def assert_plans_as_the_reference(world) -> None:  # type: ignore[no-untyped-def]
@@ -166,12 +161,12 @@ def assert_plans_as_the_reference(world) -> None:  # type: ignore[no-untyped-def
 
 
 @settings(max_examples=400, deadline=None)
-@given(plans())
+@given(worlds())
 def test_the_planner_finds_the_same_start_and_gpus_as_trying_every_instant(world) -> None:  # type: ignore[no-untyped-def]
     assert_plans_as_the_reference(world)
 
 
 @settings(max_examples=300, deadline=None)
-@given(crowded_plans())
+@given(crowded)
 def test_nodes_that_release_several_times_and_long_queues_plan_as_trying_every_instant(world) -> None:  # type: ignore[no-untyped-def]
     assert_plans_as_the_reference(world)
