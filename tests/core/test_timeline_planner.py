@@ -10,15 +10,15 @@ job) in order hands ``Ledger.place`` what stays free for the job's whole walltim
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.placement import Ledger, NodeCapacity
-from scheduler.core.timeline import Planner
-from scheduler.core.types import Allocation, NodeView, PendingJob, PlacementStrategy
+from scheduler.core.timeline import Planner, gpu_list_key
+from scheduler.core.types import Allocation, GpuView, NodeView, PendingJob, PlacementStrategy
 from tests.builders import T0, node, pending
 
 
@@ -170,3 +170,18 @@ def test_the_planner_finds_the_same_start_and_gpus_as_trying_every_instant(world
 @given(crowded)
 def test_nodes_that_release_several_times_and_long_queues_plan_as_trying_every_instant(world) -> None:  # type: ignore[no-untyped-def]
     assert_plans_as_the_reference(world)
+
+
+def test_the_gpu_list_key_tells_apart_lists_that_differ_in_any_field() -> None:
+    base = node("n", gpus=2).gpus
+    assert gpu_list_key(base) == gpu_list_key(tuple(replace(g) for g in base))
+    for f in fields(GpuView):
+        value = getattr(base[1], f.name)
+        changed = {
+            int: lambda v: v + 1,
+            str: lambda v: f"{v}x",
+            bool: lambda v: not v,
+            tuple: lambda v: (v[0], v[1] + 1),
+        }[type(value)](value)
+        other = (base[0], replace(base[1], **{f.name: changed}))
+        assert other != base and gpu_list_key(other) != gpu_list_key(base), f.name
