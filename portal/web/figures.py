@@ -11,15 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
-
 from monitoring.charts import WaitBin
 from portal.models import Account, Quota
 from scheduler import hours
 from scheduler.choices import ACTIVE_STATES
 from scheduler.core.hours import WAIT_BINS
 from scheduler.models import Gpu, Job, Node
-from scheduler.snapshot import gpu_model_label, held_gpus
+from scheduler.occupancy import Occupancy, read_occupancy
+from scheduler.snapshot import gpu_model_label
 
 
 def _gpu_models() -> dict[tuple[str, int], str]:
@@ -43,21 +42,19 @@ class ModelCapacity:
     free: int
 
 
-def free_gpus_by_model() -> list[ModelCapacity]:
+def free_gpus_by_model(occupancy: Occupancy | None = None) -> list[ModelCapacity]:
     """Per GPU model: GPUs on schedulable nodes of enabled clusters, and how many of those
-    no active job holds (a shared GPU with any share taken counts as busy). Three queries."""
-    split = set(Gpu.objects.filter(parent__isnull=False).values_list("parent_id", flat=True))
-    up = Q(node__state="up", node__cluster__enabled=True)
-    gpus = [
-        (node, index, gpu_model_label(model, mig))
-        for pk, node, index, model, mig in Gpu.objects.filter(up).values_list(
-            "pk", "node__name", "index", "model", "mig_profile"
-        )
-        if pk not in split
-    ]
-    busy = held_gpus()
-    total: Counter[str] = Counter(model for _, _, model in gpus)
-    free: Counter[str] = Counter(model for node, index, model in gpus if (node, index) not in busy)
+    no active job holds (a shared GPU with any share taken counts as busy). No query on
+    the page's ``occupancy``; four to read it when not given."""
+    occupancy = occupancy or read_occupancy()
+    schedulable = occupancy.up() & occupancy.enabled
+    total: Counter[str] = Counter()
+    free: Counter[str] = Counter()
+    for _, node, _, model, holder in occupancy.gpus:
+        if node in schedulable:
+            total[model] += 1
+            if holder is None:
+                free[model] += 1
     return [ModelCapacity(model, total[model], free[model]) for model in sorted(total)]
 
 
