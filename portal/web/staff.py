@@ -21,7 +21,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -40,7 +39,7 @@ from portal.web.jobform import flatten_errors
 from scheduler import reports, services
 from scheduler.choices import JobState
 from scheduler.inventory import load_inventory
-from scheduler.models import Job, Node
+from scheduler.models import Node
 from scheduler.occupancy import Occupancy, read_occupancy
 
 AUDIT_PAGE = 100
@@ -480,9 +479,7 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
     start, end = form.bounds(now)
     jobs = figures.jobs_in_range(start, end, now) if not form.errors else figures.JobsInRange([], [])
     hours = jobs.hours
-    # COUNT(*), not COUNT(id): PostgreSQL counts it from an index alone, without reading
-    # the job rows (35 ms instead of 120 ms for 100k jobs here).
-    by_state = dict(Job.objects.order_by().values_list("state").annotate(n=Count("*")).values_list("state", "n"))
+    by_state = figures.jobs_by_state()
     # The GPUs and their holders, read once for the capacity table and the GPU charts.
     occupancy = read_occupancy()
     node_states = Counter(state for _, state in occupancy.nodes)
@@ -496,7 +493,7 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
             "hours": hours,
             "total_hours": sum(h.gpu_hours for h in hours),
             "capacity": figures.free_gpus_by_model(occupancy),
-            "jobs_by_state": [(s.label, by_state.get(s.value, 0)) for s in JobState if by_state.get(s.value)],
+            "jobs_by_state": [(s.label, by_state[s.value]) for s in JobState if by_state[s.value]],
             "node_states": sorted(node_states.items()),
             "csv_query": request.GET.urlencode(),
             **cluster_charts(start, end, now, jobs, occupancy),
