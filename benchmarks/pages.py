@@ -1,8 +1,9 @@
 """Server time and queries of the portal's pages with many jobs, on a throwaway database
 (see ``benchmarks/_common.py``).
 
-Usage: ``DEBUG=1 python benchmarks/pages.py [--jobs 100000] [--nodes 1000] [--repeat 7]``
-(``DATABASE_URL=postgres://...`` to measure on PostgreSQL).
+Usage: ``DEBUG=1 python benchmarks/pages.py [--jobs 100000] [--nodes 1000] [--repeat 7]
+[--page cluster_overview ...]`` (``DATABASE_URL=postgres://...`` to measure on PostgreSQL;
+``--page``, repeatable, measures only the pages named, the seeding being the same).
 
 Steps:
 1. Create and migrate the throwaway database; seed one cluster of ``--nodes`` 8-GPU
@@ -54,6 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument(
+        "--page", action="append", choices=[name for name, _, _ in PAGES], help="only these pages (default: all)"
+    )
     return parser.parse_args(argv)
 
 
@@ -97,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         clients["member"].force_login(member)
         clients["staff"].force_login(staff)
         for page, url, who in PAGES:
+            if args.page and page not in args.page:
+                continue
             client = clients[who]
             response = client.get(url)
             if response.status_code != 200:

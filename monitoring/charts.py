@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from monitoring.series import Series
 from scheduler.core.fairshare import ShareRow
@@ -127,36 +127,41 @@ GPU_STATES = ("free", "allocated", "allocated, idle", "unavailable")
 GPU_COLORS = ("#e5ecf6", "#2ca02c", IDLE_COLOR, "#7f7f7f")
 
 
-@dataclass(frozen=True, slots=True)
-class GpuCell:
+class GpuCell(NamedTuple):
     """One GPU in the heatmap: where it is, what holds it, and how busy it was lately."""
 
     node: str
-    index: int
+    index: int  # type: ignore[assignment]  # the GPU's index on its node, shadowing tuple.index()
     state: str  # one of GPU_STATES
     utilization: float | None = None  # recent mean, % (None: no recent samples)
     job: int | None = None
     account: str = ""
 
 
-def allocation_heatmap(cells: Sequence[GpuCell], nodes: Sequence[str]) -> dict[str, Any]:
+#: A ``GpuCell``'s fields as a plain tuple, which is what a page builds for each of its
+#: 8,000 GPUs: a plain tuple of plain values is cheaper to build and, unlike a named
+#: tuple or a dataclass, the garbage collector stops tracking it (so the cells do not
+#: bring on full collections). A ``GpuCell`` is one; ``GpuCell._make(row)`` names one.
+CellRow = tuple[str, int, str, float | None, int | None, str]
+
+
+def allocation_heatmap(cells: Sequence[CellRow], nodes: Sequence[str]) -> dict[str, Any]:
     """Nodes across (in the given order), GPU indices down; each cell coloured by its state
     (free, allocated, allocated but idle, unavailable); hover names job and utilization."""
     column = {name: i for i, name in enumerate(nodes)}
-    depth = max((c.index for c in cells), default=-1) + 1
+    depth = max((index for _, index, _, _, _, _ in cells), default=-1) + 1
     z: list[list[int | None]] = [[None] * len(nodes) for _ in range(depth)]
     text: list[list[str]] = [[""] * len(nodes) for _ in range(depth)]
-    for cell in cells:
-        if cell.node not in column:
+    code = {state: i for i, state in enumerate(GPU_STATES)}
+    counts = dict.fromkeys(GPU_STATES, 0)
+    for node, index, state, utilization, job, account in cells:  # one pass: a cell per GPU
+        counts[state] += 1
+        x = column.get(node)
+        if x is None:
             continue
-        x = column[cell.node]
-        z[cell.index][x] = GPU_STATES.index(cell.state)
-        words = [cell.state]
-        if cell.job is not None:
-            words.append(f"job {cell.job} ({cell.account})")
-        if cell.utilization is not None:
-            words.append(f"{cell.utilization:.0f}% busy")
-        text[cell.index][x] = ", ".join(words)
+        z[index][x] = code[state]
+        words = state if job is None else f"{state}, job {job} ({account})"
+        text[index][x] = words if utilization is None else f"{words}, {utilization:.0f}% busy"
     n = len(GPU_STATES)
     scale = [[edge / n, color] for i, color in enumerate(GPU_COLORS) for edge in (i, i + 1)]
     small = len(nodes) <= 64
@@ -174,7 +179,6 @@ def allocation_heatmap(cells: Sequence[GpuCell], nodes: Sequence[str]) -> dict[s
         "ygap": 1,
         "colorbar": {"tickvals": list(range(n)), "ticktext": list(GPU_STATES), "thickness": 12},
     }
-    counts = {state: sum(1 for c in cells if c.state == state) for state in GPU_STATES}
     return _figure(
         [trace],
         "GPU allocation by node and GPU",
@@ -185,18 +189,22 @@ def allocation_heatmap(cells: Sequence[GpuCell], nodes: Sequence[str]) -> dict[s
     )
 
 
-def allocated_utilization_figure(cells: Sequence[GpuCell], idle_below: float, window: str) -> dict[str, Any]:
+def allocated_utilization_figure(cells: Sequence[CellRow], idle_below: float, window: str) -> dict[str, Any]:
     """How busy the allocated GPUs were over ``window``: a histogram in 10% steps whose
     idle bars (below ``idle_below`` %) are red, with the count of idle GPUs in the title.
     GPUs without recent samples are counted apart."""
-    allocated = [c for c in cells if c.state in ("allocated", "allocated, idle")]
-    known = [c.utilization for c in allocated if c.utilization is not None]
-    idle = sum(1 for c in allocated if c.state == "allocated, idle")
     edges = list(range(0, 100, 10))
     counts = [0] * len(edges)
-    for u in known:  # one pass over up to every GPU: bars of 10%, 100% and over in the last
-        if u >= 0:
-            counts[min(int(u // 10), len(edges) - 1)] += 1
+    allocated = known = idle = 0
+    for _, _, state, u, _, _ in cells:  # one pass over every GPU: bars of 10%, 100% and over in the last
+        if state not in ("allocated", "allocated, idle"):
+            continue
+        allocated += 1
+        idle += state == "allocated, idle"
+        if u is not None:
+            known += 1
+            if u >= 0:
+                counts[min(int(u // 10), len(edges) - 1)] += 1
     trace = {
         "type": "bar",
         "x": [f"{lo}-{lo + 10}%" for lo in edges],
@@ -204,8 +212,8 @@ def allocated_utilization_figure(cells: Sequence[GpuCell], idle_below: float, wi
         "marker": {"color": [IDLE_COLOR if lo < idle_below else "#2ca02c" for lo in edges]},
         "hovertemplate": "%{y} GPUs at %{x}<extra></extra>",
     }
-    unknown = len(allocated) - len(known)
-    title = f"Allocated GPUs by utilization ({window}): {idle} of {len(allocated)} idle"
+    unknown = allocated - known
+    title = f"Allocated GPUs by utilization ({window}): {idle} of {allocated} idle"
     if unknown:
         title += f", {unknown} without samples"
     return _figure(
@@ -213,7 +221,7 @@ def allocated_utilization_figure(cells: Sequence[GpuCell], idle_below: float, wi
         title,
         xaxis={"title": {"text": "mean utilization"}, "type": "category"},
         yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
-        meta={"allocated": len(allocated), "idle": idle, "without_samples": unknown},
+        meta={"allocated": allocated, "idle": idle, "without_samples": unknown},
     )
 
 

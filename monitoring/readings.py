@@ -13,15 +13,16 @@ from functools import reduce
 from operator import or_
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Avg, Q
 from django.utils import timezone
 
-from monitoring.charts import GpuCell
+from monitoring.charts import CellRow
 from monitoring.models import GpuSample
 from monitoring.series import METRICS, Series, series
 from monitoring.services import unhealthy_gpu_ids
-from scheduler.choices import ACTIVE_STATES, NodeState
-from scheduler.models import Gpu, Job, Node
+from scheduler.models import Gpu, Job
+from scheduler.occupancy import Occupancy, read_occupancy
 
 #: An allocated GPU whose mean utilization over the recent window is below this is idle.
 IDLE_BELOW_PCT = 5.0
@@ -63,43 +64,45 @@ def job_series(job: Job, now: datetime | None = None) -> list[Series]:
 # --- The cluster -------------------------------------------------------------------------
 
 
-def gpu_grid(now: datetime) -> tuple[list[str], list[GpuCell]]:
+def gpu_grid(now: datetime, occupancy: Occupancy | None = None) -> tuple[list[str], list[CellRow]]:
     """Node names (by cluster, then name) and one cell per schedulable unit (a GPU, or each
     MIG slice of a split one): who holds it, its mean utilization over the recent window,
-    and its state. Four queries, the samples one grouped by GPU in the database.
+    and its state. Two queries (the samples grouped by GPU in the database, the unhealthy
+    GPUs) on the page's ``occupancy``, four more to read it when not given.
 
     An allocated GPU is "allocated, idle" below ``IDLE_BELOW_PCT`` (with samples to say
     so); a free one is "unavailable" on a node that is not up or while unhealthy."""
-    nodes = list(Node.objects.order_by("cluster__name", "name").values_list("name", "state"))
-    up = {name for name, state in nodes if state == NodeState.UP}
-    gpus = (
-        Gpu.objects.exclude(pk__in=Gpu.objects.filter(parent__isnull=False).values("parent_id"))
-        .order_by()
-        .values_list("id", "node__name", "index")
-    )
-    holders: dict[tuple[str, int], tuple[int, str]] = {}
-    active = Job.objects.filter(state__in=ACTIVE_STATES).values_list("id", "account__name", "allocations")
-    for job_id, account, allocations in active:
-        for item in allocations or []:
-            for index in item.get("gpu_indices") or []:
-                holders[(str(item.get("node")), int(index))] = (job_id, account)
-    recent = dict(
+    occupancy = occupancy or read_occupancy()
+    up = occupancy.up()
+    recent = recent_utilization(now)
+    unhealthy = unhealthy_gpu_ids(now)
+    cells: list[CellRow] = []
+    for gpu_id, node, index, _, holder in occupancy.gpus:
+        utilization = recent.get(gpu_id)
+        if holder is not None:
+            job, account = holder
+            idle = utilization is not None and utilization < IDLE_BELOW_PCT
+            cells.append((node, index, "allocated, idle" if idle else "allocated", utilization, job, account))
+        else:
+            state = "unavailable" if node not in up or gpu_id in unhealthy else "free"
+            cells.append((node, index, state, utilization, None, ""))
+    return [name for name, _ in occupancy.nodes], cells
+
+
+def recent_utilization(now: datetime) -> dict[int, float]:
+    """GPU id -> its mean utilization (%) over the recent window up to ``now``, for the
+    GPUs with samples in it. One query, grouped by GPU in the database.
+
+    Read through the cursor rather than the queryset: the database already returns
+    floats, and the queryset would convert each of 8,000 rows again."""
+    grouped = (
         GpuSample.objects.filter(at__gte=now - recent_window(), at__lte=now)
         .values("gpu_id")
         .annotate(u=Avg("utilization_pct"))
         .order_by()
         .values_list("gpu_id", "u")
     )
-    unhealthy = unhealthy_gpu_ids(now)
-    cells = []
-    for gpu_id, node, index in gpus:
-        utilization = recent.get(gpu_id)
-        holder = holders.get((node, index))
-        if holder is not None:
-            idle = utilization is not None and utilization < IDLE_BELOW_PCT
-            state = "allocated, idle" if idle else "allocated"
-        else:
-            state = "unavailable" if node not in up or gpu_id in unhealthy else "free"
-        job, account = holder or (None, "")
-        cells.append(GpuCell(node, index, state, utilization, job, account))
-    return [name for name, _ in nodes], cells
+    sql, params = grouped.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return dict(cursor.fetchall())

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Case, F, FloatField, IntegerField, Q, Sum, Value, When
+from django.db.models import Case, DateTimeField, F, FloatField, IntegerField, Q, Sum, Value, When
 
 from scheduler.choices import ACTIVE_STATES, TERMINAL_STATES
 from scheduler.core.hours import WAIT_BINS, add_up, ceil_hour, floor_hour, job_gpus, split_attempt, wait_bin
@@ -19,6 +19,8 @@ from scheduler.models import AccountHour, Job
 
 #: The wait counters of ``AccountHour``, one per bin of ``WAIT_BINS``.
 WAITED = tuple(f"waited_{i}" for i in range(len(WAIT_BINS)))
+ZERO = timedelta(0)
+
 #: What :func:`record_attempt` needs of a job, read before its state change clears it.
 ATTEMPT_FIELDS = ("state", "account_id", "started_at", "submitted_at", "nodes", "gpus_per_node", "gpu_share")
 
@@ -126,16 +128,25 @@ def totals_in_range(start: datetime, end: datetime, now: datetime) -> RangeTotal
         accounts[row["account__name"]] = [row["seconds"] or 0.0, (row["ran"] or 0) + (row["carried"] or 0)]
         for i, name in enumerate(WAITED):
             waits[i] += row[name] or 0
-    running: Any = Job.objects.filter(
-        state__in=ACTIVE_STATES, started_at__isnull=False, started_at__lt=end
-    ).values_list("account__name", "started_at", "nodes", "gpus_per_node", "gpu_share", "submitted_at")
-    for account, started, nodes, per_node, share, submitted in running:
-        # A running attempt's share of the range, directly (what its hour rows will sum to).
-        seconds = (min(now, end) - max(started, start)).total_seconds()
+    # The database subtracts the times: a duration loads several times faster than the
+    # two time zone-aware datetimes it replaces (6 ms of 8 for 750 running jobs).
+    running: Any = (
+        Job.objects.filter(state__in=ACTIVE_STATES, started_at__isnull=False, started_at__lt=end)
+        .annotate(
+            after_start=F("started_at") - Value(start, output_field=DateTimeField()),
+            waited=F("started_at") - F("submitted_at"),
+        )
+        .values_list("account__name", "after_start", "nodes", "gpus_per_node", "gpu_share", "waited")
+    )
+    until = min(now, end) - start  # from the range's start
+    for account, after_start, nodes, per_node, share, waited in running:
+        # A running attempt's share of the range, directly (what its hour rows will sum
+        # to): from its start, or the range's if it started before, until now or the end.
+        seconds = (until - max(after_start, ZERO)).total_seconds()
         totals = accounts.setdefault(account, [0.0, 0])
         if seconds > 0:
             totals[0] += job_gpus(nodes, per_node, share) * seconds
             totals[1] += 1
-        if started >= start:
-            waits[wait_bin(started - submitted)] += 1
+        if after_start >= ZERO:  # started in the range
+            waits[wait_bin(waited)] += 1
     return RangeTotals({a: (s, int(n)) for a, (s, n) in accounts.items()}, waits)

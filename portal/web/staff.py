@@ -9,7 +9,7 @@ accepts exactly what the API accepts; every change is recorded with
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
 from functools import wraps
@@ -21,7 +21,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -40,7 +39,8 @@ from portal.web.jobform import flatten_errors
 from scheduler import reports, services
 from scheduler.choices import JobState
 from scheduler.inventory import load_inventory
-from scheduler.models import Job, Node
+from scheduler.models import Node
+from scheduler.occupancy import Occupancy, read_occupancy
 
 AUDIT_PAGE = 100
 
@@ -440,11 +440,14 @@ class RangeForm(forms.Form):
 IDLE_LISTED = 20
 
 
-def cluster_charts(start: datetime, end: datetime, now: datetime, jobs: figures.JobsInRange) -> dict[str, Any]:
+def cluster_charts(
+    start: datetime, end: datetime, now: datetime, jobs: figures.JobsInRange, occupancy: Occupancy
+) -> dict[str, Any]:
     """The overview's figures over ``[start, end)`` (clipped to ``now``) and the idle
-    allocated GPUs. A fixed number of queries; no raw samples beyond the last minutes."""
+    allocated GPUs, the GPU ones from the page's ``occupancy``. A fixed number of
+    queries; no raw samples beyond the last minutes."""
     until = max(min(end, now), start + timedelta(minutes=1))
-    nodes, cells = readings.gpu_grid(now)
+    nodes, cells = readings.gpu_grid(now, occupancy)
     window = readings.recent_window()
     utilization = series(None, start, until, "utilization")  # every GPU: no filter on them
     built = {
@@ -457,7 +460,7 @@ def cluster_charts(start: datetime, end: datetime, now: datetime, jobs: figures.
         "waits": charts.wait_figure(jobs.waits),
         "gpu-hours": charts.gpu_hours_figure([(h.account, h.gpu_hours) for h in jobs.hours]),
     }
-    idle = [c for c in cells if c.state == "allocated, idle"]
+    idle = [charts.GpuCell._make(cell) for cell in cells if cell[2] == "allocated, idle"]  # [2]: its state
     return {
         "charts": [(name, figure, f"figure-{name}") for name, figure in built.items()],
         "idle_gpus": idle[:IDLE_LISTED],
@@ -476,10 +479,10 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
     start, end = form.bounds(now)
     jobs = figures.jobs_in_range(start, end, now) if not form.errors else figures.JobsInRange([], [])
     hours = jobs.hours
-    # COUNT(*), not COUNT(id): PostgreSQL counts it from an index alone, without reading
-    # the job rows (35 ms instead of 120 ms for 100k jobs here).
-    by_state = dict(Job.objects.order_by().values_list("state").annotate(n=Count("*")).values_list("state", "n"))
-    node_states = dict(Node.objects.order_by().values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+    by_state = figures.jobs_by_state()
+    # The GPUs and their holders, read once for the capacity table and the GPU charts.
+    occupancy = read_occupancy()
+    node_states = Counter(state for _, state in occupancy.nodes)
     return render(
         request,
         "portal/manage/cluster.html",
@@ -489,11 +492,11 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
             "end": end,
             "hours": hours,
             "total_hours": sum(h.gpu_hours for h in hours),
-            "capacity": figures.free_gpus_by_model(),
-            "jobs_by_state": [(s.label, by_state.get(s.value, 0)) for s in JobState if by_state.get(s.value)],
+            "capacity": figures.free_gpus_by_model(occupancy),
+            "jobs_by_state": [(s.label, by_state[s.value]) for s in JobState if by_state[s.value]],
             "node_states": sorted(node_states.items()),
             "csv_query": request.GET.urlencode(),
-            **cluster_charts(start, end, now, jobs),
+            **cluster_charts(start, end, now, jobs, occupancy),
         },
     )
 

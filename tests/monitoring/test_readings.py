@@ -9,11 +9,13 @@ import pytest
 import time_machine
 
 from monitoring import readings
+from monitoring.charts import GpuCell
 from monitoring.models import GpuRollup, QueueSample, Resolution
 from monitoring.queue import queue_history, record_queue
 from monitoring.series import RAW
 from monitoring.services import insert_samples, record_health
 from scheduler.models import Gpu, Job, Node
+from scheduler.occupancy import read_occupancy
 from tests.builders import T0, submit
 
 pytestmark = pytest.mark.django_db
@@ -94,17 +96,19 @@ def test_gpu_grid_flags_allocated_but_idle_gpus_and_unavailable_ones(world, djan
     samples([gpu("h100-01", 1).id], now - timedelta(hours=1), 3, utilization=100.0)  # long ago: not "recent"
     Node.objects.filter(name="l4-01").update(state="drain")
     record_health(Node.objects.get(name="h100-02"), {gpu("h100-02", 7).id: (now, {"temperature_c": 99.0})}, now)
-    with django_assert_max_num_queries(5):
-        nodes, cells = readings.gpu_grid(now)
+    occupancy = read_occupancy()
+    with django_assert_max_num_queries(2):  # the recent samples, the unhealthy GPUs
+        nodes, cells = readings.gpu_grid(now, occupancy)
     assert nodes == ["h100-01", "h100-02", "l4-01"]
-    state = {(c.node, c.index): c for c in cells}
+    state = {(c.node, c.index): c for c in map(GpuCell._make, cells)}
     assert (state["h100-01", 0].state, state["h100-01", 0].job) == ("allocated", busy.id)
     assert (state["h100-01", 1].state, state["h100-01", 1].account) == ("allocated, idle", "other")
     assert state["h100-01", 1].utilization == pytest.approx(0.5)
     assert state["h100-02", 7].state == "unavailable"  # too hot
     assert {state["l4-01", i].state for i in range(4)} == {"unavailable"}  # drained node
     assert state["h100-02", 0].state == "free" and len(cells) == 8 + 8 + 4
-    assert idle.id in {c.job for c in cells}
+    assert idle.id in {c.job for c in state.values()}
+    assert readings.gpu_grid(now) == (nodes, cells)  # reading the occupancy itself
 
 
 # --- Queue history ----------------------------------------------------------------------------
@@ -152,4 +156,4 @@ def test_queue_history_is_pruned_with_the_minute_rollups(world, settings):
 def test_gpus_without_recent_samples_have_no_utilization(world):
     samples([gpu("h100-01", 0).id], T0 - timedelta(hours=1), 3)  # an hour before: not recent
     _, cells = readings.gpu_grid(T0)
-    assert all(c.utilization is None for c in cells)
+    assert all(GpuCell._make(c).utilization is None for c in cells)

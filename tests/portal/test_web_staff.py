@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 
 from portal.models import Account, AuditEntry, Membership, Quota
+from scheduler.choices import JobState
 from scheduler.models import Job, Node
 from tests.builders import end, start, submit
 
@@ -318,6 +319,23 @@ def test_cluster_overview_draws_its_charts_from_bulk_reads(world, tick, django_a
     assert figures["figure-utilization"]["data"][2]["y"]  # the simulated samples, rolled up
     assert figures["figure-utilization"]["layout"]["meta"]["resolution_seconds"] == 3600
     assert 'id="idle-gpus"' in html
+
+
+def test_the_overview_counts_every_job_and_node_by_state(world):
+    from portal.web.figures import jobs_by_state
+
+    submit(world.alice, world.lab)
+    submit(world.alice, world.lab)
+    dispatching = start(submit(world.charlie, world.other), datetime(2026, 3, 1, tzinfo=UTC))
+    end(start(submit(world.alice, world.lab), datetime(2026, 3, 1, tzinfo=UTC)), datetime(2026, 3, 2, tzinfo=UTC))
+    Job.objects.filter(pk=dispatching.pk).update(state="DISPATCHING")
+    Node.objects.filter(name="l4-01").update(state="drain")
+    counts = jobs_by_state()
+    assert counts == {s: 0 for s in counts} | {"PENDING": 2, "DISPATCHING": 1, "COMPLETED": 1}
+    assert set(counts) == {s.value for s in JobState}  # zeros included
+    page = logged_in(world.admin).get("/manage/cluster/")
+    assert page.context["jobs_by_state"] == [("Pending", 2), ("Dispatching", 1), ("Completed", 1)]
+    assert page.context["node_states"] == [("drain", 1), ("up", 2)]
 
 
 def test_accounts_page_has_the_fairshare_bar_chart(world):
