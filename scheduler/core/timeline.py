@@ -155,15 +155,21 @@ class _Releases:
 
 
 @dataclass(slots=True)
-class _Cursor:
-    """Where the last search for one request ended: its instant and the nodes that fit;
-    and per node position, the instant before which the request cannot start there
-    (from the last failed check, see ``NodeTimeline.fit``): a release before it on
-    that node opens nothing for this request."""
+class _Request:
+    """One kind of request (a request shape and walltime), looked up once per job: the
+    GPUs it accepts per node, the nodes its labels allow (``None``: any), its release
+    index; and the cursor: where the last search for it ended (its instant and the
+    nodes that fit; ``fitting`` is ``None`` before the first search), and per node
+    position the instant before which it cannot start there (from the last failed
+    check, see ``NodeTimeline.fit``): a release before it on that node opens nothing
+    for this request."""
 
-    at: int
-    fitting: list[NodeTimeline]
+    accepts: list[int]
+    allowed: list[bool] | None
+    index: _Releases
     blocked: list[int]
+    at: int = 0
+    fitting: list[NodeTimeline] | None = None
 
 
 def gpu_list_key(gpus: tuple[GpuView, ...]) -> tuple[object, ...]:
@@ -226,7 +232,7 @@ class Planner:
         self._indexes: dict[tuple[object, ...], _Releases] = {}
         #: Per node position, the indexes its releases go to (those it could serve).
         self._watchers: list[list[_Releases]] = [[] for _ in self.lines]
-        self._cursors: dict[tuple[object, ...], _Cursor] = {}
+        self._requests: dict[tuple[object, ...], _Request] = {}
 
     def _build(self, releases: Iterable[tuple[datetime, tuple[Allocation, ...]]]) -> None:
         """Add the releases to come to each node's step function, all at once.
@@ -351,21 +357,25 @@ class Planner:
         as the window moves later, so the nodes that fit there are a subset of those
         kept, and a subset cannot be placed where the whole set could not.
         """
-        accepts_key, accepts = self._accepts(job)
         wanted, cpus, memory = job.gpus_per_node, job.cpus_per_node, job.memory_mib_per_node
         walltime = job.walltime_seconds * 1_000_000
+        lines, shift = self.lines, self.shift
         key = (request_shape(job), walltime)
-        allowed = self._allowed(job)
-        index = self._released(wanted, accepts_key, accepts, allowed)
-        events, floor, lines, shift = index.events, index.floor, self.lines, self.shift
+        request = self._requests.get(key)
+        if request is None:
+            accepts_key, accepts = self._accepts(job)
+            allowed = self._allowed(job)
+            index = self._released(wanted, accepts_key, accepts, allowed)
+            request = self._requests[key] = _Request(accepts, allowed, index, [-1] * len(lines))
+        accepts, allowed, blocked = request.accepts, request.allowed, request.blocked
+        events, floor = request.index.events, request.index.floor
         low = (1 << shift) - 1
-        cursor = self._cursors.get(key)
-        blocked = cursor.blocked if cursor is not None else [-1] * len(lines)
         fitting: list[tuple[NodeTimeline, int]] = []
-        if cursor is None and job.nodes > 0:
+        if request.fitting is None and job.nodes > 0:
             at, i = 0, 0  # a first search walks the index from instant 0 (see _released)
         else:
-            at, candidates = (cursor.at, cursor.fitting) if cursor else (0, lines)
+            at = request.at
+            candidates = request.fitting if request.fitting is not None else lines
             for line in candidates:
                 if allowed is not None and not allowed[line.position]:
                     continue
@@ -383,7 +393,7 @@ class Planner:
             opened: list[NodeTimeline] = []
             while not opened:
                 if i == len(events):
-                    self._cursors[key] = _Cursor(at, [line for line, _ in fitting], blocked)
+                    request.at, request.fitting = at, [line for line, _ in fitting]
                     return None
                 at = events[i] >> shift
                 after = (at + 1) << shift
@@ -411,7 +421,7 @@ class Planner:
                     fitting.append((line, mask))
                 else:
                     blocked[line.position] = -1 - mask
-        self._cursors[key] = _Cursor(at, [line for line, _ in fitting], blocked)
+        request.at, request.fitting = at, [line for line, _ in fitting]
         allocations = []
         end = at + walltime
         for line, mask in chosen:
