@@ -10,7 +10,10 @@ from django.utils import timezone
 from portal.models import Quota
 from scheduler import services
 from scheduler.choices import JobState
+from scheduler.core.types import Blocker, Decisions, PendingReason
 from scheduler.models import Job
+from scheduler.snapshot import load_snapshot
+from scheduler.waiting import store_waiting
 from tests.builders import local_node_group, make_account, make_local_cluster, submit
 
 pytestmark = pytest.mark.django_db
@@ -31,6 +34,37 @@ def test_a_waiting_job_stores_every_blocker_and_the_api_shows_them(world, tick, 
     assert body["pending_blockers"] == waiting.pending_blockers
     for job in Job.objects.filter(state=JobState.RUNNING):
         services.cancel_job(job, by="test")
+
+
+def test_reasons_are_written_only_to_jobs_still_pending_and_only_when_they_changed(world):
+    """Many waiting jobs at once (one statement on PostgreSQL, a prepared one on SQLite):
+    a job cancelled while the cycle ran keeps what its cancel wrote, and a job whose
+    reason and blockers are unchanged is not written again."""
+    jobs = [
+        submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB", command="sleep 30") for _ in range(6)
+    ]
+    blockers = (Blocker(PendingReason.RESOURCES, "no node has 8 H100-80GB GPUs free", {"best": 6}),)
+    decisions = Decisions(
+        pending_reasons={job.id: PendingReason.RESOURCES for job in jobs},
+        blockers={job.id: blockers for job in jobs},
+    )
+    cancelled = jobs[0]
+    Job.objects.filter(pk=cancelled.pk).update(state=JobState.CANCELLED, pending_reason="")
+    loaded = load_snapshot()
+    assert store_waiting(decisions, loaded) == 6  # the cancelled one was asked too
+    stored = {j.id: j for j in Job.objects.filter(pk__in=[job.id for job in jobs])}
+    assert stored[cancelled.id].pending_reason == "" and stored[cancelled.id].pending_blockers == []
+    for job in jobs[1:]:
+        assert stored[job.id].pending_reason == "Resources"
+        assert stored[job.id].pending_blockers == [
+            {"code": "Resources", "message": "no node has 8 H100-80GB GPUs free", "evidence": {"best": 6}}
+        ]
+    # The next cycle says the same of the jobs still waiting: nothing to write.
+    again = Decisions(
+        pending_reasons={job.id: PendingReason.RESOURCES for job in jobs[1:]},
+        blockers={job.id: blockers for job in jobs[1:]},
+    )
+    assert store_waiting(again, load_snapshot()) == 0
 
 
 def test_held_jobs_say_who_held_them_and_release_clears_it(world, client_for):
