@@ -38,6 +38,7 @@ from scheduler.backends.base import (
     PollResult,
     RemoteState,
 )
+from scheduler.bulk import update_rows
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, EventKind, JobState, NodeState
 from scheduler.core import Policy, Start, schedule
 from scheduler.core.priority import PriorityWeights
@@ -482,8 +483,8 @@ def _claim(starts: list[Start], now: datetime, borrowed: set[int]) -> list[int]:
 
     The still-pending rows are locked first (``SELECT ... FOR UPDATE``), so a job
     cancelled or held since the snapshot is skipped and one that is cancelled now waits
-    for this commit; then one bulk UPDATE writes every claim (and clears the claimed
-    jobs' start estimates: they no longer wait).
+    for this commit; then one UPDATE writes every claim (``scheduler.bulk``; and clears
+    the claimed jobs' start estimates: they no longer wait).
     """
     if not starts:
         return []
@@ -493,35 +494,22 @@ def _claim(starts: list[Start], now: datetime, borrowed: set[int]) -> list[int]:
     )
     starts = [start for start in starts if start.job_id in pending]
     clusters = dict(Cluster.objects.values_list("name", "id"))
-    claims = [
-        Job(
-            id=start.job_id,
-            state=JobState.DISPATCHING,
-            cluster_id=clusters[start.cluster],
-            allocations=allocations_to_json(start.allocations),
-            dispatched_at=now,
-            pending_reason="",
-            pending_blockers=[],
-            borrowed=start.job_id in borrowed,
-            estimated_start_at=None,
-            updated_at=now,
-        )
-        for start in starts
-    ]
-    Job.objects.bulk_update(
-        claims,
-        [
-            "state",
-            "cluster",
-            "allocations",
-            "dispatched_at",
-            "pending_reason",
-            "pending_blockers",
-            "borrowed",
-            "estimated_start_at",
-            "updated_at",
-        ],
-        batch_size=500,
+    update_rows(
+        Job,
+        [start.job_id for start in starts],
+        {
+            "cluster": [clusters[start.cluster] for start in starts],
+            "allocations": [allocations_to_json(start.allocations) for start in starts],
+            "borrowed": [start.job_id in borrowed for start in starts],
+        },
+        same={
+            "state": JobState.DISPATCHING,
+            "dispatched_at": now,
+            "pending_reason": "",
+            "pending_blockers": [],
+            "estimated_start_at": None,
+            "updated_at": now,
+        },
     )
     JobEvent.objects.bulk_create(
         [

@@ -1,19 +1,18 @@
 """Store what a cycle says about jobs that do not start: reasons, blockers, borrowing.
 
-The tick writes only what changed since the snapshot, in one statement per table
-(batched on SQLite), and only on jobs still in the state the cycle saw (a job cancelled
-meanwhile keeps what its cancel wrote).
+The tick writes only what changed since the snapshot, in one statement (see
+``scheduler.bulk``: a waiting job's blockers change on most ticks, as the jobs ahead of
+it start), and only on jobs still in the state the cycle saw (a job cancelled meanwhile
+keeps what its cancel wrote).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from django.db import connection
-
+from scheduler.bulk import update_rows
 from scheduler.choices import ACTIVE_STATES, JobState
 from scheduler.core.types import Blocker, Decisions, PendingReason
 from scheduler.models import Job
@@ -36,36 +35,14 @@ def store_waiting(decisions: Decisions, loaded: LoadedSnapshot) -> int:
         stored = blockers_to_json(decisions.blockers.get(job_id, ()))
         if loaded.pending_reasons.get(job_id) != reason or loaded.pending_blockers.get(job_id) != stored:
             changed[job_id] = (str(reason), stored)
-    _write_reasons([(job_id, reason, json.dumps(stored)) for job_id, (reason, stored) in changed.items()])
-    return len(changed)
-
-
-def _write_reasons(rows: list[tuple[int, str, str]]) -> None:
-    """Set ``(job id, reason, blockers as JSON)`` on the jobs still PENDING.
-
-    Raw SQL, because a waiting job's blockers change on most ticks (how many jobs are
-    ahead of it) and the ORM's form of a per-row update, ``CASE WHEN id = ...`` for
-    every row, cost ~8 s of Python for 10,000 jobs before the database saw a byte.
-    PostgreSQL takes the rows as three arrays in one statement; SQLite, in-process, a
-    prepared statement run per row.
-    """
-    if not rows:
-        return
-    table = Job._meta.db_table
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            ids, reasons, blockers = (list(column) for column in zip(*rows, strict=True))
-            cursor.execute(
-                f"UPDATE {table} AS job SET pending_reason = row.reason, pending_blockers = row.blockers::jsonb "
-                "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS row(id, reason, blockers) "
-                "WHERE job.id = row.id AND job.state = %s",
-                [ids, reasons, blockers, JobState.PENDING.value],
-            )
-        else:
-            cursor.executemany(
-                f"UPDATE {table} SET pending_reason = %s, pending_blockers = %s WHERE id = %s AND state = %s",
-                [(reason, blocker_json, job_id, JobState.PENDING.value) for job_id, reason, blocker_json in rows],
-            )
+    ids = list(changed)
+    update_rows(
+        Job,
+        ids,
+        {"pending_reason": [changed[i][0] for i in ids], "pending_blockers": [changed[i][1] for i in ids]},
+        where={"state": JobState.PENDING},
+    )
+    return len(ids)
 
 
 def store_borrowed(decisions: Decisions, loaded: LoadedSnapshot, started: Iterable[int]) -> None:
