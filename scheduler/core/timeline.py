@@ -295,10 +295,9 @@ class Planner:
         long lists per job. A node's event is dropped once none of the accepted GPUs is
         free there at its instant (the ``floor``); planning only takes, so that stays
         true (see ``plan``). A search asking more skips an event with too few free
-        without dropping it. Instant 0 starts with
-        every node that could hold a share, so a first search looks at what is free now
-        through the same walk: a busy cluster has few such nodes, and most are dropped
-        for good on the first look.
+        without dropping it. Instant 0 starts with every node that has an accepted GPU,
+        so a first search looks at what is free now through the same walk: a busy
+        cluster has few such nodes, and most are dropped for good on the first look.
         """
         floor = min(wanted, 1)
         key = (floor, accepts_key)
