@@ -71,9 +71,11 @@ def gpu_grid(now: datetime, occupancy: Occupancy | None = None) -> tuple[list[st
     GPUs) on the page's ``occupancy``, four more to read it when not given.
 
     An allocated GPU is "allocated, idle" below ``IDLE_BELOW_PCT`` (with samples to say
-    so); a free one is "unavailable" on a node that is not up or while unhealthy."""
+    so); a free one is "unavailable" where no job may be placed on it: on a node that is
+    not up or on a disabled cluster (as the free-GPU counts leave it out), or while
+    unhealthy."""
     occupancy = occupancy or read_occupancy()
-    up = occupancy.up()
+    schedulable = occupancy.schedulable()
     recent = recent_utilization(now)
     unhealthy = unhealthy_gpu_ids(now)
     cells: list[CellRow] = []
@@ -84,7 +86,7 @@ def gpu_grid(now: datetime, occupancy: Occupancy | None = None) -> tuple[list[st
             idle = utilization is not None and utilization < IDLE_BELOW_PCT
             cells.append((node, index, "allocated, idle" if idle else "allocated", utilization, job, account))
         else:
-            state = "unavailable" if node not in up or gpu_id in unhealthy else "free"
+            state = "unavailable" if node not in schedulable or gpu_id in unhealthy else "free"
             cells.append((node, index, state, utilization, None, ""))
     return [name for name, _ in occupancy.nodes], cells
 

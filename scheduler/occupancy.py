@@ -36,9 +36,9 @@ class Occupancy:
     #: it, the row names the earliest submitted.
     gpus: list[GpuRow]
 
-    def up(self) -> frozenset[str]:
-        """Names of the nodes that are up (schedulable if their cluster is enabled)."""
-        return frozenset(name for name, state in self.nodes if state == NodeState.UP)
+    def schedulable(self) -> frozenset[str]:
+        """Names of the nodes a job may be placed on: up, on an enabled cluster."""
+        return frozenset(name for name, state in self.nodes if state == NodeState.UP) & self.enabled
 
 
 def read_occupancy() -> Occupancy:

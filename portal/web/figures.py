@@ -49,7 +49,7 @@ def free_gpus_by_model(occupancy: Occupancy | None = None) -> list[ModelCapacity
     no active job holds (a shared GPU with any share taken counts as busy). No query on
     the page's ``occupancy``; four to read it when not given."""
     occupancy = occupancy or read_occupancy()
-    schedulable = occupancy.up() & occupancy.enabled
+    schedulable = occupancy.schedulable()
     total: Counter[str] = Counter()
     free: Counter[str] = Counter()
     for _, node, _, model, holder in occupancy.gpus:

@@ -105,7 +105,7 @@ def test_free_gpus_by_model_and_the_heatmap_agree_on_one_read(site, django_asser
     _, cells = readings.gpu_grid(T0, occupancy)
     named = [GpuCell._make(c) for c in cells]
     assert {(c.node, c.index) for c in named if c.job is not None} == held_gpus()
-    schedulable = occupancy.up() & occupancy.enabled
+    schedulable = occupancy.schedulable()
     models = {(node, index): model for _, node, index, model, _ in occupancy.gpus}
     on_schedulable = [c for c in named if c.node in schedulable]
     assert Counter(models[c.node, c.index] for c in on_schedulable) == {c.model: c.total for c in capacity}
@@ -113,3 +113,7 @@ def test_free_gpus_by_model_and_the_heatmap_agree_on_one_read(site, django_asser
         c.model: c.free for c in capacity
     }
     assert {c.state for c in named if c.node == "l4-01" and c.job is None} == {"unavailable"}  # drained
+    # A free GPU is "free" exactly where the capacity table counts it free: never on a
+    # disabled cluster's up node.
+    assert {c.state for c in named if c.node == "old-01"} == {"unavailable"}
+    assert sum(c.state == "free" for c in named) == sum(c.free for c in capacity)
