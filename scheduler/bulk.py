@@ -24,16 +24,15 @@ def update_rows(
     *,
     same: Mapping[str, object] | None = None,
     where: Mapping[str, object] | None = None,
-) -> None:
+) -> int:
     """Set, on the rows of ``model`` with these primary keys, each field of ``columns``
     to the value at the row's position, and each field of ``same`` to one value for all;
     only where the fields of ``where`` equal the values given (e.g. a state the rows
-    must still be in)."""
+    must still be in). Returns the number of rows updated."""
     if not ids:
-        return
+        return 0
     if not columns:  # one value for all: the ORM's own UPDATE is as good
-        model._default_manager.filter(pk__in=ids, **(where or {})).update(**(same or {}))
-        return
+        return model._default_manager.filter(pk__in=ids, **(where or {})).update(**(same or {}))
     for name, values in columns.items():
         if len(values) != len(ids):
             raise ValueError(f"{name}: {len(values)} values for {len(ids)} rows")
@@ -77,8 +76,10 @@ def update_rows(
             )
             params: list[Any] = [list(ids), *([prepared(name, v) for v in values] for name, values in columns.items())]
             cursor.execute(sql, [*fixed, *params, *guard])  # in the order of the placeholders
+            return int(cursor.rowcount)
         else:
             sets = [f"{column(name)} = %s" for name in columns] + fixed_sql
             sql = f"UPDATE {table} SET {', '.join(sets)} WHERE {pk} = %s" + "".join(f" AND {g}" for g in guard_sql)
             per_row = zip(*([prepared(name, v) for v in values] for name, values in columns.items()), strict=True)
             cursor.executemany(sql, [(*row, *fixed, row_id, *guard) for row_id, row in zip(ids, per_row, strict=True)])
+            return int(cursor.rowcount)  # summed over the rows by sqlite3

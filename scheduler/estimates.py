@@ -23,11 +23,11 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Case, DateTimeField, Value, When
 from django.utils import timezone
 
 from portal.models import Account, Qos
 from scheduler import services
+from scheduler.bulk import update_rows
 from scheduler.choices import JobState
 from scheduler.core.cycle import schedule
 from scheduler.core.estimate import estimate_starts
@@ -42,7 +42,7 @@ from scheduler.waiting import blockers_to_json
 #: from 1), and it loses every tie on submit time, as the next job submitted would.
 WHAT_IF_ID = 2**63 - 1
 
-#: Rows per ``UPDATE`` of the refresh pass (bounds the statement's parameters).
+#: Rows per ``UPDATE`` that clears estimates (bounds the statement's parameters).
 BATCH = 500
 
 #: Reasons under which the queue ahead of a job decides when it starts.
@@ -151,14 +151,15 @@ def refresh_estimates(now: datetime | None = None) -> int:
     """Store every pending job's latest expected start; clear every other stored one.
 
     Idempotent; returns the number of rows written. Queries do not grow with the queue
-    (one ``UPDATE`` per ``BATCH`` changed rows).
+    (one ``UPDATE`` for the changed estimates, see ``scheduler.bulk``; one per ``BATCH``
+    cleared ones).
 
     Steps:
     1. Plan the queue on a fresh snapshot, outside any transaction: on SQLite a
        transaction holds the write lock, and planning must not stall the tick.
     2. In one short transaction, read the stored estimates and write only those that
-       changed, with one ``UPDATE ... CASE`` per batch and only on jobs still PENDING (a
-       job the tick started meanwhile keeps the ``NULL`` its claim wrote).
+       changed, in one ``UPDATE`` and only on jobs still PENDING (a job the tick started
+       meanwhile keeps the ``NULL`` its claim wrote).
     3. In the same transaction, clear the estimates of jobs that have none now: they
        left the queue, or wait on a dependency, a quota or hardware.
     """
@@ -169,13 +170,12 @@ def refresh_estimates(now: datetime | None = None) -> int:
     with transaction.atomic():
         stored = dict(Job.objects.filter(estimated_start_at__isnull=False).values_list("id", "estimated_start_at"))
         changed = [(job_id, at) for job_id, at in sorted(estimates.items()) if stored.get(job_id) != at]
-        for batch in _batches(changed):
-            at_of_job = Case(
-                *(When(pk=job_id, then=Value(at, output_field=DateTimeField())) for job_id, at in batch),
-                output_field=DateTimeField(),
-            )
-            ids = [job_id for job_id, _ in batch]
-            written += Job.objects.filter(pk__in=ids, state=JobState.PENDING).update(estimated_start_at=at_of_job)
+        written += update_rows(
+            Job,
+            [job_id for job_id, _ in changed],
+            {"estimated_start_at": [at for _, at in changed]},
+            where={"state": JobState.PENDING},
+        )
         for gone in _batches(sorted(set(stored) - set(estimates))):
             written += Job.objects.filter(pk__in=gone).update(estimated_start_at=None)
     return written

@@ -42,12 +42,15 @@ def test_rows_that_fail_the_guard_are_left_alone(world):
     waiting, cancelled = submit(world.alice, world.lab), submit(world.alice, world.lab)
     Job.objects.filter(pk=cancelled.pk).update(state=JobState.CANCELLED)
     blockers = [{"code": "Resources", "message": "no node has 8 GPUs free", "evidence": {"best": 6, "of": [1, 2]}}]
-    update_rows(
-        Job,
-        [waiting.id, cancelled.id],
-        {"pending_reason": ["Resources", "Resources"], "pending_blockers": [blockers, blockers]},
-        where={"state": JobState.PENDING},
-    )
+    assert (
+        update_rows(
+            Job,
+            [waiting.id, cancelled.id],
+            {"pending_reason": ["Resources", "Resources"], "pending_blockers": [blockers, blockers]},
+            where={"state": JobState.PENDING},
+        )
+        == 1
+    )  # the rows written, the guarded one not among them
     waiting.refresh_from_db()
     cancelled.refresh_from_db()
     assert (waiting.pending_reason, waiting.pending_blockers) == ("Resources", blockers)
