@@ -46,6 +46,7 @@ check: venv native
 	$(BIN)/ruff format --check .
 	DEBUG=1 $(BIN)/mypy .
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_import_cycles.py
 	DEBUG=1 $(BIN)/python manage.py makemigrations --check --dry-run
 	DEBUG=1 $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 

@@ -1,9 +1,9 @@
 """A synthetic site in memory, for timing the pure core without a database.
 
-:func:`build_snapshot` makes what ``scheduler.snapshot.load_snapshot()`` plus the policy
+:func:`build_snapshot` makes what ``scheduler.tick.snapshot.load_snapshot()`` plus the policy
 inputs would give at a large site: mixed GPU models, some nodes whose A100s are split
 into MIG slices (one :class:`GpuView` per slice, model ``"<model>/<profile>"`` as
-``scheduler.snapshot.gpu_model_label`` names it), a 3-level account tree with users,
+``scheduler.jobs.request.gpu_model_label`` names it), a 3-level account tree with users,
 decayed usage, quota limits on some accounts and users, running jobs that really hold
 GPUs (valid, non-overlapping allocations) and a queue of pending jobs. Everything comes
 from one seeded generator, so the same arguments give the same snapshot.

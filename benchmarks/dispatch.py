@@ -7,7 +7,7 @@ default place). Runs on a throwaway database (see ``benchmarks/_common.py``).
 Steps:
 1. Create and migrate the throwaway database; add a ``slurm`` cluster for the dev
    cluster and sync its nodes (4 nodes x 8 GPUs), an account and a user.
-2. Submit ``--n`` one-GPU jobs of ``sleep --seconds`` through ``services.submit_job``.
+2. Submit ``--n`` one-GPU jobs of ``sleep --seconds`` through ``submit_job``.
 3. Run the scheduler as its loop does: ``run_tick()`` (which dispatches inline: the real
    ``SlurmBackend.submit``, lookup by key then ``sbatch``), then ``poll_backends()`` to
    free the GPUs of jobs that ended, until every job was dispatched. A watcher thread
@@ -92,22 +92,25 @@ def dispatch_through_portal(n: int, seconds: float, conf: str, log_dir: Path) ->
     from django.contrib.auth import get_user_model
 
     from portal.models import Account, Membership
-    from scheduler import services
     from scheduler.choices import JobState
+    from scheduler.clusters.poll import poll_backends, poll_cluster
+    from scheduler.jobs.remote import backend_for
+    from scheduler.jobs.submit import submit_job
     from scheduler.models import Cluster, Job
+    from scheduler.tick.run import run_tick
 
     settings.SCHEDULER_DISPATCH = "inline"
     cluster = Cluster.objects.create(
         name="devcluster", kind="slurm", config={"slurm_conf": conf, "log_dir": str(log_dir)}
     )
-    services.poll_cluster(cluster)
+    poll_cluster(cluster)
     gpus = sum(n.gpus.count() for n in cluster.nodes.all())
     log(f"synced {cluster.nodes.count()} Slurm nodes with {gpus} GPUs")
     account = Account.objects.create(name="lab")
     user = get_user_model().objects.create_user("alice", "alice@example.org", "pw")
     Membership.objects.create(user=user, account=account)
     for i in range(n):
-        services.submit_job(
+        submit_job(
             owner=user,
             account=account,
             qos=None,
@@ -118,7 +121,7 @@ def dispatch_through_portal(n: int, seconds: float, conf: str, log_dir: Path) ->
         )
     log(f"submitted {n} jobs")
 
-    watcher = RunningWatcher(services.backend_for(cluster))
+    watcher = RunningWatcher(backend_for(cluster))
     watcher.start()
     busy = 0.0
     dispatched = 0
@@ -127,14 +130,14 @@ def dispatch_through_portal(n: int, seconds: float, conf: str, log_dir: Path) ->
         if time.monotonic() > deadline:
             raise SystemExit(f"only {dispatched} of {n} jobs dispatched before the deadline")
         began = time.perf_counter()
-        result = services.run_tick()
+        result = run_tick()
         took = time.perf_counter() - began
         if result.started:
             busy += took
             dispatched += len(result.started)
             for external_id in Job.objects.filter(pk__in=result.started).values_list("external_id", flat=True):
                 watcher.watch(external_id, began)
-        services.poll_backends()
+        poll_backends()
         time.sleep(0.05)
     while len(watcher.running_after) < n and time.monotonic() < deadline:
         time.sleep(0.05)

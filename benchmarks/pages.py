@@ -10,7 +10,7 @@ Steps:
    nodes, a lab account and its member as bulk rows, and ``--jobs`` jobs of the member
    (the worst case for "my jobs"): 90% ended, the rest pending, of which one 8-GPU job
    runs on each of 75% of the up nodes. The ended jobs' hourly GPU-hour rollups are
-   built from them (``scheduler.hours.rebuild``, as the upgrade's migration does).
+   built from them (``scheduler.jobs.hours.rebuild``, as the upgrade's migration does).
 2. Seed the telemetry of every GPU as ``benchmarks/_telemetry.py`` lists: 24 h of
    hourly rollups, the last hour of minute rollups, the last 10 minutes of raw samples
    (every 10 s), 24 h of queue history. Its row counts are printed.
@@ -68,7 +68,7 @@ def seed(nodes: int, jobs: int) -> tuple[Any, Any, int]:
     from django.db.models import F
     from django.utils import timezone
 
-    from scheduler.hours import rebuild as rebuild_hours
+    from scheduler.jobs.hours import rebuild as rebuild_hours
     from scheduler.models import Job
 
     site = build_site(nodes)

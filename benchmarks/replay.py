@@ -4,7 +4,7 @@ Usage: ``python benchmarks/replay.py TRACE.csv [simulator options]``, e.g.
 ``python benchmarks/replay.py /work/shared/traces/philly/window-oct-nov.csv --nodes 88
 --gpus-per-node 8 --policy fifo,fifo-backfill,fairshare-backfill``.
 
-Prints every line of ``python -m scheduler.core.simulate`` (``sim_avg_jct_s``,
+Prints every line of ``python -m scheduler.replay`` (``sim_avg_jct_s``,
 ``sim_avg_wait_s``, ``sim_p99_wait_s``, ``sim_utilization``, ``sim_jain``,
 ``sim_makespan_s``, ``sim_preemptions``, ``sim_lost_gpu_s`` among them, with ``policy``
 and ``trace``), and per policy its wall time as ``replay_wall_s`` and ``sim_wall_s``;
@@ -22,7 +22,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduler.core import compiled
-from scheduler.core.simulate import main as simulate
+from scheduler.replay.cli import main as simulate
 
 
 def main(argv: list[str] | None = None) -> int:

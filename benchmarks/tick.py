@@ -17,10 +17,10 @@ Every figure says which core it timed (``core``: ``compiled`` or why it ran
 interpreted; ``QM_NATIVE_CORE=off`` times the interpreted one, see
 ``scheduler/core/compiled.py``).
 
-- ``tick_snapshot_load_ms``: ``scheduler.snapshot.load_snapshot()``, the bulk read.
+- ``tick_snapshot_load_ms``: ``scheduler.tick.snapshot.load_snapshot()``, the bulk read.
 - ``tick_schedule_ms``: one pure ``scheduler.core.schedule()`` call on that snapshot,
   with the policy ``run_tick`` uses (``max_starts = SCHEDULER_MAX_STARTS_PER_TICK``).
-- ``tick_full_ms``: one ``services.run_tick()`` from a fresh state (every job PENDING,
+- ``tick_full_ms``: one ``run_tick()`` from a fresh state (every job PENDING,
   no pending reason yet, so the tick also writes ~``pending`` reasons), measured as
   **wall time around the call**: lock, load, decide, apply, the COMMIT and the
   on-commit callbacks. ``TickResult.duration_ms`` (the same minus the commit) is given
@@ -36,7 +36,7 @@ callback per started job, which hands the job to its backend. There is no backen
 (the cluster's nodes are bare rows; a Celery dispatch would need a broker), and
 dispatch is not part of a tick's cost by contract: it runs after the commit, in
 workers. So the tick runs under ``SCHEDULER_DISPATCH="inline"`` with
-``services.dispatch_job`` replaced by a no-op: the real commit happens and the
+``dispatch_job`` replaced by a no-op: the real commit happens and the
 callbacks run (and are timed, at ~nothing), only the backend call is gone. Rolling back
 an outer ``atomic()`` instead would have skipped the commit, which is part of the cost.
 """
@@ -150,9 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         from django.test.utils import override_settings
         from django.utils import timezone
 
-        from scheduler import services
+        from scheduler.config import current_policy
         from scheduler.core import compiled, schedule
-        from scheduler.snapshot import load_snapshot
+        from scheduler.tick.run import run_tick
+        from scheduler.tick.snapshot import load_snapshot
 
         log(f"building {args.nodes} nodes and {args.pending} pending jobs")
         site = build_site(args.nodes)
@@ -177,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         emit("tick_snapshot_load_ms", median_ms(samples[1:]), "ms", **context)
 
         # 2. The pure decision, on the snapshot loaded once.
-        policy = services.current_policy()
+        policy = current_policy()
         now = timezone.now()
         samples = []
         for _ in range(args.repeat + 1):
@@ -198,14 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         walls, inside, queries = [], [], 0
         with (
             override_settings(SCHEDULER_DISPATCH="inline"),
-            mock.patch.object(services, "dispatch_job", lambda job_id: None),
+            mock.patch("scheduler.tick.run.dispatch_job", lambda job_id: None),
         ):
             for run in range(args.repeat + 1):
                 reset_jobs()
                 counter = QueryCounter()
                 with connection.execute_wrapper(counter) if run == 0 else nullcontext():
                     t0 = time.perf_counter()
-                    result = services.run_tick()
+                    result = run_tick()
                     wall = (time.perf_counter() - t0) * 1000
                 if not result.ran:
                     raise SystemExit("run_tick did not run (tick lock held?)")
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             steady, steady_started = [], []
             for _ in range(args.repeat):
                 t0 = time.perf_counter()
-                later = services.run_tick()
+                later = run_tick()
                 steady.append((time.perf_counter() - t0) * 1000)
                 steady_started.append(len(later.started))
         emit(

@@ -15,8 +15,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from scheduler.choices import ACTIVE_STATES, EventKind, JobState
+from scheduler.jobs.allocations import held_gpus
 from scheduler.models import Job, JobEvent, TickState
-from scheduler.snapshot import held_gpus, load_nodes
+from scheduler.tick.snapshot import load_nodes
 
 ANY_MODEL = "any"
 

@@ -18,11 +18,12 @@ from django.db.models import Avg, Q
 from django.utils import timezone
 
 from monitoring.charts import CellRow
+from monitoring.gpu_health import unhealthy_gpu_ids
 from monitoring.models import GpuSample
 from monitoring.series import METRICS, Series, series
-from monitoring.services import unhealthy_gpu_ids
+from scheduler.jobs.allocations import decode
 from scheduler.models import Gpu, Job
-from scheduler.occupancy import Occupancy, read_occupancy
+from scheduler.reads.occupancy import Occupancy, read_occupancy
 
 #: An allocated GPU whose mean utilization over the recent window is below this is idle.
 IDLE_BELOW_PCT = 5.0
@@ -38,11 +39,7 @@ def recent_window() -> timedelta:
 
 def job_gpu_ids(job: Job) -> list[int]:
     """Ids of the GPUs in the job's allocations (node name + GPU indices). One query."""
-    wanted = [
-        Q(node__name=a.get("node"), index__in=a.get("gpu_indices") or [])
-        for a in job.allocations or []
-        if a.get("gpu_indices")
-    ]
+    wanted = [Q(node__name=a.node, index__in=a.gpu_indices) for a in decode(job.allocations) if a.gpu_indices]
     if not wanted:
         return []
     return list(Gpu.objects.filter(reduce(or_, wanted)).order_by("id").values_list("id", flat=True))

@@ -20,9 +20,12 @@ from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
 
 from monitoring import health
+from monitoring.collectors.simulated import SimulatedGpu, simulate
 from monitoring.ingest import validate_sample
 from monitoring.models import AllGpuRollup, GpuHealth, GpuRollup, GpuSample, NodeToken, QueueSample, Resolution
-from scheduler.choices import NodeState
+from scheduler.choices import BackendKind, NodeState
+from scheduler.clusters.nodes import drain_node
+from scheduler.jobs.allocations import gpus_of, held_gpus
 from scheduler.models import Gpu, Job, Node
 
 log = logging.getLogger(__name__)
@@ -240,8 +243,6 @@ def record_health(node: Node, newest: dict[int, tuple[datetime, dict[str, Any]]]
     GpuHealth.objects.bulk_update(changed, ["condition", "since", "xid", "xid_at"])
     if not critical:
         return False
-    from scheduler.services import drain_node
-
     gpu_id, xid = critical[0]
     index = Gpu.objects.filter(pk=gpu_id).values_list("index", flat=True).first()
     node.refresh_from_db(fields=["state"])
@@ -253,20 +254,11 @@ def record_health(node: Node, newest: dict[int, tuple[datetime, dict[str, Any]]]
     return True
 
 
-def unhealthy_gpu_ids(now: datetime | None = None) -> set[int]:
-    """GPUs that get no new jobs now: a condition, or an XID within the hold period. One query."""
-    now = now or timezone.now()
-    hold = timedelta(seconds=settings.MONITORING_XID_HOLD_SECONDS)
-    from django.db.models import Q
-
-    return set(GpuHealth.objects.filter(~Q(condition="") | Q(xid_at__gt=now - hold)).values_list("gpu_id", flat=True))
-
-
 def health_notes_for_job(job: Job, now: datetime | None = None) -> list[str]:
     """Lines for a job's detail page about the health of the GPUs it holds (empty if
     all is well, or it holds none): the condition, a recent XID, a drained node."""
     now = now or timezone.now()
-    wanted = {(a["node"], i) for a in job.allocations or [] for i in a.get("gpu_indices", []) or []}
+    wanted = gpus_of(job.allocations)
     if not wanted:
         return []
     hold = timedelta(seconds=settings.MONITORING_XID_HOLD_SECONDS)
@@ -424,10 +416,6 @@ def prune(now: datetime | None = None) -> dict[str, int]:
 def record_simulated_samples(now: datetime | None = None, clusters: Iterable[int] | None = None) -> int:
     """One simulated sample for every GPU of the enabled local clusters (or ``clusters``),
     busy where a running job holds it. Returns the number of samples stored."""
-    from monitoring.collectors.simulated import SimulatedGpu, simulate
-    from scheduler.choices import BackendKind
-    from scheduler.snapshot import held_gpus
-
     now = now or timezone.now()
     gpus = Gpu.objects.filter(node__cluster__enabled=True)
     gpus = gpus.filter(node__cluster_id__in=list(clusters)) if clusters is not None else gpus

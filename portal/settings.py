@@ -22,6 +22,7 @@ from portal.env import (
     env_str,
     env_weights,
 )
+from portal.periodic import beat_schedule, periodic_jobs
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("QM_VAR_DIR", str(BASE_DIR / "var")))
@@ -267,41 +268,16 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 #: "celery" when a broker is configured, else dispatch runs inline in the scheduler loop.
 SCHEDULER_DISPATCH = env_choice("SCHEDULER_DISPATCH", "celery" if CELERY_BROKER_URL else "inline", ["celery", "inline"])
-CELERY_BEAT_SCHEDULE = {
-    "scheduler-tick": {
-        "task": "scheduler.tick",
-        "schedule": SCHEDULER_TICK_SECONDS,
-        "options": {"expires": SCHEDULER_TICK_SECONDS},
-    },
-    "scheduler-poll-backends": {
-        "task": "scheduler.poll_backends",
-        "schedule": SCHEDULER_POLL_SECONDS,
-        "options": {"expires": SCHEDULER_POLL_SECONDS},
-    },
-    "scheduler-refresh-estimates": {
-        "task": "scheduler.refresh_estimates",
-        "schedule": SCHEDULER_ESTIMATE_SECONDS,
-        "options": {"expires": SCHEDULER_ESTIMATE_SECONDS},
-    },
-    "monitoring-rollup": {
-        "task": "monitoring.rollup",
-        "schedule": MONITORING_ROLLUP_SECONDS,
-        "options": {"expires": MONITORING_ROLLUP_SECONDS},
-    },
-    "monitoring-prune": {"task": "monitoring.prune", "schedule": 3600.0, "options": {"expires": 3600.0}},
-    "monitoring-record-queue": {"task": "monitoring.record_queue", "schedule": 60.0, "options": {"expires": 60.0}},
-    **(
-        {
-            "monitoring-simulate": {
-                "task": "monitoring.simulate",
-                "schedule": MONITORING_SAMPLE_SECONDS,
-                "options": {"expires": MONITORING_SAMPLE_SECONDS},
-            }
-        }
-        if MONITORING_SIMULATE
-        else {}
-    ),
-}
+#: What runs periodically (beat, and ``run_scheduler`` in the embedded mode).
+PERIODIC_JOBS = periodic_jobs(
+    tick_seconds=SCHEDULER_TICK_SECONDS,
+    poll_seconds=SCHEDULER_POLL_SECONDS,
+    estimate_seconds=SCHEDULER_ESTIMATE_SECONDS,
+    rollup_seconds=MONITORING_ROLLUP_SECONDS,
+    sample_seconds=MONITORING_SAMPLE_SECONDS,
+    simulate=MONITORING_SIMULATE,
+)
+CELERY_BEAT_SCHEDULE = beat_schedule(PERIODIC_JOBS)
 
 LOGGING = {
     "version": 1,

@@ -6,8 +6,11 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from scheduler import services
 from scheduler.backends import BackendError
+from scheduler.clusters.nodes import drain_node, resume_node
+from scheduler.clusters.poll import poll_cluster
+from scheduler.jobs import verbs
+from scheduler.jobs.transitions import JobStateConflict
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, TickState, Usage
 
 
@@ -20,7 +23,7 @@ class ClusterAdmin(admin.ModelAdmin):
     def sync_inventory(self, request: HttpRequest, queryset: QuerySet[Cluster]) -> None:
         for cluster in queryset:
             try:
-                report = services.poll_cluster(cluster)
+                report = poll_cluster(cluster)
                 self.message_user(request, f"{cluster}: {report}")
             except BackendError as exc:
                 self.message_user(request, f"{cluster}: {exc}", level=messages.ERROR)
@@ -45,12 +48,12 @@ class NodeAdmin(admin.ModelAdmin):
     @admin.action(description="Drain selected nodes")
     def drain(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
         for node in queryset:
-            services.drain_node(node, reason=f"drained by {request.user} in admin")
+            drain_node(node, reason=f"drained by {request.user} in admin")
 
     @admin.action(description="Resume selected nodes")
     def resume(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
         for node in queryset:
-            services.resume_node(node)
+            resume_node(node)
 
 
 @admin.register(Gpu)
@@ -90,11 +93,11 @@ class JobAdmin(admin.ModelAdmin):
         return False
 
     def _apply(self, request: HttpRequest, queryset: QuerySet[Job], verb: str) -> None:
-        action = getattr(services, f"{verb}_job")
+        action = getattr(verbs, f"{verb}_job")
         for job in queryset:
             try:
                 action(job, by=str(request.user))
-            except services.JobStateConflict as exc:
+            except JobStateConflict as exc:
                 self.message_user(request, str(exc), level=messages.WARNING)
 
     @admin.action(description="Cancel selected jobs")

@@ -1,7 +1,9 @@
 """Clusters, nodes, GPUs, jobs and their audit trail.
 
-Rows are written only by ``scheduler.services``; job state moves through conditional
-updates there, so the models carry no state-changing methods.
+Job state moves only through ``scheduler.jobs.transitions`` (conditional updates that
+report whether they won); the other rows are written by ``scheduler.jobs``,
+``scheduler.tick`` and ``scheduler.clusters``. The models carry no state-changing
+methods.
 """
 
 from __future__ import annotations
@@ -228,7 +230,7 @@ class AccountHour(models.Model):
     the rollup the cluster overview sums, so its reads do not grow with the jobs.
 
     Written as each attempt gives its GPUs back (ends, or is requeued), in the
-    transaction of that conditional state change (``scheduler.hours.record_attempt``):
+    transaction of that conditional state change (``scheduler.jobs.hours.record_attempt``):
     an attempt is added exactly once, or not at all if the change rolls back. Running
     attempts are not in it yet; readers add them live. See ``scheduler.core.hours`` for
     the counters; ``waited_<i>`` counts the attempts that started in the hour after a

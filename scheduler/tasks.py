@@ -10,14 +10,17 @@ from typing import Any
 
 from celery import shared_task
 
-from scheduler import estimates, services
 from scheduler.backends.base import BackendError
+from scheduler.clusters import dispatch, poll
+from scheduler.jobs import remote
+from scheduler.tick import estimates
+from scheduler.tick.run import run_tick
 
 
 @shared_task(name="scheduler.tick", ignore_result=True)
 def tick() -> dict[str, Any]:
     """One scheduling cycle; a concurrent second tick returns at once (single-flight)."""
-    result = services.run_tick()
+    result = run_tick()
     return {"ran": result.ran, "started": len(result.started), "pending": result.pending}
 
 
@@ -30,7 +33,7 @@ def tick() -> dict[str, Any]:
     max_retries=10,
 )
 def dispatch_job(job_id: int) -> None:
-    services.dispatch_job(job_id)
+    dispatch.dispatch_job(job_id)
 
 
 @shared_task(
@@ -41,12 +44,12 @@ def dispatch_job(job_id: int) -> None:
     max_retries=10,
 )
 def cancel_remote(job_id: int) -> None:
-    services.cancel_remote(job_id)
+    remote.cancel_remote(job_id)
 
 
 @shared_task(name="scheduler.poll_backends", ignore_result=True)
 def poll_backends() -> dict[str, dict[str, int]]:
-    return services.poll_backends()
+    return poll.poll_backends()
 
 
 @shared_task(name="scheduler.refresh_estimates", ignore_result=True)

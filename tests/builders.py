@@ -85,12 +85,13 @@ def local_node_group(
 
 def make_local_cluster(name: str = "test", groups: list[dict[str, Any]] | None = None, **config: Any) -> Any:
     """A local-backend cluster whose nodes are synced into the database (the real path)."""
-    from scheduler import services
+    from scheduler.clusters.sync import sync_nodes
+    from scheduler.jobs.remote import backend_for
     from scheduler.models import Cluster
 
     groups = groups or [local_node_group("h100-{:02d}", count=2), local_node_group("l4-01", gpus=4, model="L4")]
     cluster = Cluster.objects.create(name=name, kind="local", config={"nodes": groups, **config})
-    services.sync_nodes(cluster, services.backend_for(cluster), datetime.now(UTC))
+    sync_nodes(cluster, backend_for(cluster), datetime.now(UTC))
     return cluster
 
 
@@ -114,11 +115,11 @@ def join(user: Any, account: Any, role: str = "member") -> Any:
 
 def submit(owner: Any, account: Any, *, qos: Any = None, **overrides: Any) -> Any:
     """Submit through the service, with a 1-GPU, 1-hour ``true`` job by default."""
-    from scheduler import services
+    from scheduler.jobs.submit import submit_job
 
     fields: dict[str, Any] = {"name": "job", "command": "true", "gpus_per_node": 1, "walltime_seconds": 3600}
     fields.update(overrides)
-    return services.submit_job(owner=owner, account=account, qos=qos, **fields)
+    return submit_job(owner=owner, account=account, qos=qos, **fields)
 
 
 def start(job: Any, at: datetime, *, waited: timedelta = timedelta(0)) -> Any:
@@ -137,8 +138,6 @@ def start(job: Any, at: datetime, *, waited: timedelta = timedelta(0)) -> Any:
 def end(job: Any, at: datetime, state: str = "COMPLETED") -> bool:
     """The backend's news that the job's running attempt ended at ``at``, applied by the
     conditional transition a poll uses; returns whether it moved the job."""
-    from scheduler import services
+    from scheduler.jobs.transitions import transition
 
-    return services.transition(
-        job.pk, ["RUNNING"], state, ended_at=at, exit_code=0, where={"external_id": job.external_id}
-    )
+    return transition(job.pk, ["RUNNING"], state, ended_at=at, exit_code=0, where={"external_id": job.external_id})

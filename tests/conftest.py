@@ -108,11 +108,11 @@ def world(db: None) -> World:
 def tick(django_capture_on_commit_callbacks: Any) -> Any:
     """``tick()`` runs one scheduling tick and its after-commit dispatches, as the
     scheduler loop does, and returns the ``TickResult``."""
-    from scheduler import services
+    from scheduler.tick.run import run_tick
 
     def run() -> Any:
         with django_capture_on_commit_callbacks(execute=True):
-            return services.run_tick()
+            return run_tick()
 
     return run
 

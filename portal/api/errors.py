@@ -20,7 +20,7 @@ class Conflict(exceptions.APIException):
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    from scheduler.services import JobStateConflict
+    from scheduler.jobs.transitions import JobStateConflict
 
     if isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}

@@ -15,12 +15,13 @@ from django.db import connection
 
 from monitoring.charts import WaitBin
 from portal.models import Account, Quota
-from scheduler import hours
 from scheduler.choices import ACTIVE_STATES, JobState
 from scheduler.core.hours import WAIT_BINS
+from scheduler.jobs import hours
+from scheduler.jobs.allocations import decode
+from scheduler.jobs.request import gpu_model_label
 from scheduler.models import Gpu, Job, Node
-from scheduler.occupancy import Occupancy, read_occupancy
-from scheduler.snapshot import gpu_model_label
+from scheduler.reads.occupancy import Occupancy, read_occupancy
 
 
 def _gpu_models() -> dict[tuple[str, int], str]:
@@ -31,10 +32,9 @@ def _gpu_models() -> dict[tuple[str, int], str]:
 
 def _allocated(allocations: list[dict[str, Any]]) -> Iterable[tuple[str, int, float]]:
     """(node, GPU index, fraction of it) of every GPU in a job's stored allocations."""
-    for item in allocations or []:
-        share = float(item.get("gpu_share") or 0.0)
-        for index in item.get("gpu_indices") or []:
-            yield str(item.get("node")), int(index), share or 1.0
+    for allocation in decode(allocations):
+        for index in allocation.gpu_indices:
+            yield allocation.node, index, allocation.gpu_share or 1.0
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,8 @@ def node_rows() -> list[NodeRow]:
     held: dict[str, set[int]] = defaultdict(set)
     jobs: Counter[str] = Counter()
     for allocations in Job.objects.filter(state__in=ACTIVE_STATES).values_list("allocations", flat=True):
-        for item in allocations or []:
-            jobs[str(item.get("node"))] += 1
+        for allocation in decode(allocations):
+            jobs[allocation.node] += 1
         for node, index, _ in _allocated(allocations):
             held[node].add(index)
     return [
@@ -162,7 +162,7 @@ class JobsInRange:
 
 def jobs_in_range(start: datetime, end: datetime, now: datetime) -> JobsInRange:
     """What the job attempts that ran within ``[start, end)`` (whole hours) add up to,
-    from the hourly rollups plus the running attempts (``scheduler.hours``), so the
+    from the hourly rollups plus the running attempts (``scheduler.jobs.hours``), so the
     reads do not grow with the number of jobs:
 
     - GPU-hours per account: each attempt's time within the range (up to ``now`` while

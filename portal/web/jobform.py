@@ -19,8 +19,8 @@ from django.http import HttpRequest
 
 from portal.models import Account, Qos
 from scheduler.api.serializers import JobSubmitSerializer
-from scheduler.inventory import load_inventory
 from scheduler.models import Job
+from scheduler.reads.inventory import load_inventory
 
 #: Fields whose empty value means "the API's default", so they are left out of the body.
 _OPTIONAL = (

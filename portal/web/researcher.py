@@ -2,7 +2,7 @@
 detail and its verbs, API tokens.
 
 Every queryset comes from ``portal.access``: a job the user may not see is a 404, and
-every write goes through ``scheduler.services`` or ``portal.services``.
+every write goes through ``scheduler.jobs`` or ``portal.services``.
 """
 
 from __future__ import annotations
@@ -31,11 +31,17 @@ from portal.services import create_api_token, revoke_api_token
 from portal.web import figures
 from portal.web.jobform import PRESETS, PRESETS_BY_SLUG, JobForm, job_as_fields
 from portal.web.words import about, blocker_title, evidence_items, request_shape, starts_in
-from scheduler import estimates, reports, services
 from scheduler.api.throttles import WhatIfThrottle
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
+from scheduler.clusters.logs import read_job_log
+from scheduler.jobs import verbs
+from scheduler.jobs.blockers import blockers_for_api
+from scheduler.jobs.submit import submit_job
+from scheduler.jobs.transitions import JobStateConflict
+from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Job
-from scheduler.waiting import blockers_for_api
+from scheduler.reads import reports
+from scheduler.tick import estimates
 
 PAGE_SIZE = 50
 #: What the job list may be sorted by (each ends with the id, so pages never overlap).
@@ -154,7 +160,7 @@ def submit(request: HttpRequest) -> HttpResponse:
                 if action == "estimate":
                     estimate = _what_if_if_allowed(request, form, account, qos, data)
                 else:
-                    job = services.submit_job(owner=user, account=account, qos=qos, **data)
+                    job = submit_job(owner=user, account=account, qos=qos, **data)
                     messages.success(request, f"Job {job.id} submitted.")
                     return redirect("web:job-detail", job_id=job.id)
             except DjangoValidationError as exc:
@@ -334,9 +340,9 @@ def bulk_cancel(request: HttpRequest) -> HttpResponse:
     done, refused = [], []
     for job in jobs:
         try:
-            services.cancel_job(job, by=request.user.get_username())
+            cancel_job(job, by=request.user.get_username())
             done.append(job.id)
-        except services.JobStateConflict as exc:
+        except JobStateConflict as exc:
             refused.append(str(exc))
     unknown = len(set(ids) - {j.id for j in jobs})
     if done:
@@ -382,7 +388,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "priority": priority,
             "starts_in": starts_in(job.estimated_start_at, now) if job.state == JobState.PENDING else "",
             "shape": request_shape(job.nodes, job.gpus_per_node, job.gpu_model, job.gpu_share),
-            "log": services.read_job_log(job, 16_384) if job.external_id else "",
+            "log": read_job_log(job, 16_384) if job.external_id else "",
             "live": live,
             "gpu_figure": charts.job_gpu_figure(metrics, (job.started_at, job.ended_at or now))
             if job.started_at and any(m.points for m in metrics)
@@ -403,7 +409,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
 def job_log(request: HttpRequest, job_id: int) -> JsonResponse:
     """The log tail and state, for the detail page's refresh while the job runs."""
     job = _visible_job(request, job_id)
-    return JsonResponse({"state": job.state, "log": services.read_job_log(job, 16_384) if job.external_id else ""})
+    return JsonResponse({"state": job.state, "log": read_job_log(job, 16_384) if job.external_id else ""})
 
 
 @login_required
@@ -413,8 +419,8 @@ def job_verb(request: HttpRequest, job_id: int, verb: str) -> HttpResponse:
         raise Http404("No such action.")
     job = _visible_job(request, job_id)
     try:
-        getattr(services, f"{verb}_job")(job, by=request.user.get_username())
-    except services.JobStateConflict as exc:
+        getattr(verbs, f"{verb}_job")(job, by=request.user.get_username())
+    except JobStateConflict as exc:
         messages.error(request, str(exc))
     else:
         past = {"cancel": "cancelled", "hold": "held", "release": "released", "requeue": "requeued"}[verb]

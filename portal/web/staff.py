@@ -36,11 +36,12 @@ from portal.models import Account, AuditEntry, Membership, Quota
 from portal.services import field_changes, record_audit
 from portal.web import figures
 from portal.web.jobform import flatten_errors
-from scheduler import reports, services
 from scheduler.choices import JobState
-from scheduler.inventory import load_inventory
+from scheduler.clusters.nodes import drain_node, resume_node
 from scheduler.models import Node
-from scheduler.occupancy import Occupancy, read_occupancy
+from scheduler.reads import reports
+from scheduler.reads.inventory import load_inventory
+from scheduler.reads.occupancy import Occupancy, read_occupancy
 
 AUDIT_PAGE = 100
 
@@ -381,7 +382,7 @@ def node_drain(request: HttpRequest, node_id: int) -> HttpResponse:
         return redirect("web:manage-nodes")
     reason = form.cleaned_data["reason"]
     with transaction.atomic():
-        services.drain_node(node, reason=reason)
+        drain_node(node, reason=reason)
         record_audit(request.user, "drain", node, {"state": [node.state, "drain"], "reason": [node.reason, reason]})
     messages.success(request, f"{node.name} drained: {reason}")
     return redirect("web:manage-nodes")
@@ -392,7 +393,7 @@ def node_drain(request: HttpRequest, node_id: int) -> HttpResponse:
 def node_resume(request: HttpRequest, node_id: int) -> HttpResponse:
     node = get_object_or_404(Node, pk=node_id)
     with transaction.atomic():
-        services.resume_node(node)
+        resume_node(node)
         record_audit(request.user, "resume", node, {"state": [node.state, "up"], "reason": [node.reason, ""]})
     messages.success(request, f"{node.name} resumed.")
     return redirect("web:manage-nodes")

@@ -1,5 +1,5 @@
 """Shapes and validation for the scheduler API. No writes happen here: ``create``
-hands validated data to ``scheduler.services``."""
+hands validated data to ``scheduler.jobs`` (submit and the verbs)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from portal.access import may_submit_to, visible_jobs
 from portal.api.fields import SlugRelatedField
 from portal.api.validators import no_nul_characters
 from portal.models import Account, Qos
-from scheduler import services
 from scheduler.backends import BackendError, available_kinds, load_backend
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.types import PendingJob, parse_compute_capability
-from scheduler.inventory import load_inventory
+from scheduler.jobs.blockers import blockers_for_api
+from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
-from scheduler.waiting import blockers_for_api
+from scheduler.reads.inventory import load_inventory
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_INT = 2**31 - 1
@@ -263,7 +263,7 @@ class JobSubmitSerializer(serializers.Serializer):
     def create(self, validated_data: dict[str, Any]) -> Job:
         data = dict(validated_data)
         try:
-            return services.submit_job(
+            return submit_job(
                 owner=self.context["request"].user, account=data.pop("account"), qos=data.pop("qos"), **data
             )
         except DjangoValidationError as exc:

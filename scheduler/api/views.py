@@ -1,7 +1,7 @@
 """Scheduler API: jobs (and their verbs), nodes, GPUs, clusters.
 
 Querysets come from ``portal.access`` so a job someone may not see is a 404; verbs are
-``@action``s that call ``scheduler.services``.
+``@action``s that call ``scheduler.jobs.verbs``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from portal.access import member_account_ids, visible_jobs
 from portal.api.errors import Conflict
 from portal.models import Account
 from portal.schema import ErrorSerializer
-from scheduler import estimates, reports, services
 from scheduler.api.filters import GpuFilter, JobFilter, NodeFilter
 from scheduler.api.serializers import (
     ClusterSerializer,
@@ -41,7 +40,13 @@ from scheduler.api.serializers import (
 from scheduler.api.throttles import WhatIfThrottle
 from scheduler.backends import BackendError
 from scheduler.choices import JobState
+from scheduler.clusters.logs import read_job_log
+from scheduler.clusters.nodes import drain_node, resume_node
+from scheduler.clusters.poll import poll_cluster
+from scheduler.jobs import verbs
 from scheduler.models import Cluster, Gpu, Job, Node
+from scheduler.reads import reports
+from scheduler.tick import estimates
 
 
 class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -69,7 +74,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def _verb(self, request: Request, verb: str) -> Response:
         job = self.get_object()
-        getattr(services, f"{verb}_job")(job, by=request.user.get_username())
+        getattr(verbs, f"{verb}_job")(job, by=request.user.get_username())
         job.refresh_from_db()
         return Response(JobSerializer(job).data)
 
@@ -112,7 +117,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         raw = request.query_params.get("max_bytes", "65536")
         if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 1_048_576:  # "²".isdigit() too
             raise ValidationError({"max_bytes": "Must be an integer between 1 and 1048576."})
-        return Response({"job": job.id, "log": services.read_job_log(job, int(raw))})
+        return Response({"job": job.id, "log": read_job_log(job, int(raw))})
 
     @extend_schema(
         responses={200: StartEstimateSerializer(many=True)},
@@ -126,7 +131,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         """Estimated starts of your pending jobs (the account's, for coordinators), like
         ``squeue --start``; jobs waiting on a dependency, a quota or down hardware have none.
 
-        Reads the estimates the periodic pass stored (``scheduler.estimates.refresh_estimates``,
+        Reads the estimates the periodic pass stored (``scheduler.tick.estimates.refresh_estimates``,
         every ``SCHEDULER_ESTIMATE_SECONDS``) rather than planning the queue here: planning
         is the cost of a tick and more, too much to pay on every request from every
         user, and Slurm's ``squeue --start`` likewise shows what its backfill pass last
@@ -198,14 +203,14 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
         node = self.get_object()
         body = DrainSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        services.drain_node(node, reason=body.validated_data["reason"])
+        drain_node(node, reason=body.validated_data["reason"])
         return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
 
     @extend_schema(request=None, responses={200: NodeSerializer})
     @action(detail=True, methods=["post"], permission_classes=[IsAdminUser])
     def resume(self, request: Request, pk: str | None = None) -> Response:
         node = self.get_object()
-        services.resume_node(node)
+        resume_node(node)
         return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
 
 
@@ -232,6 +237,6 @@ class ClusterViewSet(viewsets.ModelViewSet):
     def sync(self, request: Request, pk: str | None = None) -> Response:
         cluster = self.get_object()
         try:
-            return Response(services.poll_cluster(cluster))
+            return Response(poll_cluster(cluster))
         except BackendError as exc:
             raise ValidationError({"config": exc.message}) from None

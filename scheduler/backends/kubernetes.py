@@ -356,7 +356,7 @@ class KubernetesBackend:
 
     def list_jobs(self) -> dict[str, str]:
         """Key -> external id of our labelled Jobs that still run (in every configured
-        namespace), for the portal's orphan sweep (``scheduler.reconcile``). Jobs being
+        namespace), for the portal's orphan sweep (``scheduler.clusters.reconcile``). Jobs being
         deleted (a cancel's record) or finished are not listed, nor, when this portal has
         an ``instance``, Jobs without its instance label (another portal's, or made before
         the label existed: never ours to cancel). Reads only."""

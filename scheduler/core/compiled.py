@@ -38,7 +38,7 @@ GROUP = "scheduler_core__mypyc"
 #: Kept interpreted: this module and the package's ``__init__`` run before the choice is
 #: made; the trace replay's loop costs little next to the ``schedule()`` calls it makes,
 #: and its tests swap the ``schedule`` it calls.
-INTERPRETED = frozenset({"__init__.py", "compiled.py", "simulate.py"})
+INTERPRETED = frozenset({"__init__.py", "compiled.py"})
 MODES = ("auto", "off", "required")
 
 #: What the last :func:`activate` chose, for reports: ``"compiled"`` or

@@ -6,8 +6,8 @@ from django.db import migrations, models
 
 def backfill(apps, schema_editor):
     """The hour rollups of every ended job already stored, so an upgraded site's cluster
-    overview shows its history (see ``scheduler.hours.rebuild``)."""
-    from scheduler.hours import rebuild
+    overview shows its history (see ``scheduler.jobs.hours.rebuild``)."""
+    from scheduler.jobs.hours import rebuild
 
     rebuild(apps.get_model("scheduler", "Job"), apps.get_model("scheduler", "AccountHour"))
 

@@ -15,8 +15,10 @@ from playwright.sync_api import expect
 from monitoring.collectors.simulated import SimulatedGpu, simulate
 from monitoring.queue import record_queue
 from monitoring.services import ingest_batch, record_simulated_samples, rollup_recent
-from scheduler import estimates, services
+from scheduler.clusters.poll import poll_backends
 from scheduler.models import Gpu, Job, Node
+from scheduler.tick import estimates
+from scheduler.tick.run import run_tick
 from tests.builders import submit
 
 pytestmark = [pytest.mark.slow]
@@ -56,7 +58,7 @@ def site(transactional_db, world):
 def test_researcher_submits_from_a_template_and_watches_the_job_finish(site, login, shot, console_errors):
     # Every H100 is busy with bob's gang job, so alice's job waits for it.
     blocker = submit(site.bob, site.lab, name="bobs-gang", nodes=2, gpus_per_node=8, gpu_model="H100-80GB")
-    services.run_tick()
+    run_tick()
     blocker_started = time.monotonic()
 
     page = login("alice")
@@ -78,7 +80,7 @@ def test_researcher_submits_from_a_template_and_watches_the_job_finish(site, log
     expect(page.locator("h1")).to_contain_text("browser-job")
     job = Job.objects.get(name="browser-job")
 
-    services.run_tick()
+    run_tick()
     estimates.refresh_estimates()
     page.reload()
     expect(page.locator("h1 .state")).to_have_text("PENDING")
@@ -88,10 +90,10 @@ def test_researcher_submits_from_a_template_and_watches_the_job_finish(site, log
 
     # Bob's job ends at the backend; the scheduler starts alice's on the freed GPUs.
     time.sleep(max(0.0, SIMULATED_SECONDS + 0.5 - (time.monotonic() - blocker_started)))
-    services.poll_backends()
+    poll_backends()
     assert Job.objects.get(pk=blocker.pk).state == "COMPLETED"
-    services.run_tick()
-    services.poll_backends()
+    run_tick()
+    poll_backends()
     page.reload()
     expect(page.locator("h1 .state")).to_have_text(re.compile("RUNNING|DISPATCHING"))
     expect(page.locator("#placement")).to_contain_text("GPU 0, 1, 2, 3, 4, 5, 6, 7")
@@ -99,7 +101,7 @@ def test_researcher_submits_from_a_template_and_watches_the_job_finish(site, log
 
     # The page refreshes itself (static/js/job.js) when the job's state changes.
     time.sleep(SIMULATED_SECONDS + 0.5)
-    services.poll_backends()
+    poll_backends()
     expect(page.locator("h1 .state")).to_have_text("COMPLETED", timeout=20_000)
     expect(page.locator("#exit-code")).to_have_text("0")
     expect(page.locator(".timeline")).to_contain_text("submitted by alice")
@@ -129,7 +131,7 @@ def test_researcher_submits_from_a_template_and_watches_the_job_finish(site, log
 def test_admin_changes_a_quota_and_sees_the_audit_entry(site, login, shot, console_errors):
     submit(site.alice, site.lab, gpus_per_node=4, gpu_model="H100-80GB")
     submit(site.charlie, site.other, nodes=3, gpus_per_node=8)  # never fits: waits
-    services.run_tick()
+    run_tick()
     record_simulated_samples()
     rollup_recent(timezone.now() + timedelta(minutes=1))
     record_queue()

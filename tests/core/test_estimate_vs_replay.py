@@ -24,8 +24,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.estimate import estimate_starts
-from scheduler.core.simulate import EPOCH, TraceJob, homogeneous_cluster, replay, request_for
 from scheduler.core.types import Policy, Snapshot
+from scheduler.replay.simulator import replay
+from scheduler.replay.trace import EPOCH, TraceJob, homogeneous_cluster, request_for
 
 jobs_strategy = st.lists(st.tuples(st.integers(1, 8), st.sampled_from([10, 20, 30, 60])), min_size=1, max_size=12)
 

@@ -19,32 +19,43 @@ from django.core.management import CommandError, call_command
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.simulate import (
-    POLICIES,
+from scheduler.core.types import Limits
+from scheduler.replay.cli import main
+from scheduler.replay.metrics import bounds, jain_index, measure, percentile
+from scheduler.replay.simulator import POLICIES, guarantees_for, policy_named, replay
+from scheduler.replay.trace import (
     SimulationError,
     TraceJob,
-    bounds,
-    guarantees_for,
     homogeneous_cluster,
-    jain_index,
     load_cluster_file,
     load_philly_csv,
-    main,
-    measure,
     noisy_walltime,
     parse_philly_csv,
-    percentile,
-    policy_named,
-    replay,
     request_for,
     select,
     standard_walltime,
 )
-from scheduler.core.types import Limits
+from tests.traces import TraceRow, synthetic_trace, write_trace
 
-SAMPLE = Path(__file__).resolve().parent.parent / "data" / "philly-sample.csv"
 H = 3600
 FIFO = POLICIES["fifo"]
+#: The synthetic Philly-shaped trace the loader and command-line tests replay (see
+#: tests/traces.py). Seed 5 puts a 64-GPU job among the first 200 (unplaceable on 4
+#: nodes of 8 GPUs) and 12- and 24-GPU jobs among the first 300.
+SAMPLE_SEED = 5
+SAMPLE_JOBS = 2000
+SAMPLE_FIRST_ID = 1001
+
+
+@pytest.fixture(scope="module")
+def sample_rows() -> list[TraceRow]:
+    return synthetic_trace(SAMPLE_SEED, SAMPLE_JOBS, first_job_id=SAMPLE_FIRST_ID)
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory, sample_rows: list[TraceRow]) -> Path:
+    """The synthetic trace as a CSV file."""
+    return write_trace(tmp_path_factory.mktemp("trace") / "synthetic.csv", sample_rows)
 
 
 def job(job_id: int, submit: int, duration: int, gpus: int = 1, *, account: str = "a", walltime: int = 0) -> TraceJob:
@@ -345,14 +356,21 @@ def test_bounds() -> None:
 # --- Loader and sample ----------------------------------------------------------------
 
 
-def test_loader_reads_the_sample() -> None:
-    trace = load_philly_csv(SAMPLE)
-    assert len(trace) == 2000
-    assert trace[0] == TraceJob(5657, 0, 30, 1, "6214e9", H)
+def test_loader_reads_the_sample(sample: Path, sample_rows: list[TraceRow]) -> None:
+    trace = load_philly_csv(sample)
+    assert len(trace) == SAMPLE_JOBS
+    # every row, column by column, in row order; vc is the account; the standard walltime
+    assert trace == [
+        TraceJob(r.job_id, r.submit_s, r.duration_s, r.num_gpus, r.vc, standard_walltime(r.duration_s))
+        for r in sample_rows
+    ]
+    assert trace[0].id == SAMPLE_FIRST_ID and trace[0].submit_s == 0
     assert [j.submit_s for j in trace] == sorted(j.submit_s for j in trace)
-    assert {j.gpus for j in trace} <= {1, 2, 4, 8, 12, 16, 24, 32}
-    assert all(j.walltime_s == standard_walltime(j.duration_s) for j in trace)
     assert len({j.account for j in trace}) > 1
+    # with noise, each job's walltime is the one seeded by its own trace id
+    noisy = load_philly_csv(sample, walltime_noise=0.5, seed=3)
+    assert [j.walltime_s for j in noisy] == [noisy_walltime(j.duration_s, j.id, noise=0.5, seed=3) for j in trace]
+    assert [j.walltime_s for j in noisy] != [j.walltime_s for j in trace]
 
 
 def test_select_window_then_limit() -> None:
@@ -444,9 +462,10 @@ def _figures(text: str) -> dict[tuple[str | None, str], Any]:
     return {(line["policy"], line["metric"]): line["value"] for line in lines}
 
 
-def test_main_prints_bounds_and_one_line_per_metric() -> None:
+def test_main_prints_bounds_and_one_line_per_metric(sample: Path) -> None:
     out = io.StringIO()
-    argv = [str(SAMPLE), "--nodes", "4", "--gpus-per-node", "8", "--limit", "300", "--policy", "fifo"]
+    # 8 nodes of 8 GPUs hold the trace's largest gang (64 GPUs): every job is placeable
+    argv = [str(sample), "--nodes", "8", "--gpus-per-node", "8", "--limit", "300", "--policy", "fifo"]
     assert main(argv, out) == 0
 
     figures = _figures(out.getvalue())
@@ -480,9 +499,11 @@ def test_main_prints_bounds_and_one_line_per_metric() -> None:
         "negative noise",
     ],
 )
-def test_main_rejects_bad_options_clearly(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_rejects_bad_options_clearly(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], sample: Path
+) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main([str(SAMPLE), *argv], io.StringIO())
+        main([str(sample), *argv], io.StringIO())
     assert exit_info.value.code == 2
     assert re.search(message, capsys.readouterr().err)
 
@@ -493,14 +514,17 @@ def test_main_on_a_missing_trace(capsys: pytest.CaptureFixture[str]) -> None:
     assert "cannot read trace '/nonexistent/trace.csv'" in capsys.readouterr().err
 
 
-def test_manage_py_simulate_delegates_without_a_database() -> None:
+def test_manage_py_simulate_delegates_without_a_database(sample: Path, sample_rows: list[TraceRow]) -> None:
     out = io.StringIO()
-    call_command("simulate", str(SAMPLE), "--nodes", "4", "--limit", "200", "--policy", "fifo", stdout=out)
+    call_command("simulate", str(sample), "--nodes", "4", "--limit", "200", "--policy", "fifo", stdout=out)
 
     figures = _figures(out.getvalue())
-    assert figures[("fifo", "jobs")] + figures[("fifo", "unplaceable")] == 200
+    # 4 nodes of 8 GPUs: the jobs of more than 32 GPUs are counted unplaceable, the rest replayed
+    too_big = sum(1 for r in sample_rows[:200] if r.num_gpus > 32)
+    assert too_big > 0, "the sample is meant to hold a job bigger than 4 x 8 GPUs"
+    assert (figures[("fifo", "jobs")], figures[("fifo", "unplaceable")]) == (200 - too_big, too_big)
     reference = io.StringIO()
-    main([str(SAMPLE), "--nodes", "4", "--limit", "200", "--policy", "fifo"], reference)
+    main([str(sample), "--nodes", "4", "--limit", "200", "--policy", "fifo"], reference)
     same = _figures(reference.getvalue())
     clocks = {"replay_wall_s", "sim_wall_s"}
     assert {k: v for k, v in figures.items() if k[1] not in clocks} == {
@@ -508,25 +532,25 @@ def test_manage_py_simulate_delegates_without_a_database() -> None:
     }
 
 
-def test_every_policy_is_replayed_when_none_is_named() -> None:
+def test_every_policy_is_replayed_when_none_is_named(sample: Path) -> None:
     out = io.StringIO()
-    main([str(SAMPLE), "--nodes", "4", "--limit", "50"], out)
+    main([str(sample), "--nodes", "4", "--limit", "50"], out)
     assert {policy for policy, metric in _figures(out.getvalue()) if metric == "sim_wall_s"} == set(POLICIES)
 
 
-def test_manage_py_simulate_errors_are_command_errors() -> None:
+def test_manage_py_simulate_errors_are_command_errors(sample: Path) -> None:
     with pytest.raises(CommandError, match="known policies: fairshare-backfill, fairshare-backfill-preempt, fifo"):
-        call_command("simulate", str(SAMPLE), "--policy", "nope", stdout=io.StringIO())
+        call_command("simulate", str(sample), "--policy", "nope", stdout=io.StringIO())
     with pytest.raises(CommandError, match="cannot read trace"):
         call_command("simulate", "/nonexistent/trace.csv", stdout=io.StringIO())
 
 
-def test_a_cluster_file_gives_a_heterogeneous_cluster(tmp_path: Path) -> None:
+def test_a_cluster_file_gives_a_heterogeneous_cluster(tmp_path: Path, sample: Path) -> None:
     spec = {"nodes": [{"name": "big", "count": 2, "gpus": 8}, {"name": "small", "count": 3, "gpus": 4, "model": "L4"}]}
     path = tmp_path / "cluster.json"
     path.write_text(json.dumps(spec))
     out = io.StringIO()
-    main([str(SAMPLE), "--cluster", str(path), "--limit", "100", "--policy", "fifo-backfill"], out)
+    main([str(sample), "--cluster", str(path), "--limit", "100", "--policy", "fifo-backfill"], out)
     figures = _figures(out.getvalue())
     assert figures[("fifo-backfill", "jobs")] + figures[("fifo-backfill", "unplaceable")] == 100
     nodes = load_cluster_file(path)

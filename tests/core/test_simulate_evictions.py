@@ -8,15 +8,18 @@ from datetime import datetime
 
 import pytest
 
-from scheduler.core import simulate
-from scheduler.core.simulate import TraceJob, homogeneous_cluster, main, measure, replay
 from scheduler.core.types import Decisions, Eviction, Policy, Snapshot, Start
+from scheduler.replay import simulator
+from scheduler.replay.cli import main
+from scheduler.replay.metrics import measure
+from scheduler.replay.simulator import replay
+from scheduler.replay.trace import TraceJob, homogeneous_cluster
 
 
 def test_an_evicted_job_is_requeued_and_its_lost_gpu_seconds_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     """Job 0 (2 GPUs) runs from 0; at t=30 job 1 evicts it and takes the node for 100 s;
     job 0 then runs its full 100 s again from 130: 60 GPU-seconds lost."""
-    real = simulate.schedule  # type: ignore[attr-defined]
+    real = simulator.schedule  # type: ignore[attr-defined]
 
     def preempting(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         running = {r.id: r for r in snapshot.running}
@@ -25,7 +28,7 @@ def test_an_evicted_job_is_requeued_and_its_lost_gpu_seconds_counted(monkeypatch
             return Decisions(starts=[Start(1, "sim", victim.allocations)], evictions=[Eviction(0, 1, "test")])
         return real(snapshot, policy, now)
 
-    monkeypatch.setattr(simulate, "schedule", preempting)
+    monkeypatch.setattr(simulator, "schedule", preempting)
     trace = [TraceJob(10, 0, 100, 2, "a", 200), TraceJob(11, 30, 100, 2, "b", 200)]
     result = replay(trace, homogeneous_cluster(1, 2), Policy())
 

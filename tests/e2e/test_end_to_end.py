@@ -60,9 +60,9 @@ def assert_ran_to_completion(job_id: int) -> None:
         ("state", "FAILED"),
     ], trail
     assert job.exit_code == 7
-    from scheduler import services
+    from scheduler.clusters.logs import read_job_log
 
-    assert "hello from 0,1" in services.read_job_log(job)
+    assert "hello from 0,1" in read_job_log(job)
 
 
 def test_run_scheduler_loop_runs_a_submitted_job(world, spawn):

@@ -16,8 +16,10 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
-from scheduler import services
 from scheduler.choices import JobState
+from scheduler.clusters.poll import poll_cluster
+from scheduler.jobs.remote import cancel_remote
+from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Cluster, Job
 from tests import slurm_dev
 from tests.conftest import redis_url
@@ -55,7 +57,7 @@ def test_a_worker_killed_right_after_sbatch_leaves_exactly_one_slurm_job(world, 
     cluster = Cluster.objects.create(
         name="devcluster", kind="slurm", config={"slurm_conf": slurm_dev.slurm_conf(), "log_dir": str(tmp_path)}
     )
-    services.poll_cluster(cluster)
+    poll_cluster(cluster)
     env = child_env(
         CELERY_BROKER_URL=redis_url(),
         CELERY_QUEUE=f"qm-test-{uuid.uuid4().hex[:8]}",
@@ -88,5 +90,5 @@ def test_a_worker_killed_right_after_sbatch_leaves_exactly_one_slurm_job(world, 
 
     job.refresh_from_db()
     assert slurm_jobs_with_key(job.backend_key) == [job.external_id]
-    services.cancel_job(job, by="test")
-    services.cancel_remote(job.id)
+    cancel_job(job, by="test")
+    cancel_remote(job.id)

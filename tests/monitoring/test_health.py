@@ -11,7 +11,7 @@ import time_machine
 from monitoring import health
 from monitoring.services import health_notes_for_job
 from scheduler.choices import NodeState
-from scheduler.snapshot import load_nodes
+from scheduler.tick.snapshot import load_nodes
 from tests.builders import T0, submit
 from tests.monitoring.conftest import sample
 
@@ -110,7 +110,7 @@ def test_a_critical_xid_drains_the_node_with_the_reason(agent, node, frozen):
 
 @pytest.mark.django_db
 def test_an_admins_drain_reason_is_kept(agent, node, frozen):
-    from scheduler.services import drain_node
+    from scheduler.clusters.nodes import drain_node
 
     drain_node(node, reason="maintenance")
     agent.post_samples([sample(3, NOW, xid=79)])
@@ -120,7 +120,7 @@ def test_an_admins_drain_reason_is_kept(agent, node, frozen):
 
 @pytest.mark.django_db
 def test_the_same_xid_repeated_by_dcgm_does_not_drain_again(agent, node, frozen):
-    from scheduler.services import resume_node
+    from scheduler.clusters.nodes import resume_node
 
     agent.post_samples([sample(3, NOW, xid=79)])
     resume_node(node)  # an admin checked the GPU and resumed the node

@@ -6,8 +6,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.choices import EventKind, NodeState
+from scheduler.jobs.transitions import record_event
 from scheduler.models import JobEvent, Node
-from scheduler.services import record_event
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db

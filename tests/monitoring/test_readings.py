@@ -15,7 +15,7 @@ from monitoring.queue import queue_history, record_queue
 from monitoring.series import RAW
 from monitoring.services import insert_samples, record_health
 from scheduler.models import Gpu, Job, Node
-from scheduler.occupancy import read_occupancy
+from scheduler.reads.occupancy import read_occupancy
 from tests.builders import T0, submit
 
 pytestmark = pytest.mark.django_db

@@ -38,8 +38,9 @@ from schemathesis.specs.openapi.checks import (
 from portal import services as portal_services
 from portal.models import Account, ApiToken, Membership, Qos, Quota
 from portal.wsgi import application
-from scheduler import services
+from scheduler.jobs.verbs import cancel_job, hold_job
 from scheduler.models import Cluster, Gpu, Job, Node
+from scheduler.tick.run import run_tick
 from tests.builders import MODELS, local_node_group, submit
 
 pytestmark = pytest.mark.django_db
@@ -162,9 +163,9 @@ def fuzz_world(world: Any) -> Any:
     Quota.objects.create(account=world.lab, max_gpus=16, max_gpus_per_model={"H100-80GB": 8}, max_pending_jobs=50)
     Quota.objects.create(user=world.bob, max_running_jobs=4)
     submit(world.alice, world.lab, name="placed")
-    services.run_tick()  # the job is placed, so the cluster is in use
-    services.hold_job(submit(world.alice, world.lab, name="held"), by="alice")
-    services.cancel_job(submit(world.alice, world.lab, name="cancelled"), by="alice")
+    run_tick()  # the job is placed, so the cluster is in use
+    hold_job(submit(world.alice, world.lab, name="held"), by="alice")
+    cancel_job(submit(world.alice, world.lab, name="cancelled"), by="alice")
     submit(world.alice, world.lab, name="pending")
     submit(world.charlie, world.other, name="charlies")
     for user in (world.alice, world.admin):

@@ -13,14 +13,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def busy_world(world, django_capture_on_commit_callbacks):
-    from scheduler import services
+    from scheduler.tick.run import run_tick
 
     world.cluster.config = {**world.cluster.config, "simulate": 60}
     world.cluster.save()
     submit(world.alice, world.lab, name="alices-train")
     submit(world.bob, world.lab, name="bobs-eval")
     with django_capture_on_commit_callbacks(execute=True):
-        services.run_tick()
+        run_tick()
     return world
 
 

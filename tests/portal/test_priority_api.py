@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from scheduler.estimates import refresh_estimates
 from scheduler.models import Usage
+from scheduler.tick.estimates import refresh_estimates
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db

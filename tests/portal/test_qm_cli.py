@@ -9,8 +9,9 @@ import pytest
 
 from portal.services import create_api_token
 from qm.cli import Api, main, parse_walltime
-from scheduler import services
+from scheduler.clusters.poll import poll_backends
 from scheduler.models import Job
+from scheduler.tick.run import run_tick
 
 
 @pytest.fixture
@@ -55,9 +56,9 @@ def test_submit_wait_shows_progress_until_the_job_ends(qm, world, settings):
 
     def tick_between_polls(_seconds: float) -> None:
         # What the scheduler loop would do between two polls of the client.
-        services.run_tick()
+        run_tick()
         if next(polls) > 0:
-            services.poll_backends()
+            poll_backends()
 
     result = qm("submit", "--wait", "--interval", "0", "-t", "1h", "--", "true", sleep=tick_between_polls)
     code, out, _ = result

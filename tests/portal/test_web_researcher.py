@@ -14,8 +14,8 @@ from django.test import Client
 from django.urls import reverse
 
 from portal.models import ApiToken, JobTemplate, Quota
-from scheduler import estimates
 from scheduler.models import Job
+from scheduler.tick import estimates
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 
 from portal.models import Quota
 from scheduler.choices import JobState
-from scheduler.estimates import refresh_estimates
 from scheduler.models import Job, JobEvent, TickState, Usage
+from scheduler.tick.estimates import refresh_estimates
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db

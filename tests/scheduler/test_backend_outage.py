@@ -7,9 +7,11 @@ from unittest import mock
 
 import pytest
 
-from scheduler import services
 from scheduler.backends.base import BackendError
 from scheduler.choices import JobState
+from scheduler.clusters.poll import poll_backends
+from scheduler.jobs.remote import backend_for as real_backend_for
+from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Cluster, Job
 from tests.builders import local_node_group, make_local_cluster, submit
 
@@ -23,7 +25,7 @@ def two_clusters(world):
 
 
 def poll_with_first_down(world):  # type: ignore[no-untyped-def]
-    real = services.backend_for
+    real = real_backend_for
 
     def backend_for(cluster):  # type: ignore[no-untyped-def]
         if cluster.name == world.cluster.name:
@@ -32,8 +34,8 @@ def poll_with_first_down(world):  # type: ignore[no-untyped-def]
             return down
         return real(cluster)
 
-    with mock.patch.object(services, "backend_for", backend_for):
-        return services.poll_backends()
+    with mock.patch("scheduler.clusters.poll.backend_for", backend_for):
+        return poll_backends()
 
 
 def test_an_unreachable_cluster_is_marked_and_its_jobs_say_why(two_clusters, tick, client_for):
@@ -53,12 +55,12 @@ def test_an_unreachable_cluster_is_marked_and_its_jobs_say_why(two_clusters, tic
     assert stuck.pending_reason == "ReqNodeNotAvail"
     message = stuck.pending_blockers[0]["message"]
     assert f"cluster {cluster.name} is unreachable: controller timed out after 10s" in message
-    services.cancel_job(served, by="test")
+    cancel_job(served, by="test")
 
 
 def test_the_next_good_poll_brings_it_back(two_clusters, tick):
     poll_with_first_down(two_clusters)
-    services.poll_backends()
+    poll_backends()
     cluster = Cluster.objects.get(pk=two_clusters.cluster.pk)
     assert (cluster.reachable, cluster.last_error) == (True, "")
     assert cluster.last_contact_at is not None
@@ -66,4 +68,4 @@ def test_the_next_good_poll_brings_it_back(two_clusters, tick):
     tick()
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
-    services.cancel_job(Job.objects.get(pk=job.pk), by="test")
+    cancel_job(Job.objects.get(pk=job.pk), by="test")

@@ -8,8 +8,10 @@ import pytest
 from django.core.management import call_command
 
 from portal.models import Account, Membership
-from scheduler import services
+from scheduler.backends.base import BackendError
+from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Cluster, Gpu, Job, Node
+from scheduler.tick.run import run_tick
 from tests.builders import local_node_group, make_local_cluster
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +38,7 @@ def test_seeded_demo_jobs_can_all_start(django_capture_on_commit_callbacks):
     call_command("seed_demo", stdout=io.StringIO())
     Cluster.objects.filter(name="demo").update(config={**Cluster.objects.get().config, "simulate": 60})
     with django_capture_on_commit_callbacks(execute=True):
-        result = services.run_tick()
+        result = run_tick()
     assert len(result.started) == 4
     assert set(Job.objects.values_list("state", flat=True)) == {"RUNNING"}
 
@@ -63,7 +65,7 @@ def test_run_scheduler_once_also_stores_start_estimates(world, django_capture_on
     waiting = Job.objects.get(state="PENDING")
     assert waiting.estimated_start_at is not None
     for job in Job.objects.filter(state="RUNNING"):
-        services.cancel_job(job, by="test")
+        cancel_job(job, by="test")
 
 
 def test_run_scheduler_rejects_a_bad_interval(db):
@@ -75,7 +77,7 @@ def test_run_scheduler_rejects_a_bad_interval(db):
 
 def test_node_names_must_be_unique_across_clusters(db):
     make_local_cluster("first", [local_node_group("n-01")])
-    with pytest.raises(services.BackendError, match="already belongs to cluster first"):
+    with pytest.raises(BackendError, match="already belongs to cluster first"):
         make_local_cluster("second", [local_node_group("n-01")])
 
 

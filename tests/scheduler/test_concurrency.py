@@ -16,9 +16,13 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from portal.models import Quota
-from scheduler import services
 from scheduler.choices import EventKind, JobState
+from scheduler.clusters.dispatch import dispatch_job
+from scheduler.jobs.remote import backend_for, cancel_remote
+from scheduler.jobs.transitions import JobStateConflict
+from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Job, JobEvent
+from scheduler.tick.run import run_tick
 from tests.builders import submit
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -44,12 +48,12 @@ def test_two_ticks_at_once_never_dispatch_a_job_twice(world):
     world.cluster.save()
     for _ in range(3):
         jobs = [submit(world.alice, world.lab, gpus_per_node=g) for g in (1, 2, 4, 8, 1, 2)]
-        results = in_threads(2, lambda _: services.run_tick())
+        results = in_threads(2, lambda _: run_tick())
         assert sum(r.ran for r in results) >= 1
         started = [job_id for r in results for job_id in r.started]
         assert len(started) == len(set(started)), "a job was claimed by both ticks"
         for job in Job.objects.filter(pk__in=[j.pk for j in jobs], state=JobState.DISPATCHING):
-            services.dispatch_job(job.id)
+            dispatch_job(job.id)
 
     dispatched = Counter(JobEvent.objects.filter(kind=EventKind.DISPATCHED).values_list("job_id", flat=True))
     assert dispatched and max(dispatched.values()) == 1
@@ -80,20 +84,20 @@ def test_cancel_racing_dispatch_leaves_no_running_orphan(world):
     world.cluster.config = {**world.cluster.config, "simulate": 30}
     world.cluster.save()
     job = submit(world.alice, world.lab)
-    services.run_tick()
+    run_tick()
     job.refresh_from_db()
 
     def act(i: int) -> None:
         if i == 0:
-            services.dispatch_job(job.id)
+            dispatch_job(job.id)
         else:
-            with contextlib.suppress(services.JobStateConflict):
-                services.cancel_job(Job.objects.get(pk=job.pk), by="alice")
+            with contextlib.suppress(JobStateConflict):
+                cancel_job(Job.objects.get(pk=job.pk), by="alice")
 
     in_threads(2, act)
     job.refresh_from_db()
     assert job.state == JobState.CANCELLED
     if job.external_id:
-        backend = services.backend_for(world.cluster)
-        services.cancel_remote(job.id)
+        backend = backend_for(world.cluster)
+        cancel_remote(job.id)
         assert backend.poll([job.external_id])[job.external_id].state == "CANCELLED"

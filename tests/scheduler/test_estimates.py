@@ -11,10 +11,11 @@ from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from scheduler import services, tasks
+from scheduler import tasks
 from scheduler.choices import JobState
-from scheduler.estimates import refresh_estimates
+from scheduler.jobs.verbs import cancel_job, hold_job
 from scheduler.models import Job
+from scheduler.tick.estimates import refresh_estimates
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db
@@ -60,7 +61,7 @@ def test_a_job_waiting_on_a_dependency_has_no_estimate(full):
 def test_the_estimate_is_cleared_when_the_job_starts(full, tick):
     job = node_job(full)
     refresh_estimates()
-    services.cancel_job(Job.objects.get(state=JobState.RUNNING, walltime_seconds=3600), by="alice")
+    cancel_job(Job.objects.get(state=JobState.RUNNING, walltime_seconds=3600), by="alice")
     tick()
     job.refresh_from_db()
     assert job.state == JobState.RUNNING and job.estimated_start_at is None
@@ -69,8 +70,8 @@ def test_the_estimate_is_cleared_when_the_job_starts(full, tick):
 def test_held_and_cancelled_jobs_lose_their_estimate(full):
     held, cancelled = node_job(full), node_job(full)
     refresh_estimates()
-    services.hold_job(held, by="alice")
-    services.cancel_job(cancelled, by="alice")
+    hold_job(held, by="alice")
+    cancel_job(cancelled, by="alice")
     assert list(Job.objects.filter(pk__in=[held.pk, cancelled.pk]).values_list("estimated_start_at", flat=True)) == [
         None,
         None,

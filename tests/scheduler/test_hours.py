@@ -14,7 +14,10 @@ import pytest
 import time_machine
 from django.db import transaction
 
-from scheduler import hours, reconcile, services
+from scheduler.clusters import reconcile
+from scheduler.config import current_config
+from scheduler.jobs import hours
+from scheduler.jobs.verbs import cancel_job, requeue_job
 from scheduler.models import AccountHour, Job
 from tests.builders import end, start, submit
 
@@ -73,7 +76,7 @@ def test_news_of_an_end_repeated_adds_nothing(world):
 def test_a_requeued_and_re_ended_job_counts_each_attempt_once(world):
     job = start(submit(world.alice, world.lab), T)
     end(job, T + H, state="FAILED")
-    services.requeue_job(Job.objects.get(pk=job.pk), by="alice")  # an ended attempt: nothing more to add
+    requeue_job(Job.objects.get(pk=job.pk), by="alice")  # an ended attempt: nothing more to add
     assert rows() == {("lab", T): (1.0, 0, 1)}
     end(start(job, T + 2 * H), T + 3 * H)
     assert rows() == {("lab", T): (1.0, 0, 1), ("lab", T + 2 * H): (1.0, 0, 1)}
@@ -83,7 +86,7 @@ def test_an_attempt_cut_short_by_a_node_failure_keeps_the_gpu_time_it_held(world
     settings.SCHEDULER_REQUEUE_ON_NODE_FAIL = True
     job = start(submit(world.alice, world.lab, gpus_per_node=4), T)
     with time_machine.travel(T + H / 2, tick=False):
-        assert reconcile.lost(job.pk, "node h100-01 is down", T + H / 2)
+        assert reconcile.lost(job.pk, "node h100-01 is down", T + H / 2, current_config())
     assert Job.objects.get(pk=job.pk).state == "PENDING"  # requeued: its start time is gone
     assert rows() == {("lab", T): (2.0, 0, 1)}  # but the 4 GPUs x 30 min it held are kept
 
@@ -91,12 +94,12 @@ def test_an_attempt_cut_short_by_a_node_failure_keeps_the_gpu_time_it_held(world
 def test_a_running_job_cancelled_by_its_owner_is_counted_to_the_cancel(world):
     job = start(submit(world.alice, world.lab), T)
     with time_machine.travel(T + 2 * H, tick=False):
-        services.cancel_job(Job.objects.get(pk=job.pk), by="alice")
+        cancel_job(Job.objects.get(pk=job.pk), by="alice")
     assert gpu_hours(world.lab) == 2.0
 
 
 def test_a_pending_job_cancelled_adds_nothing(world):
-    services.cancel_job(submit(world.alice, world.lab), by="alice")
+    cancel_job(submit(world.alice, world.lab), by="alice")
     assert AccountHour.objects.count() == 0
 
 

@@ -10,9 +10,15 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from scheduler import services
 from scheduler.choices import JobState
+from scheduler.clusters.dispatch import dispatch_job
+from scheduler.clusters.logs import read_job_log
+from scheduler.clusters.nodes import drain_node
+from scheduler.clusters.poll import poll_backends
+from scheduler.jobs.remote import backend_for
+from scheduler.jobs.verbs import cancel_job, requeue_job
 from scheduler.models import Job
+from scheduler.tick.run import run_tick
 from tests.builders import submit
 from tests.scheduler.waiting import wait_for
 
@@ -20,7 +26,7 @@ pytestmark = pytest.mark.django_db
 
 
 def finished(job: Job) -> Job | None:
-    services.poll_backends()
+    poll_backends()
     job.refresh_from_db()
     return job if job.state not in (JobState.RUNNING, JobState.DISPATCHING) else None
 
@@ -36,7 +42,7 @@ def test_job_runs_on_its_assigned_gpus_and_completes(world, tick):
     assert job.allocations == [{"node": "h100-01", "gpu_indices": [0, 1], "cpus": 1, "memory_mib": 0}]
     wait_for(lambda: finished(job), what="job end")
     assert (job.state, job.exit_code) == (JobState.COMPLETED, 0)
-    assert "gpus=0,1" in services.read_job_log(job)
+    assert "gpus=0,1" in read_job_log(job)
     assert [e.kind for e in job.events.all()] == ["submitted", "scheduled", "dispatched", "state"]
 
 
@@ -59,8 +65,8 @@ def test_cancel_stops_the_running_process(world, tick, django_capture_on_commit_
     tick()
     job.refresh_from_db()
     with django_capture_on_commit_callbacks(execute=True):
-        services.cancel_job(job, by="alice")
-    backend = services.backend_for(world.cluster)
+        cancel_job(job, by="alice")
+    backend = backend_for(world.cluster)
     remote_state = wait_for(
         lambda: (state := backend.poll([job.external_id])[job.external_id].state).is_terminal and state
     )
@@ -76,11 +82,11 @@ def test_running_jobs_gpus_are_not_reused(world, tick):
     tick()
     second.refresh_from_db()
     assert (second.state, second.pending_reason) == (JobState.PENDING, "Resources")
-    services.cancel_job(Job.objects.get(pk=first.pk), by="alice")
+    cancel_job(Job.objects.get(pk=first.pk), by="alice")
 
 
 def test_drained_node_gets_no_new_jobs(world, tick):
-    services.drain_node(world.cluster.nodes.get(name="h100-01"), reason="maintenance")
+    drain_node(world.cluster.nodes.get(name="h100-01"), reason="maintenance")
     job = submit(world.alice, world.lab, gpu_model="H100-80GB")
     tick()
     job.refresh_from_db()
@@ -99,16 +105,16 @@ def test_permanent_backend_error_fails_the_job(world, tick):
 
 def test_job_stuck_in_dispatching_is_dispatched_again_once(world, tick, django_capture_on_commit_callbacks):
     job = submit(world.alice, world.lab, command="sleep 2")
-    services.run_tick()  # claims the job but its dispatch never runs: a worker died
+    run_tick()  # claims the job but its dispatch never runs: a worker died
     job.refresh_from_db()
     assert job.state == JobState.DISPATCHING
     Job.objects.filter(pk=job.pk).update(dispatched_at=timezone.now() - timedelta(hours=1))
     with django_capture_on_commit_callbacks(execute=True):
-        report = services.poll_backends()
+        report = poll_backends()
     assert report["test"]["redispatched"] == 1
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
-    services.dispatch_job(job.id)  # a late duplicate delivery changes nothing
+    dispatch_job(job.id)  # a late duplicate delivery changes nothing
     assert Job.objects.get(pk=job.pk).external_id == job.external_id
 
 
@@ -117,11 +123,11 @@ def test_requeue_of_a_running_job_cancels_it_and_starts_a_new_attempt(world, tic
     tick()
     job.refresh_from_db()
     old_id = job.external_id
-    services.requeue_job(job, by="alice")
+    requeue_job(job, by="alice")
     tick()
     job.refresh_from_db()
     assert job.state == JobState.RUNNING and job.attempt == 1 and job.external_id != old_id
-    services.cancel_job(job, by="alice")
+    cancel_job(job, by="alice")
 
 
 def test_tick_records_pending_reasons_only_when_they_change(world, tick):
@@ -131,29 +137,29 @@ def test_tick_records_pending_reasons_only_when_they_change(world, tick):
     reasons = sorted(Job.objects.values_list("state", "pending_reason"))
     assert reasons == [("PENDING", "Resources"), ("RUNNING", ""), ("RUNNING", "")]
     with CaptureQueriesContext(connection) as queries:
-        services.run_tick()
+        run_tick()
     assert not [q for q in queries.captured_queries if "pending_reason" in q["sql"] and "UPDATE" in q["sql"]]
     for job in Job.objects.filter(state=JobState.RUNNING):
-        services.cancel_job(job, by="test")
+        cancel_job(job, by="test")
 
 
 def test_tick_queries_do_not_grow_with_the_queue(world, tick):
     def queries_of_a_tick() -> int:
         with CaptureQueriesContext(connection) as queries:
-            services.run_tick()
+            run_tick()
         return len(queries)
 
     submit(world.alice, world.lab, gpus_per_node=8, nodes=2, gpu_model="H100-80GB", command="sleep 5")
     tick()
     submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB")
-    services.run_tick()  # writes its reason once
+    run_tick()  # writes its reason once
     few = queries_of_a_tick()
     for _ in range(30):
         submit(world.bob, world.lab, gpus_per_node=8, gpu_model="H100-80GB")
-    services.run_tick()  # writes the new jobs' reasons once
+    run_tick()  # writes the new jobs' reasons once
     assert queries_of_a_tick() == few
     for job in Job.objects.filter(state=JobState.RUNNING):
-        services.cancel_job(job, by="test")
+        cancel_job(job, by="test")
 
 
 def test_broker_outage_at_dispatch_loses_no_job(world, settings, monkeypatch, django_capture_on_commit_callbacks):
@@ -168,13 +174,13 @@ def test_broker_outage_at_dispatch_loses_no_job(world, settings, monkeypatch, dj
     monkeypatch.setattr(app, "send_task", broker_down)
     jobs = [submit(world.alice, world.lab, command="true") for _ in range(2)]
     with django_capture_on_commit_callbacks(execute=True):
-        assert len(services.run_tick().started) == 2  # the tick commits whatever the broker does
+        assert len(run_tick().started) == 2  # the tick commits whatever the broker does
     assert set(Job.objects.values_list("state", flat=True)) == {JobState.DISPATCHING}
 
     settings.SCHEDULER_DISPATCH = "inline"  # the broker is back (or the embedded loop runs)
     Job.objects.update(dispatched_at=timezone.now() - timedelta(hours=1))
     with django_capture_on_commit_callbacks(execute=True):
-        services.poll_backends()
+        poll_backends()
     for job in jobs:
         wait_for(partial(finished, job), what="job end")
         assert job.state == JobState.COMPLETED
@@ -193,7 +199,7 @@ def test_account_gpu_quota_keeps_a_job_waiting_with_the_limit_as_reason(world, t
         job.refresh_from_db()
     assert (first.state, second.state, outsider.state) == (JobState.RUNNING, JobState.PENDING, JobState.RUNNING)
     assert second.pending_reason == "AccountGpuLimit"
-    services.cancel_job(first, by="test")
+    cancel_job(first, by="test")
 
 
 def test_afterok_dependency_waits_then_starts_when_the_first_job_completes(world, tick):

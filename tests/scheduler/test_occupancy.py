@@ -1,4 +1,4 @@
-"""The GPUs and their holders as a page reads them once (``scheduler.occupancy``), and the
+"""The GPUs and their holders as a page reads them once (``scheduler.reads.occupancy``), and the
 figures drawn from that one read agreeing with each other: the free GPUs by model, the
 allocation heatmap's cells, and ``held_gpus`` (what ``/metrics`` calls busy)."""
 
@@ -12,9 +12,9 @@ import pytest
 from monitoring import readings
 from monitoring.charts import GpuCell
 from portal.web import figures
+from scheduler.jobs.allocations import held_gpus
 from scheduler.models import Cluster, Job, Node
-from scheduler.occupancy import read_occupancy
-from scheduler.snapshot import held_gpus
+from scheduler.reads.occupancy import read_occupancy
 from tests.builders import T0, local_node_group, make_local_cluster, submit
 
 pytestmark = pytest.mark.django_db

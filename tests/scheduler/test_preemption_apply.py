@@ -8,8 +8,9 @@ import pytest
 from django.utils import timezone
 
 from portal.models import Qos
-from scheduler import services
 from scheduler.choices import JobState
+from scheduler.jobs.remote import backend_for
+from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Job
 from tests.builders import local_node_group, make_local_cluster, submit
 from tests.scheduler.waiting import wait_for
@@ -41,7 +42,7 @@ def running_low_job(world, tick):  # type: ignore[no-untyped-def]
 def test_high_qos_job_preempts_and_starts(small_world, tick, settings, mode, victim_state):
     settings.SCHEDULER_PREEMPT_MODE = mode
     victim = running_low_job(small_world, tick)
-    backend = services.backend_for(small_world.cluster)
+    backend = backend_for(small_world.cluster)
     old_external_id = victim.external_id
     urgent = submit(
         small_world.alice, small_world.lab, command="true", gpus_per_node=2, qos=Qos.objects.get(name="high")
@@ -67,4 +68,4 @@ def test_young_jobs_are_protected_by_the_minimum_runtime(small_world, tick, sett
     urgent.refresh_from_db()
     victim.refresh_from_db()
     assert (urgent.state, victim.state) == (JobState.PENDING, JobState.RUNNING)
-    services.cancel_job(victim, by="test")
+    cancel_job(victim, by="test")

@@ -10,10 +10,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler import services
 from scheduler.backends.base import JobSpec, Placement, RemoteState
 from scheduler.backends.local import LocalBackend
 from scheduler.choices import JobState, NodeState
+from scheduler.clusters import reconcile
+from scheduler.clusters.poll import _apply_poll_result, poll_backends
+from scheduler.config import current_config
+from scheduler.jobs.remote import backend_for
+from scheduler.jobs.verbs import cancel_job, requeue_job
 from scheduler.models import Cluster, Job, Node
 from tests.builders import submit
 from tests.scheduler.waiting import wait_for
@@ -30,7 +34,7 @@ def running_job(world, tick, **fields):  # type: ignore[no-untyped-def]
 
 
 def kill_runner(world, job: Job) -> None:
-    backend = services.backend_for(world.cluster)
+    backend = backend_for(world.cluster)
     assert isinstance(backend, LocalBackend)
     info = json.loads((backend.state_dir / "jobs" / job.external_id / "runner.json").read_text())
     os.kill(info["pid"], signal.SIGKILL)
@@ -40,7 +44,7 @@ def kill_runner(world, job: Job) -> None:
 def test_a_job_whose_runner_died_is_requeued_as_a_new_attempt(world, tick):
     job = running_job(world, tick)
     kill_runner(world, job)
-    services.poll_backends()
+    poll_backends()
     job.refresh_from_db()
     assert (job.state, job.attempt, job.external_id) == (JobState.PENDING, 1, "")
     assert "requeued as attempt 1" in job.events.get(kind="requeued").message
@@ -50,7 +54,7 @@ def test_after_the_last_allowed_requeue_the_job_ends_node_fail(world, tick, sett
     settings.SCHEDULER_MAX_REQUEUES = 0
     job = running_job(world, tick)
     kill_runner(world, job)
-    services.poll_backends()
+    poll_backends()
     job.refresh_from_db()
     assert job.state == JobState.NODE_FAIL and job.ended_at is not None
 
@@ -59,11 +63,11 @@ def test_a_silent_node_is_marked_down_and_its_jobs_requeued_and_cancelled(world,
     job = running_job(world, tick)
     node = job.allocations[0]["node"]
     old_key = job.external_id
-    backend = services.backend_for(world.cluster)
+    backend = backend_for(world.cluster)
     settings.SCHEDULER_NODE_TIMEOUT_SECONDS = 60
     later = timezone.now() + timedelta(minutes=5)
     Node.objects.filter(name=node).update(last_heartbeat=timezone.now() - timedelta(minutes=10))
-    report = services.reconcile.reconcile(world.cluster, backend, later)
+    report = reconcile.reconcile(world.cluster, backend, later, current_config())
     assert report["silent_nodes"] >= 1 and report["requeued_from_down_nodes"] == 1
     down = Node.objects.get(name=node)
     assert down.state == NodeState.DOWN and down.reason == "no heartbeat for 60s"
@@ -72,7 +76,7 @@ def test_a_silent_node_is_marked_down_and_its_jobs_requeued_and_cancelled(world,
     assert f"node {node} is down (no heartbeat for 60s)" in job.events.get(kind="requeued").message
     wait_for(lambda: backend.poll([old_key])[old_key].state.is_terminal)
 
-    services.poll_backends()  # the backend lists the node again: it is back
+    poll_backends()  # the backend lists the node again: it is back
     assert Node.objects.get(name=node).state == NodeState.UP
 
 
@@ -91,10 +95,10 @@ def stray_spec(key: str) -> JobSpec:
 
 
 def test_orphans_are_recorded_and_cancelled(world, settings):
-    backend = services.backend_for(world.cluster)
+    backend = backend_for(world.cluster)
     spec = stray_spec("00000000-0000-0000-0000-000000000001.0")
     orphan = backend.submit(spec)
-    report = services.poll_backends()
+    report = poll_backends()
     assert report[world.cluster.name]["orphans"] == 1
     assert Cluster.objects.get(pk=world.cluster.pk).orphans == [orphan]
     wait_for(lambda: backend.poll([orphan])[orphan].state is RemoteState.CANCELLED)
@@ -102,10 +106,10 @@ def test_orphans_are_recorded_and_cancelled(world, settings):
 
 def test_orphans_are_only_reported_when_cancelling_is_off(world, settings):
     settings.SCHEDULER_CANCEL_ORPHANS = False
-    backend = services.backend_for(world.cluster)
+    backend = backend_for(world.cluster)
     spec = stray_spec("00000000-0000-0000-0000-000000000002.0")
     orphan = backend.submit(spec)
-    services.poll_backends()
+    poll_backends()
     assert backend.poll([orphan])[orphan].state is RemoteState.RUNNING
     backend.cancel(orphan)
 
@@ -116,19 +120,23 @@ def test_a_node_reported_down_keeps_its_jobs_through_the_grace_period(world, tic
     settings.SCHEDULER_NODE_DOWN_GRACE_SECONDS = 120
     job = running_job(world, tick)
     node = job.allocations[0]["node"]
-    backend = services.backend_for(world.cluster)
+    backend = backend_for(world.cluster)
     now = timezone.now()
     Node.objects.filter(name=node).update(state=NodeState.DOWN, reason="reported down by backend", down_since=now)
 
     assert (
-        services.reconcile.reconcile(world.cluster, backend, now + timedelta(seconds=60))["requeued_from_down_nodes"]
+        reconcile.reconcile(world.cluster, backend, now + timedelta(seconds=60), current_config())[
+            "requeued_from_down_nodes"
+        ]
         == 0
     )
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
 
     assert (
-        services.reconcile.reconcile(world.cluster, backend, now + timedelta(seconds=180))["requeued_from_down_nodes"]
+        reconcile.reconcile(world.cluster, backend, now + timedelta(seconds=180), current_config())[
+            "requeued_from_down_nodes"
+        ]
         == 1
     )
     job.refresh_from_db()
@@ -140,23 +148,25 @@ def test_news_about_an_old_attempt_never_moves_the_new_one(world, tick):
 
     job = running_job(world, tick)
     old = job.external_id
-    services.requeue_job(job, by="alice")
+    requeue_job(job, by="alice")
     tick()
     job.refresh_from_db()
     assert job.state == JobState.RUNNING and job.external_id != old
 
-    assert not services._apply_poll_result(job.id, PollResult(old, RemoteState.CANCELLED), old)
-    assert not services._apply_poll_result(job.id, PollResult(old, RemoteState.NODE_FAIL), old)
+    assert not _apply_poll_result(job.id, PollResult(old, RemoteState.CANCELLED), old, current_config())
+    assert not _apply_poll_result(job.id, PollResult(old, RemoteState.NODE_FAIL), old, current_config())
     job.refresh_from_db()
     assert job.state == JobState.RUNNING and job.attempt == 1
-    services.cancel_job(job, by="test")
+    cancel_job(job, by="test")
 
 
 def test_a_job_the_backend_no_longer_knows_ends_node_fail_without_a_rerun(world, tick):
     from scheduler.backends.base import PollResult
 
     job = running_job(world, tick)
-    assert services._apply_poll_result(job.id, PollResult(job.external_id, RemoteState.UNKNOWN), job.external_id)
+    assert _apply_poll_result(
+        job.id, PollResult(job.external_id, RemoteState.UNKNOWN), job.external_id, current_config()
+    )
     job.refresh_from_db()
     assert (job.state, job.attempt) == (JobState.NODE_FAIL, 0)
     assert job.state_reason == "the backend no longer knows this job"

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from scheduler.models import Usage
-from scheduler.reports import fairshare_report, priority_of
+from scheduler.reads.reports import fairshare_report, priority_of
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db

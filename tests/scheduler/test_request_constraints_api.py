@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler import services
 from scheduler.choices import JobState
+from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Gpu, Job
 from tests.builders import local_node_group, make_local_cluster
 
@@ -35,7 +35,7 @@ def test_two_fractional_jobs_share_one_gpu(shared_world, client_for, tick):
     }
     assert Gpu.objects.get(node__name="ts-01").shared
     for job in jobs:
-        services.cancel_job(job, by="test")
+        cancel_job(job, by="test")
 
 
 @pytest.mark.parametrize(
@@ -74,4 +74,4 @@ def test_node_labels_pin_a_job_to_matching_nodes_and_unknown_labels_are_refused(
     tick()
     job = Job.objects.get()
     assert job.state == JobState.RUNNING and job.allocations[0]["node"] == "h100-02"
-    services.cancel_job(job, by="test")
+    cancel_job(job, by="test")

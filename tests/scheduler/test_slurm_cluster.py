@@ -13,8 +13,12 @@ from typing import Any
 
 import pytest
 
-from scheduler import services
 from scheduler.choices import JobState, NodeState
+from scheduler.clusters.logs import read_job_log
+from scheduler.clusters.nodes import drain_node, resume_node
+from scheduler.clusters.poll import poll_backends, poll_cluster
+from scheduler.jobs.remote import backend_for, cancel_remote
+from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Cluster, Job
 from tests import slurm_dev
 from tests.builders import submit
@@ -38,7 +42,7 @@ def slurm_cluster(world: Any, tmp_path: Any) -> Any:
         kind="slurm",
         config={"slurm_conf": slurm_dev.slurm_conf(), "log_dir": str(tmp_path / "logs"), "gpu_models": GPU_MODELS},
     )
-    services.poll_cluster(cluster)
+    poll_cluster(cluster)
     yield cluster
     slurm_dev.scancel_jobs_in(tmp_path)
 
@@ -49,7 +53,7 @@ def scontrol(*args: str) -> None:
 
 
 def finished(job: Job) -> Job | None:
-    services.poll_backends()
+    poll_backends()
     job.refresh_from_db()
     return job if job.state not in (JobState.RUNNING, JobState.DISPATCHING) else None
 
@@ -77,7 +81,7 @@ def test_job_is_dispatched_to_slurm_and_completes_with_its_exit_code_and_log(
     assert job.state == JobState.RUNNING and job.external_id.isdigit()
     wait_for(lambda: finished(job), what="the Slurm job to end")
     assert (job.state, job.exit_code) == (JobState.FAILED, 3)
-    assert f"hello from {job.allocations[0]['node']}" in services.read_job_log(job)
+    assert f"hello from {job.allocations[0]['node']}" in read_job_log(job)
 
 
 @pytest.mark.slurm
@@ -108,14 +112,14 @@ def test_job_slurm_refuses_fails_with_slurms_message(world: Any, slurm_cluster: 
 def test_node_drained_in_slurm_is_drained_in_the_portal_and_back(slurm_cluster: Any) -> None:
     try:
         scontrol("update", "nodename=node3", "state=drain", "reason=bad fan")
-        services.poll_cluster(slurm_cluster)
+        poll_cluster(slurm_cluster)
         node = slurm_cluster.nodes.get(name="node3")
         assert (node.state, node.reason) == (NodeState.DRAIN, "drained in backend: bad fan")
     finally:
         scontrol("update", "nodename=node3", "state=resume")
 
     def up() -> bool:  # Slurm reports a resumed node not responding until its next ping
-        services.poll_cluster(slurm_cluster)
+        poll_cluster(slurm_cluster)
         return slurm_cluster.nodes.get(name="node3").state == NodeState.UP
 
     wait_for(up, what="node3 to be up again")
@@ -126,16 +130,16 @@ def test_node_drained_in_the_portal_is_drained_in_slurm(
     slurm_cluster: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     node = slurm_cluster.nodes.get(name="node4")
-    backend = services.backend_for(slurm_cluster)
+    backend = backend_for(slurm_cluster)
     try:
         with django_capture_on_commit_callbacks(execute=True):  # Slurm is told after commit
-            services.drain_node(node, reason="maintenance")
+            drain_node(node, reason="maintenance")
         assert {n.name: n.state for n in backend.list_nodes()}["node4"] == "drain"
-        services.poll_cluster(slurm_cluster)
+        poll_cluster(slurm_cluster)
         assert slurm_cluster.nodes.get(name="node4").reason == "maintenance"  # the admin's drain stays
     finally:
         with django_capture_on_commit_callbacks(execute=True):
-            services.resume_node(node)
+            resume_node(node)
     wait_for(lambda: {n.name: n.state for n in backend.list_nodes()}["node4"] == "up", what="node4 up in Slurm")
 
 
@@ -173,16 +177,16 @@ def test_a_slurmctld_restart_loses_no_job_and_polling_resumes(world: Any, slurm_
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
 
-    report = restart_slurmctld(services.poll_backends)
+    report = restart_slurmctld(poll_backends)
 
     assert report[slurm_cluster.name] == {"error": 1}  # the controller was away: nothing judged
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
     assert Cluster.objects.get(pk=slurm_cluster.pk).reachable is False
 
-    services.poll_backends()
+    poll_backends()
     assert Cluster.objects.get(pk=slurm_cluster.pk).reachable is True
     job.refresh_from_db()
     assert job.state == JobState.RUNNING and job.attempt == 0
-    services.cancel_job(job, by="test")
-    services.cancel_remote(job.id)
+    cancel_job(job, by="test")
+    cancel_remote(job.id)

@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler import services
 from scheduler.models import Job, TickState, Usage
-from scheduler.snapshot import load_nodes
-from scheduler.usage import update_usage, usage_policy
+from scheduler.tick.run import run_tick
+from scheduler.tick.snapshot import load_nodes
+from scheduler.tick.usage import update_usage, usage_policy
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +23,7 @@ def hour_old_job(world, django_capture_on_commit_callbacks):
     world.cluster.save()
     job = submit(world.alice, world.lab, gpus_per_node=2)
     with django_capture_on_commit_callbacks(execute=True):
-        services.run_tick()
+        run_tick()
     hour_ago = timezone.now() - timedelta(hours=1)
     Job.objects.filter(pk=job.pk).update(started_at=hour_ago)
     TickState.objects.update_or_create(pk=1, defaults={"usage_as_of": hour_ago})
@@ -71,8 +71,8 @@ def test_billing_weights_price_each_gpu_model(world, hour_old_job, settings):
 
     node = Job.objects.get(pk=hour_old_job.pk).allocations[0]["node"]
     model = Gpu.objects.filter(node__name=node).values_list("model", flat=True)[0]
-    settings.SCHEDULER_BILLING_WEIGHTS = {model: 2.0, "some-other-model": 10.0}
-    update_usage(timezone.now(), load_nodes(), usage_policy(7))
+    weights = {model: 2.0, "some-other-model": 10.0}
+    update_usage(timezone.now(), load_nodes(), usage_policy(7, billing_weights=weights))
     # 2 GPUs of a model billed at 2.0 for an hour: 2 x 7,200
     assert 2 * 7200 * 0.5 ** (1 / 168) < charged(world) <= 2 * 7200
 

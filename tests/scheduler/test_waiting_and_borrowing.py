@@ -8,12 +8,12 @@ import pytest
 from django.utils import timezone
 
 from portal.models import Quota
-from scheduler import services
 from scheduler.choices import JobState
 from scheduler.core.types import Blocker, Decisions, PendingReason
+from scheduler.jobs.verbs import cancel_job, hold_job, release_job
 from scheduler.models import Job
-from scheduler.snapshot import load_snapshot
-from scheduler.waiting import store_waiting
+from scheduler.tick.apply import store_waiting
+from scheduler.tick.snapshot import load_snapshot
 from tests.builders import local_node_group, make_account, make_local_cluster, submit
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +33,7 @@ def test_a_waiting_job_stores_every_blocker_and_the_api_shows_them(world, tick, 
     assert body["pending_reason"] == "AccountGpuLimit"
     assert body["pending_blockers"] == waiting.pending_blockers
     for job in Job.objects.filter(state=JobState.RUNNING):
-        services.cancel_job(job, by="test")
+        cancel_job(job, by="test")
 
 
 def test_reasons_are_written_only_to_jobs_still_pending_and_only_when_they_changed(world):
@@ -69,12 +69,12 @@ def test_reasons_are_written_only_to_jobs_still_pending_and_only_when_they_chang
 
 def test_held_jobs_say_who_held_them_and_release_clears_it(world, client_for):
     job = submit(world.alice, world.lab)
-    services.hold_job(job, by="alice")
+    hold_job(job, by="alice")
     body = client_for(world.alice).get(f"/api/v1/jobs/{job.id}/").json()
     assert body["pending_blockers"][0]["code"] == "JobHeldUser"
     assert body["pending_blockers"][0]["evidence"] == {"by": "alice"}
     job.refresh_from_db()
-    services.release_job(job, by="alice")
+    release_job(job, by="alice")
     job.refresh_from_db()
     assert job.pending_blockers == [] and job.pending_reason == ""
 
@@ -106,7 +106,7 @@ def test_an_account_below_its_guarantee_reclaims_a_borrowed_node(world, tick, se
     event = beyond.events.get(kind="preempted")
     assert event.data["by"] == claim.id and "below its guarantee" in event.message
     for job in Job.objects.filter(state=JobState.RUNNING):
-        services.cancel_job(job, by="test")
+        cancel_job(job, by="test")
 
 
 def test_a_subaccount_guarantee_counts_toward_its_parent(world, tick):
@@ -121,7 +121,7 @@ def test_a_subaccount_guarantee_counts_toward_its_parent(world, tick):
         True,
     ]
     for job in Job.objects.filter(state=JobState.RUNNING):
-        services.cancel_job(job, by="test")
+        cancel_job(job, by="test")
 
 
 @pytest.mark.parametrize(

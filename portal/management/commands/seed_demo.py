@@ -13,8 +13,9 @@ from django.db import transaction
 
 from portal.choices import Role
 from portal.models import Account, Membership, Qos, Quota
-from scheduler import services
 from scheduler.backends.base import BackendError
+from scheduler.clusters.poll import poll_cluster
+from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Job
 
 DEMO_INVENTORY = Path(settings.BASE_DIR) / "scheduler" / "backends" / "local_clusters" / "demo.yaml"
@@ -65,14 +66,14 @@ class Command(BaseCommand):
             )
             Quota.objects.get_or_create(account=accounts["vision"], defaults={"guaranteed_gpus": 16})
         try:
-            services.poll_cluster(cluster)
+            poll_cluster(cluster)
         except BackendError as exc:
             self.stderr.write(f"could not read the demo inventory: {exc}")
             raise SystemExit(1) from None
         if not options["no_jobs"] and not Job.objects.exists():
             user_model = get_user_model()
             for owner, account, name, command, nodes, gpus, model in JOBS:
-                services.submit_job(
+                submit_job(
                     owner=user_model.objects.get(username=owner),
                     account=accounts[account],
                     qos=normal,

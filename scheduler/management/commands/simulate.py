@@ -1,7 +1,7 @@
-"""``manage.py simulate TRACE --policy ...``: the trace replay of ``scheduler.core.simulate``.
+"""``manage.py simulate TRACE --policy ...``: the trace replay of ``scheduler.replay``.
 
-It only delegates: the options are the ones :func:`scheduler.core.simulate.add_arguments`
-defines for ``python -m scheduler.core.simulate``, and :func:`scheduler.core.simulate.run`
+It only delegates: the options are the ones :func:`scheduler.replay.add_arguments`
+defines for ``python -m scheduler.replay``, and :func:`scheduler.replay.run`
 does the work. (It does not call ``main(argv)`` itself because Django has already parsed
 the options, also for ``call_command``; bad options raise ``CommandError`` here where
 ``main`` exits with status 2.) It needs no database.
@@ -14,17 +14,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduler.core import simulate
+from scheduler.replay import cli
 
 
 class Command(BaseCommand):
     help = "Replay a GPU job trace (Philly CSV) through the scheduler and print quality figures as JSON lines."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        simulate.add_arguments(parser)
+        cli.add_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            simulate.run(argparse.Namespace(**options), self.stdout)
-        except simulate.SimulationError as error:
+            cli.run(argparse.Namespace(**options), self.stdout)
+        except cli.SimulationError as error:
             raise CommandError(str(error)) from None

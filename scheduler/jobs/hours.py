@@ -32,7 +32,7 @@ def record_attempt(job: Mapping[str, Any], ended: datetime) -> int:
 
     Not idempotent on its own: call it once per attempt, inside the transaction of the
     conditional state change that ended the attempt and only when that change won (as
-    ``scheduler.services.transition`` does). Two queries whatever the hours spanned:
+    ``scheduler.jobs.transitions.transition`` does). Two queries whatever the hours spanned:
     create the missing rows, then add to all of them in one ``UPDATE`` (a ``CASE`` picks
     each hour's share; the full hours between the first and last share one value).
     """

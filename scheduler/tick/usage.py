@@ -1,6 +1,6 @@
 """Usage accounting for fair-share: charge what ran since the last tick, decay the rest.
 
-Runs inside the tick's transaction, under its lock: the usage rows and
+:func:`update_usage` runs inside the tick's transaction, under its lock: the usage rows and
 ``TickState.usage_as_of`` move together, so a crash mid-tick charges nothing twice
 and loses nothing (the next tick charges from the old ``usage_as_of``).
 """
@@ -8,28 +8,30 @@ and loses nothing (the next tick charges from the old ``usage_as_of``).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 
 from portal.models import Account, Qos
 from scheduler.choices import ACTIVE_STATES
-from scheduler.core.fairshare import UsageInterval, UsageKey, UsagePolicy, charge, decay_usage_map
+from scheduler.core.fairshare import UsageInterval, UsageKey, UsagePolicy, charge, decay_usage, decay_usage_map
 from scheduler.core.types import NodeView
+from scheduler.jobs import allocations
 from scheduler.models import Job, TickState, Usage
-from scheduler.snapshot import allocations_from_json
 
 
-def usage_policy(half_life_days: float, sharing_overhead: float = 0.0) -> UsagePolicy:
-    """The usage rules: the half-life, each GPU model's billing weight
-    (``SCHEDULER_BILLING_WEIGHTS``), each QOS's usage factor from the database, and the
-    overhead charged on shared GPUs."""
+def usage_policy(
+    half_life_days: float, sharing_overhead: float = 0.0, billing_weights: Mapping[str, float] | None = None
+) -> UsagePolicy:
+    """The usage rules: the half-life, each GPU model's billing weight (the tick passes
+    ``SchedulerConfig.billing_weights``), each QOS's usage factor from the database, and
+    the overhead charged on shared GPUs."""
     factors = {name: float(f) for name, f in Qos.objects.values_list("name", "usage_factor")}
     return UsagePolicy(
         half_life=timedelta(days=half_life_days),
-        billing_weights=settings.SCHEDULER_BILLING_WEIGHTS,
+        billing_weights=dict(billing_weights or {}),
         qos_usage_factors=factors,
         sharing_overhead=sharing_overhead,
     )
@@ -49,7 +51,7 @@ def intervals_since(since: datetime, nodes: tuple[NodeView, ...], policy: UsageP
         if started_at is None:  # excluded by the query; keeps the types honest
             continue
         per_model: dict[str, float] = defaultdict(float)
-        for allocation in allocations_from_json(row["allocations"] or []):
+        for allocation in allocations.decode(row["allocations"]):
             each = policy.gpus_held(allocation) / max(len(allocation.gpu_indices), 1)
             for index in allocation.gpu_indices:
                 per_model[models.get((allocation.node, index), "")] += each
@@ -101,3 +103,14 @@ def _save(usage: dict[UsageKey, float], now: datetime) -> None:
     Usage.objects.bulk_create(
         rows, update_conflicts=True, unique_fields=["account", "user"], update_fields=["gpu_seconds", "as_of"]
     )
+
+
+def current_usage(now: datetime, half_life_days: float) -> dict[UsageKey, float]:
+    """Stored usage, each row decayed from when it was written to ``now``. Reads only."""
+    half_life = timedelta(days=half_life_days)
+    return {
+        (account, user): decay_usage(value, as_of, max(now, as_of), half_life)
+        for account, user, value, as_of in Usage.objects.values_list(
+            "account__name", "user__username", "gpu_seconds", "as_of"
+        )
+    }

@@ -13,7 +13,7 @@ from django.db.models import Count, Max, Sum
 
 from scheduler.core.types import GpuView, PendingJob
 from scheduler.models import Gpu, Node
-from scheduler.snapshot import load_nodes
+from scheduler.tick.snapshot import load_hardware
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,9 @@ def _fingerprint() -> tuple[object, ...]:
 
 
 def load_inventory() -> Inventory:
-    """All nodes of enabled clusters, whatever their state (a drained node comes back).
+    """All nodes of enabled clusters, whatever their state (a drained node comes back),
+    with all their GPUs, whatever their health (an XID hold or a hot GPU passes): the
+    question is whether the hardware could ever hold a request, not whether it can now.
 
     Every job submission validates against the inventory, and reading every GPU row
     per request dominated submit latency on a 1,000-node cluster; the inventory is
@@ -115,5 +117,5 @@ def load_inventory() -> Inventory:
     global _cache
     key = _fingerprint()
     if _cache is None or _cache[0] != key:
-        _cache = (key, Inventory([(n.cluster, n.cpus, n.memory_mib, n.gpus, n.name) for n in load_nodes()]))
+        _cache = (key, Inventory([(n.cluster, n.cpus, n.memory_mib, n.gpus, n.name) for n in load_hardware()]))
     return _cache[1]

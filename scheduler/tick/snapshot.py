@@ -12,23 +12,17 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from monitoring.gpu_health import unhealthy_gpu_ids
 from portal.models import Account, Membership, Qos, Quota
 from scheduler.choices import ACTIVE_STATES, JobState, NodeState
 from scheduler.core.fairshare import AccountNode, FairShareTree, UserAssociation
-from scheduler.core.types import (
-    Allocation,
-    GpuView,
-    Limits,
-    NodeView,
-    PendingJob,
-    Policy,
-    RunningJob,
-    Snapshot,
-    parse_compute_capability,
-)
+from scheduler.core.types import GpuView, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
+from scheduler.jobs import allocations
+from scheduler.jobs.request import PENDING_VALUES, compute_capability, gpu_model_label, pending_from_values
 from scheduler.models import Cluster, Gpu, Job, Node
 
 log = logging.getLogger(__name__)
@@ -45,28 +39,23 @@ class LoadedSnapshot:
     borrowed: frozenset[int] = frozenset()
 
 
-def gpu_model_label(model: str, mig_profile: str) -> str:
-    """The model name a job asks for: MIG slices are ``<model>/<profile>``."""
-    return f"{model}/{mig_profile}" if mig_profile else model
-
-
-def _cc(text: str) -> tuple[int, int]:
-    try:
-        return parse_compute_capability(text)
-    except ValueError:
-        return (0, 0)
-
-
 def load_nodes() -> tuple[NodeView, ...]:
-    """Nodes of enabled clusters with their allocatable GPUs.
+    """Nodes of enabled clusters with their allocatable GPUs, as the tick places on them now.
 
     A GPU split into MIG slices is not allocatable itself; its slices are. A GPU whose
-    monitored health says so (``monitoring.services.unhealthy_gpu_ids``: too hot,
-    throttling, a recent XID) is marked unhealthy, and so are the slices of such a GPU.
+    monitored health says so (``monitoring.gpu_health``: too hot, throttling, a recent
+    XID) is marked unhealthy, and so are the slices of such a GPU.
     """
-    from monitoring.services import unhealthy_gpu_ids  # monitoring imports the scheduler
+    return _node_views(unhealthy_gpu_ids())
 
-    unhealthy = unhealthy_gpu_ids()
+
+def load_hardware() -> tuple[NodeView, ...]:
+    """The same nodes with every GPU healthy: what the hardware could ever offer (health
+    passes; a submit-time check asks this, never :func:`load_nodes`)."""
+    return _node_views(frozenset())
+
+
+def _node_views(unhealthy: AbstractSet[int]) -> tuple[NodeView, ...]:
     gpu_rows = list(
         Gpu.objects.filter(node__cluster__enabled=True).values(
             "id", "node_id", "index", "model", "memory_mib", "compute_capability", "mig_profile", "parent_id", "shared"
@@ -82,7 +71,7 @@ def load_nodes() -> tuple[NodeView, ...]:
                 index=row["index"],
                 model=gpu_model_label(row["model"], row["mig_profile"]),
                 memory_mib=row["memory_mib"],
-                compute_capability=_cc(row["compute_capability"]),
+                compute_capability=compute_capability(row["compute_capability"]),
                 shared=row["shared"],
                 healthy=row["id"] not in unhealthy and row["parent_id"] not in unhealthy,
             )
@@ -104,63 +93,6 @@ def load_nodes() -> tuple[NodeView, ...]:
     )
 
 
-def held_gpus() -> set[tuple[str, int]]:
-    """(node name, GPU index) of every GPU a dispatched or running job holds, whole or a
-    share of it: what the pages, ``/metrics`` and the simulated collector call busy. One
-    query."""
-    held: set[tuple[str, int]] = set()
-    for allocations in Job.objects.filter(state__in=ACTIVE_STATES).values_list("allocations", flat=True):
-        for a in allocations_from_json(allocations or []):
-            held.update((a.node, i) for i in a.gpu_indices)
-    return held
-
-
-def allocations_from_json(data: list[dict[str, Any]]) -> tuple[Allocation, ...]:
-    return tuple(
-        Allocation(
-            node=str(item["node"]),
-            gpu_indices=tuple(int(i) for i in item.get("gpu_indices", []) or []),
-            cpus=int(item.get("cpus", 0) or 0),
-            memory_mib=int(item.get("memory_mib", 0) or 0),
-            gpu_share=float(item.get("gpu_share", 0.0) or 0.0),
-            gpu_memory_mib=int(item.get("gpu_memory_mib", 0) or 0),
-        )
-        for item in data
-    )
-
-
-def allocations_to_json(allocations: tuple[Allocation, ...]) -> list[dict[str, object]]:
-    """Allocations as stored on the job; share fields only on a fractional job's."""
-    return [
-        {"node": a.node, "gpu_indices": list(a.gpu_indices), "cpus": a.cpus, "memory_mib": a.memory_mib}
-        | ({"gpu_share": a.gpu_share, "gpu_memory_mib": a.gpu_memory_mib} if a.gpu_share else {})
-        for a in allocations
-    ]
-
-
-#: What a pending job's core view is built from.
-_PENDING_FIELDS = (
-    "id",
-    "submitted_at",
-    "nodes",
-    "gpus_per_node",
-    "cpus_per_node",
-    "memory_mib_per_node",
-    "gpu_model",
-    "min_gpu_memory_mib",
-    "min_compute_capability",
-    "walltime_seconds",
-    "account__name",
-    "owner__username",
-    "qos__name",
-    "nice",
-    "dependencies",
-    "gpu_share",
-    "gpu_memory_mib_share",
-    "node_labels",
-)
-
-
 def load_snapshot() -> LoadedSnapshot:
     """Read nodes, active and pending jobs in bulk and convert them to core types."""
     nodes = load_nodes()
@@ -180,7 +112,7 @@ def load_snapshot() -> LoadedSnapshot:
     running = tuple(
         RunningJob(
             id=row["id"],
-            allocations=allocations_from_json(row["allocations"] or []),
+            allocations=allocations.decode(row["allocations"]),
             started_at=row["started_at"] or row["dispatched_at"],
             walltime_seconds=row["walltime_seconds"],
             account=row["account__name"],
@@ -192,10 +124,8 @@ def load_snapshot() -> LoadedSnapshot:
     pending: list[PendingJob] = []
     reasons: dict[int, str] = {}
     blockers: dict[int, list[dict[str, Any]]] = {}
-    for row in Job.objects.filter(state=JobState.PENDING).values(
-        *_PENDING_FIELDS, "pending_reason", "pending_blockers"
-    ):
-        pending.append(_pending_from_values(row))
+    for row in Job.objects.filter(state=JobState.PENDING).values(*PENDING_VALUES, "pending_reason", "pending_blockers"):
+        pending.append(pending_from_values(row))
         reasons[row["id"]] = row["pending_reason"]
         blockers[row["id"]] = row["pending_blockers"]
     dependency_states = load_dependency_states(pending)
@@ -223,47 +153,10 @@ def load_snapshot() -> LoadedSnapshot:
     return LoadedSnapshot(snapshot, reasons, blockers, frozenset(row["id"] for row in active if row["borrowed"]))
 
 
-def _pending_from_values(row: dict[str, Any]) -> PendingJob:
-    cc = row["min_compute_capability"]
-    return PendingJob(
-        id=row["id"],
-        submitted_at=row["submitted_at"],
-        nodes=row["nodes"],
-        gpus_per_node=row["gpus_per_node"],
-        cpus_per_node=row["cpus_per_node"],
-        memory_mib_per_node=row["memory_mib_per_node"],
-        gpu_model=row["gpu_model"],
-        min_gpu_memory_mib=row["min_gpu_memory_mib"],
-        min_compute_capability=_cc(cc) if cc else None,
-        walltime_seconds=row["walltime_seconds"],
-        account=row["account__name"],
-        user=row["owner__username"],
-        qos=row["qos__name"] or "",
-        nice=row["nice"],
-        dependencies=tuple((str(d["type"]), int(d["job"])) for d in row["dependencies"] or []),
-        gpu_share=row["gpu_share"],
-        gpu_memory_mib_share=row["gpu_memory_mib_share"],
-        node_labels=tuple(sorted((str(k), str(v)) for k, v in (row["node_labels"] or {}).items())),
-    )
-
-
 def load_dependency_states(jobs: Iterable[PendingJob]) -> dict[int, str]:
     """Job id -> state of every job that one of ``jobs`` depends on (no query if none does)."""
     depends_on = {job_id for job in jobs for _, job_id in job.dependencies}
     return dict(Job.objects.filter(pk__in=depends_on).values_list("id", "state")) if depends_on else {}
-
-
-def pending_job(job: Job) -> PendingJob:
-    """One job as the core sees a pending job: for reports on a single job, and for a
-    job not yet submitted (an unsaved ``Job``; see ``scheduler.estimates.what_if``)."""
-    return _pending_from_values(
-        {
-            **{f: getattr(job, f) for f in _PENDING_FIELDS if "__" not in f},
-            "account__name": job.account.name,
-            "owner__username": job.owner.get_username(),
-            "qos__name": job.qos.name if job.qos else "",
-        }
-    )
 
 
 def load_fairshare_tree() -> FairShareTree | None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.choices import ACTIVE_STATES, NodeState
+from scheduler.jobs.allocations import decode
+from scheduler.jobs.request import gpu_model_label
 from scheduler.models import Gpu, Job, Node
-from scheduler.snapshot import gpu_model_label
 
 #: One allocatable GPU: (id, node name, index on the node, the model a job asks for
 #: (``model/profile`` for a MIG slice), (job id, account name) of the active job holding
@@ -72,8 +73,8 @@ def _holders() -> dict[str, dict[int, tuple[int, str]]]:
     active = Job.objects.filter(state__in=ACTIVE_STATES).values_list("id", "account__name", "allocations")
     for job_id, account, allocations in active:
         holder = (job_id, account)
-        for item in allocations or []:
-            on_node = holders.setdefault(str(item.get("node")), {})
-            for index in item.get("gpu_indices") or []:
-                on_node[int(index)] = holder
+        for allocation in decode(allocations):
+            on_node = holders.setdefault(allocation.node, {})
+            for index in allocation.gpu_indices:
+                on_node[index] = holder
     return holders

@@ -1,7 +1,7 @@
 """Start-time estimates: stored for every pending job, and asked for a job not yet submitted.
 
 Both plan the whole queue with the tick's own policy and inputs
-(:func:`scheduler.reports.planning_snapshot`) through the core's ``estimate_starts``:
+(:func:`planning_snapshot`) through the core's ``estimate_starts``:
 nothing new arrives and every job runs to its walltime limit, so an estimate is a
 latest start, as ``squeue --start`` gives.
 
@@ -26,17 +26,19 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.models import Account, Qos
-from scheduler import services
 from scheduler.bulk import update_rows
 from scheduler.choices import JobState
+from scheduler.config import SchedulerConfig, current_config
 from scheduler.core.cycle import schedule
 from scheduler.core.estimate import estimate_starts
 from scheduler.core.priority import PriorityBreakdown
-from scheduler.core.types import PendingReason
+from scheduler.core.types import PendingReason, Snapshot
+from scheduler.jobs.blockers import blockers_to_json
+from scheduler.jobs.request import pending_job
+from scheduler.jobs.submit import quota_refusals
 from scheduler.models import Job
-from scheduler.reports import planning_snapshot
-from scheduler.snapshot import load_dependency_states, pending_job
-from scheduler.waiting import blockers_to_json
+from scheduler.tick.snapshot import load_dependency_states, load_snapshot, with_policy_inputs
+from scheduler.tick.usage import current_usage
 
 #: The id the hypothetical job of a what-if has: no stored job has it (ids count up
 #: from 1), and it loses every tie on submit time, as the next job submitted would.
@@ -89,7 +91,7 @@ class WhatIf:
 def what_if(*, owner: Any, account: Account, qos: Qos | None, now: datetime | None = None, **fields: Any) -> WhatIf:
     """When a job with these fields, submitted by ``owner`` now, would start. Writes nothing.
 
-    Takes what :func:`scheduler.services.submit_job` takes (the API validates both with
+    Takes what :func:`scheduler.jobs.submit.submit_job` takes (the API validates both with
     the same serializer) and raises the ``ValidationError`` (field -> message) it would
     raise when a quota refuses the job.
 
@@ -101,12 +103,13 @@ def what_if(*, owner: Any, account: Account, qos: Qos | None, now: datetime | No
        estimate (when it starts at the latest).
     """
     now = now or timezone.now()
-    refusals = services.quota_refusals(owner, account, int(fields["walltime_seconds"]))
+    refusals = quota_refusals(owner, account, int(fields["walltime_seconds"]))
     if refusals:
         raise ValidationError(refusals)
     job = pending_job(Job(id=WHAT_IF_ID, owner=owner, account=account, qos=qos, submitted_at=now, **fields))
-    policy = services.current_policy()
-    planned = planning_snapshot(now, policy)
+    config = current_config()
+    policy = config.policy
+    planned = planning_snapshot(now, config)
     snapshot = replace(
         planned,
         pending=(*planned.pending, job),
@@ -164,8 +167,9 @@ def refresh_estimates(now: datetime | None = None) -> int:
        left the queue, or wait on a dependency, a quota or hardware.
     """
     now = now or timezone.now()
-    policy = services.current_policy()
-    estimates = estimate_starts(planning_snapshot(now, policy), policy, now)
+    config = current_config()
+    policy = config.policy
+    estimates = estimate_starts(planning_snapshot(now, config), policy, now)
     written = 0
     with transaction.atomic():
         stored = dict(Job.objects.filter(estimated_start_at__isnull=False).values_list("id", "estimated_start_at"))
@@ -186,3 +190,11 @@ T = TypeVar("T")
 
 def _batches(items: Sequence[T]) -> list[Sequence[T]]:
     return [items[i : i + BATCH] for i in range(0, len(items), BATCH)]
+
+
+def planning_snapshot(now: datetime, config: SchedulerConfig) -> Snapshot:
+    """The world as the tick would plan it at ``now``: the loaded snapshot plus the
+    policy's inputs, with usage read (decayed to ``now``), not charged."""
+    return with_policy_inputs(
+        load_snapshot().snapshot, config.policy, lambda: current_usage(now, config.usage_half_life_days)
+    )

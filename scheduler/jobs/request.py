@@ -1,0 +1,99 @@
+"""THE one list of request fields, and a job's request as the core's ``PendingJob``.
+
+A request field is what a submitter says about the resources and conditions of a job.
+The snapshot, the API serializer, the web form, "resubmit as copy" and the submit-time
+feasibility check all read :data:`REQUEST_FIELDS`, so a field added here reaches every
+one of them (a test checks that every request field of ``PendingJob`` is listed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.core.types import PendingJob, parse_compute_capability
+from scheduler.models import Job
+
+#: The ``Job`` fields that make up a request, each also a ``PendingJob`` field.
+REQUEST_FIELDS: tuple[str, ...] = (
+    "nodes",
+    "gpus_per_node",
+    "cpus_per_node",
+    "memory_mib_per_node",
+    "gpu_model",
+    "min_gpu_memory_mib",
+    "min_compute_capability",
+    "walltime_seconds",
+    "nice",
+    "dependencies",
+    "gpu_share",
+    "gpu_memory_mib_share",
+    "node_labels",
+)
+
+#: What a pending job's core view is read from (``values()`` names).
+PENDING_VALUES: tuple[str, ...] = (
+    "id",
+    "submitted_at",
+    *REQUEST_FIELDS,
+    "account__name",
+    "owner__username",
+    "qos__name",
+)
+
+
+def gpu_model_label(model: str, mig_profile: str) -> str:
+    """The model name a job asks for: MIG slices are ``<model>/<profile>``."""
+    return f"{model}/{mig_profile}" if mig_profile else model
+
+
+def compute_capability(text: str) -> tuple[int, int]:
+    """A stored compute capability (``"9.0"``); ``(0, 0)`` for one that does not parse."""
+    try:
+        return parse_compute_capability(text)
+    except ValueError:
+        return (0, 0)
+
+
+def pending_from_values(row: dict[str, Any]) -> PendingJob:
+    """The core's view of one job from its :data:`PENDING_VALUES`."""
+    cc = row["min_compute_capability"]
+    return PendingJob(
+        id=row["id"],
+        submitted_at=row["submitted_at"],
+        nodes=row["nodes"],
+        gpus_per_node=row["gpus_per_node"],
+        cpus_per_node=row["cpus_per_node"],
+        memory_mib_per_node=row["memory_mib_per_node"],
+        gpu_model=row["gpu_model"],
+        min_gpu_memory_mib=row["min_gpu_memory_mib"],
+        min_compute_capability=compute_capability(cc) if cc else None,
+        walltime_seconds=row["walltime_seconds"],
+        account=row["account__name"],
+        user=row["owner__username"],
+        qos=row["qos__name"] or "",
+        nice=row["nice"],
+        dependencies=tuple((str(d["type"]), int(d["job"])) for d in row["dependencies"] or []),
+        gpu_share=row["gpu_share"],
+        gpu_memory_mib_share=row["gpu_memory_mib_share"],
+        node_labels=tuple(sorted((str(k), str(v)) for k, v in (row["node_labels"] or {}).items())),
+    )
+
+
+def pending_job(job: Job) -> PendingJob:
+    """One job as the core sees a pending job: for reports on a single job, and for a
+    job not yet submitted (an unsaved ``Job``; see ``scheduler.tick.estimates.what_if``)."""
+    return pending_from_values(
+        {
+            "id": job.id,
+            "submitted_at": job.submitted_at,
+            **{f: getattr(job, f) for f in REQUEST_FIELDS},
+            "account__name": job.account.name,
+            "owner__username": job.owner.get_username(),
+            "qos__name": job.qos.name if job.qos else "",
+        }
+    )
+
+
+def request_values(job: Job) -> dict[str, Any]:
+    """The request fields of a stored job (for "resubmit as copy" and templates)."""
+    return {f: getattr(job, f) for f in REQUEST_FIELDS}

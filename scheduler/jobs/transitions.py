@@ -1,0 +1,80 @@
+"""Every move of ``Job.state``: a conditional update that reports whether it won, and
+the event that records it.
+
+Two workers (or a worker and a user clicking cancel) can never both move one job: the
+``UPDATE ... WHERE state IN (...)`` changes one row or none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler.choices import ACTIVE_STATES, EventKind
+from scheduler.jobs import hours
+from scheduler.models import Job, JobEvent
+
+
+class JobStateConflict(Exception):
+    """The job is not in a state that allows the requested action."""
+
+
+#: What a job forgets when it goes back to the queue as a new attempt.
+FRESH_ATTEMPT: dict[str, Any] = {
+    "allocations": [],
+    "cluster": None,
+    "external_id": "",
+    "exit_code": None,
+    "dispatched_at": None,
+    "started_at": None,
+    "ended_at": None,
+    "pending_reason": "",
+    "pending_blockers": [],
+    "state_reason": "",
+    "borrowed": False,
+}
+
+
+def record_event(job_id: int, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
+    JobEvent.objects.create(job_id=job_id, at=timezone.now(), kind=kind, message=message, data=data or {})
+
+
+def transition(
+    job_id: int,
+    from_states: Iterable[str],
+    to_state: str,
+    *,
+    event: str = EventKind.STATE,
+    message: str = "",
+    data: dict[str, Any] | None = None,
+    where: dict[str, Any] | None = None,
+    **fields: Any,
+) -> bool:
+    """Move one job from any of ``from_states`` to ``to_state`` if it is still there.
+
+    ``where`` pins more of what the caller saw (the attempt, the backend id), so news
+    about an old attempt never moves the job's new one. Returns ``True`` when this call
+    made the change (exactly one row updated), ``False`` when someone else moved the job
+    first. Records a ``JobEvent`` only on success.
+
+    A move out of an active state ends the running attempt: in the same transaction its
+    GPU time and wait are added to its account's hour rollups (``scheduler.jobs.hours``),
+    so an attempt is counted once, when the move that ended it wins, and never when it
+    rolls back. The row is locked and read first, as the move may clear its start time.
+    """
+    sources = list(from_states)
+    matching = Job.objects.filter(pk=job_id, state__in=sources, **(where or {}))
+    ends_attempt = to_state not in ACTIVE_STATES and not ACTIVE_STATES.isdisjoint(sources)
+    with transaction.atomic():
+        before = matching.select_for_update().values(*hours.ATTEMPT_FIELDS).first() if ends_attempt else None
+        if ends_attempt and before is None:
+            return False
+        changed = matching.update(state=to_state, **fields)
+        if changed:
+            record_event(job_id, event, message or f"-> {to_state}", {"to": to_state, **(data or {})})
+            if before is not None and before["state"] in ACTIVE_STATES:
+                hours.record_attempt(before, fields.get("ended_at") or timezone.now())
+    return changed == 1

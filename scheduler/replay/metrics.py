@@ -1,0 +1,157 @@
+"""What a replay measured: per-job waits and slowdowns, fairness, utilization, and the bounds no policy beats."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from scheduler.replay.simulator import Replay
+from scheduler.replay.trace import SimulationError, TraceJob
+
+# --- Metrics --------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) with linear interpolation (numpy's default)."""
+    if not values:
+        raise SimulationError("percentile of no values")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def jain_index(values: Iterable[float]) -> float:
+    """Jain's fairness index ``(sum x)^2 / (n * sum x^2)``: 1 when all equal, 1/n at worst.
+
+    An empty or all-zero input is perfectly fair (1.0).
+    """
+    xs = list(values)
+    square_sum = sum(x * x for x in xs)
+    if not xs or square_sum == 0:
+        return 1.0
+    return sum(xs) ** 2 / (len(xs) * square_sum)
+
+
+def _unit(unit: str) -> dict[str, str]:
+    return {"unit": unit}
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """Quality of one replay. Each field's ``unit`` is in its dataclass metadata.
+
+    - JCT (job completion time) is ``end - submit``; queueing delay (wait) is
+      ``start - submit``. Percentiles interpolate linearly.
+    - Bounded slowdown of a job is ``max(1, (wait + run) / max(run, 10 s))``; averaged.
+    - ``makespan_s`` is from the first submission to the last end.
+    - ``utilization`` is GPU-seconds used (the trace's GPUs x run time; the idle rest
+      of a rounded-up gang's nodes is not use) over ``capacity x makespan``.
+    - ``jain_fairness`` is Jain's index over accounts of each account's average bounded
+      slowdown: 1.0 when every account waits, relative to its jobs' lengths, alike.
+      (A GPU-share-versus-demand index would be 1.0 on any replay that runs every job
+      to completion, so it would not tell policies apart.)
+    - ``unplaceable`` jobs (bigger than the cluster) are not in any other figure.
+    - ``preemptions`` counts evictions; ``lost_gpu_s`` the GPU-seconds the evicted runs
+      had done (redone by the requeued run). A record's start is that of its last run.
+    """
+
+    jobs: int = field(metadata=_unit("jobs"))
+    timeouts: int = field(metadata=_unit("jobs"))
+    unplaceable: int = field(metadata=_unit("jobs"))
+    avg_jct_s: float = field(metadata=_unit("s"))
+    median_jct_s: float = field(metadata=_unit("s"))
+    p95_jct_s: float = field(metadata=_unit("s"))
+    p99_jct_s: float = field(metadata=_unit("s"))
+    avg_wait_s: float = field(metadata=_unit("s"))
+    median_wait_s: float = field(metadata=_unit("s"))
+    p95_wait_s: float = field(metadata=_unit("s"))
+    p99_wait_s: float = field(metadata=_unit("s"))
+    max_wait_s: float = field(metadata=_unit("s"))
+    avg_bounded_slowdown: float = field(metadata=_unit("ratio"))
+    makespan_s: float = field(metadata=_unit("s"))
+    utilization: float = field(metadata=_unit("ratio"))
+    jain_fairness: float = field(metadata=_unit("ratio"))
+    preemptions: int = field(default=0, metadata=_unit("evictions"))
+    lost_gpu_s: float = field(default=0.0, metadata=_unit("GPU-s"))
+
+
+def measure(result: Replay) -> Metrics:
+    """The :class:`Metrics` of a replay. Raises :class:`SimulationError` if no job ran."""
+    records = result.records
+    if not records:
+        raise SimulationError("no job was replayed: nothing to measure")
+    jcts = [float(r.jct_s) for r in records]
+    waits = [float(r.wait_s) for r in records]
+    slowdowns = [r.bounded_slowdown for r in records]
+    first_submit = min(r.job.submit_s for r in records)
+    makespan = max(r.end_s for r in records) - first_submit
+    gpu_seconds = sum(r.job.gpus * r.run_s for r in records)
+    by_account: dict[str, list[float]] = {}
+    for record, slowdown in zip(records, slowdowns, strict=True):
+        by_account.setdefault(record.job.account, []).append(slowdown)
+    return Metrics(
+        jobs=len(records),
+        timeouts=sum(1 for r in records if r.timed_out),
+        unplaceable=len(result.unplaceable),
+        avg_jct_s=statistics.fmean(jcts),
+        median_jct_s=percentile(jcts, 50),
+        p95_jct_s=percentile(jcts, 95),
+        p99_jct_s=percentile(jcts, 99),
+        avg_wait_s=statistics.fmean(waits),
+        median_wait_s=percentile(waits, 50),
+        p95_wait_s=percentile(waits, 95),
+        p99_wait_s=percentile(waits, 99),
+        max_wait_s=max(waits),
+        avg_bounded_slowdown=statistics.fmean(slowdowns),
+        makespan_s=float(makespan),
+        utilization=gpu_seconds / (result.capacity_gpus * makespan) if makespan > 0 else 1.0,
+        jain_fairness=jain_index(statistics.fmean(s) for s in by_account.values()),
+        preemptions=result.preemptions,
+        lost_gpu_s=float(result.lost_gpu_s),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """What no policy can beat on this trace and cluster (computed from the trace alone).
+
+    - ``offered_load``: demand GPU-seconds / (capacity x submission span).
+    - ``utilization_bound``: demand / (capacity x the shortest possible makespan), that
+      makespan being at least the latest ``submit + duration`` and at least
+      ``demand / capacity`` (both from the first submission). This is the upper bound
+      for :attr:`Metrics.utilization`, which is measured over the makespan; the offered
+      load is not a bound when the work spills past the submission window.
+    - ``jct_lower_bound_s``: the mean duration (every job starting at once).
+
+    Demand is ``gpus x duration`` as the trace states it (no walltime kill, no
+    rounding to whole nodes), over every selected job, unplaceable ones included.
+    """
+
+    jobs: int = field(metadata=_unit("jobs"))
+    demand_gpu_s: float = field(metadata=_unit("GPU-s"))
+    offered_load: float = field(metadata=_unit("ratio"))
+    utilization_bound: float = field(metadata=_unit("ratio"))
+    jct_lower_bound_s: float = field(metadata=_unit("s"))
+
+
+def bounds(trace: Sequence[TraceJob], capacity_gpus: int) -> Bounds:
+    """The :class:`Bounds` of ``trace`` on ``capacity_gpus`` GPUs."""
+    if not trace:
+        raise SimulationError("an empty trace has no bounds")
+    if capacity_gpus < 1:
+        raise SimulationError(f"capacity must be >= 1 GPU, got {capacity_gpus}")
+    demand = float(sum(j.gpus * j.duration_s for j in trace))
+    first = min(j.submit_s for j in trace)
+    span = max(j.submit_s for j in trace) - first
+    shortest_makespan = max(max(j.submit_s + j.duration_s for j in trace) - first, demand / capacity_gpus)
+    return Bounds(
+        jobs=len(trace),
+        demand_gpu_s=demand,
+        offered_load=demand / (capacity_gpus * span) if span > 0 else math.inf,
+        utilization_bound=demand / (capacity_gpus * shortest_makespan) if shortest_makespan > 0 else 1.0,
+        jct_lower_bound_s=statistics.fmean(j.duration_s for j in trace),
+    )

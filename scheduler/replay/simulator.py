@@ -1,0 +1,278 @@
+"""The replay loop: a trace through the real ``schedule()``, cycle by cycle."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from scheduler.core.carry import Carry
+from scheduler.core.cycle import schedule
+from scheduler.core.fairshare import AccountNode, FairShareTree, UsageInterval, UsagePolicy, charge, decay_usage_map
+from scheduler.core.placement import IdleCluster
+from scheduler.core.priority import PriorityWeights
+from scheduler.core.types import Allocation, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
+from scheduler.replay.trace import EPOCH, SimulationError, TraceJob, request_for
+
+#: Policies by name: strict-order FIFO, FIFO with EASY backfill, multifactor priority
+#: with Fair Tree fair-share (each trace account one association, equal shares) plus
+#: backfill, and the same with guarantees that are reclaimed by preemption (see
+#: :data:`GUARANTEED`); all with pack placement. Replays need no blockers, so
+#: ``explain`` is off.
+POLICIES: dict[str, Policy] = {
+    "fifo": Policy(explain=False),
+    "fifo-backfill": Policy(backfill=True, explain=False),
+    "fairshare-backfill": Policy(backfill=True, priority=PriorityWeights(), explain=False),
+    "fairshare-backfill-preempt": Policy(backfill=True, priority=PriorityWeights(), explain=False, reclaim=True),
+}
+
+#: Policies replayed with guarantees (see :func:`guarantees_for`): accounts borrow idle
+#: GPUs beyond them and reclaim them by preemption, as Philly's virtual clusters did
+#: with their quotas.
+GUARANTEED = frozenset({"fairshare-backfill-preempt"})
+
+#: How often (simulated seconds) fair-share usage is brought up to date, as Slurm's
+#: ``PriorityCalcPeriod`` (5 minutes by default).
+USAGE_PERIOD_S = 300
+
+
+def policy_named(name: str) -> Policy:
+    """The registered policy ``name``. Raises :class:`SimulationError` listing the known ones."""
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise SimulationError(f"unknown policy {name!r}; known policies: {', '.join(sorted(POLICIES))}") from None
+
+
+#: Bounded slowdown treats runs shorter than this as this long (the usual 10 s).
+SLOWDOWN_FLOOR_S = 10
+
+
+# --- Replay ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """What happened to one replayed job. Times are seconds on the trace's clock."""
+
+    job: TraceJob
+    start_s: int
+    end_s: int
+    allocations: tuple[Allocation, ...]
+
+    @property
+    def wait_s(self) -> int:
+        return self.start_s - self.job.submit_s
+
+    @property
+    def run_s(self) -> int:
+        return self.end_s - self.start_s
+
+    @property
+    def jct_s(self) -> int:
+        return self.end_s - self.job.submit_s
+
+    @property
+    def gpus_held(self) -> int:
+        return sum(len(a.gpu_indices) for a in self.allocations)
+
+    @property
+    def timed_out(self) -> bool:
+        return self.job.times_out
+
+    @property
+    def bounded_slowdown(self) -> float:
+        return max(1.0, self.jct_s / max(self.run_s, SLOWDOWN_FLOOR_S))
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The outcome of one replay: a record per replayed job, in submission order."""
+
+    records: tuple[JobRecord, ...]
+    unplaceable: tuple[TraceJob, ...]
+    capacity_gpus: int
+    cycles: int
+    #: Evictions applied (a job evicted twice counts twice) and the GPU-seconds the
+    #: evicted runs had done, which their requeued runs do again.
+    preemptions: int = 0
+    lost_gpu_s: int = 0
+
+
+def guarantees_for(trace: Sequence[TraceJob], capacity_gpus: int) -> dict[str, Limits]:
+    """Each trace account's guaranteed GPUs: its share of the trace's GPU-seconds times
+    the cluster's GPUs, rounded down (so the guarantees never add up to more than the
+    cluster). A documented, deterministic rule: a trace carries no quotas."""
+    demand: dict[str, float] = {}
+    for job in trace:
+        demand[job.account] = demand.get(job.account, 0.0) + job.gpus * job.duration_s
+    total = sum(demand.values()) or 1.0
+    return {a: Limits(guaranteed_gpus=int(capacity_gpus * d / total)) for a, d in sorted(demand.items())}
+
+
+def replay(
+    trace: Sequence[TraceJob],
+    cluster: Sequence[NodeView],
+    policy: Policy,
+    guarantees: Mapping[str, Limits] | None = None,
+) -> Replay:
+    """Replay ``trace`` on ``cluster`` under ``policy``, calling the real ``schedule()``.
+
+    Steps:
+    1. Order jobs by submit time, keeping row order for ties; shape each request
+       (rule 2) with ``G`` = the largest GPU count of a node; set aside the jobs no
+       idle cluster could hold (``unplaceable``).
+    2. Take the next event time ``t``: the earliest pending submission or end.
+    3. Release every job ending at ``t``; queue every job submitted at ``t``.
+    4. If any job is pending, build the snapshot and call ``schedule()`` with
+       ``now = EPOCH + t``; start what it says: the job holds its allocations from
+       ``t`` to ``t + min(duration, walltime)``.
+    5. Apply the cycle's evictions (with ``guarantees``, reclaims of borrowed GPUs)
+       before its starts: a victim stops holding its GPUs
+       at ``t``, goes back to pending with its original submission (a requeue) and will
+       run its whole duration again; the GPU-seconds it had run are counted as lost.
+    6. Repeat from 2 until no event is left.
+
+    Running and pending jobs live in insertion-ordered dicts, so each snapshot costs
+    O(running + pending) and no queue is rebuilt from the trace.
+
+    Raises :class:`SimulationError` if the policy starts an unknown or already started
+    job, or leaves jobs pending when no event can ever wake it again (a policy bug).
+    """
+    nodes = tuple(cluster)
+    if not nodes:
+        raise SimulationError("the cluster has no nodes")
+    gpus_per_node = max(len(n.gpus) for n in nodes)
+    parents: dict[str, str | None] = {account: None for account in guarantees or {}}
+    idle = IdleCluster(nodes)
+    carry = Carry()  # consecutive cycles share their books
+
+    # 1. Submission order; the simulator's ids are positions in it.
+    ordered = sorted(trace, key=lambda j: j.submit_s)  # stable: row order breaks ties
+    jobs: list[TraceJob] = []
+    requests: list[PendingJob] = []
+    unplaceable: list[TraceJob] = []
+    for job in ordered:
+        request = request_for(job, gpus_per_node, sim_id=len(jobs))
+        if idle.fits(request):
+            jobs.append(job)
+            requests.append(request)
+        else:
+            unplaceable.append(job)
+
+    usage = _UsageBook(jobs) if policy.priority is not None else None
+    starts: list[int] = [-1] * len(jobs)
+    allocations: list[tuple[Allocation, ...]] = [()] * len(jobs)
+    pending: dict[int, PendingJob] = {}
+    running: dict[int, RunningJob] = {}
+    ends: list[tuple[int, int]] = []  # heap of (end_s, sim id); an evicted run's entry is stale
+    end_of: dict[int, int] = {}  # sim id -> end of its current run
+    next_submit = 0
+    cycles = 0
+    preemptions = lost_gpu_s = 0
+
+    while next_submit < len(jobs) or ends:
+        # 2.
+        t = ends[0][0] if ends else jobs[next_submit].submit_s
+        if next_submit < len(jobs):
+            t = min(t, jobs[next_submit].submit_s)
+        # 3.
+        while ends and ends[0][0] == t:
+            end_s, sim_id = heapq.heappop(ends)
+            if end_of.get(sim_id) != end_s or sim_id not in running:
+                continue  # the run it ended was evicted
+            ended = running.pop(sim_id)
+            del end_of[sim_id]
+            if usage is not None:
+                usage.ended.append((ended, t))
+        while next_submit < len(jobs) and jobs[next_submit].submit_s == t:
+            pending[next_submit] = requests[next_submit]
+            next_submit += 1
+        if not pending:
+            continue
+        # 4.
+        now = EPOCH + timedelta(seconds=t)
+        snapshot = Snapshot(
+            nodes,
+            tuple(running.values()),
+            tuple(pending.values()),
+            account_limits=guarantees or {},
+            account_parents=parents,
+            carry=carry,
+        )
+        if usage is not None:
+            snapshot = replace(snapshot, fairshare_tree=usage.tree, usage=usage.as_of(t, running.values()))
+        decisions = schedule(snapshot, policy, now)
+        cycles += 1
+        for eviction in decisions.evictions:
+            victim = running.pop(eviction.victim_id, None)
+            if victim is None:
+                raise SimulationError(f"policy evicted job {eviction.victim_id}, which is not running at t={t}")
+            del end_of[eviction.victim_id]
+            if usage is not None:
+                usage.ended.append((victim, t))
+            preemptions += 1
+            lost_gpu_s += (t - starts[eviction.victim_id]) * victim.gpus
+            starts[eviction.victim_id] = -1
+            pending[eviction.victim_id] = requests[eviction.victim_id]
+        for start in decisions.starts:
+            if pending.pop(start.job_id, None) is None:
+                raise SimulationError(f"policy started job {start.job_id}, which is not pending at t={t}")
+            job = jobs[start.job_id]
+            starts[start.job_id] = t
+            allocations[start.job_id] = start.allocations
+            running[start.job_id] = RunningJob(
+                id=start.job_id,
+                allocations=start.allocations,
+                started_at=now,
+                walltime_seconds=job.walltime_s,
+                account=job.account,
+                user=job.account,
+            )
+            heapq.heappush(ends, (t + job.run_s, start.job_id))
+            end_of[start.job_id] = t + job.run_s
+
+    if pending:
+        raise SimulationError(
+            f"policy left {len(pending)} job(s) pending with nothing left to happen (first: trace job "
+            f"{jobs[next(iter(pending))].id}); a policy must start a job that fits an idle cluster"
+        )
+    records = tuple(JobRecord(job, starts[i], starts[i] + job.run_s, allocations[i]) for i, job in enumerate(jobs))
+    capacity = sum(len(n.gpus) for n in nodes if n.schedulable)
+    return Replay(records, tuple(unplaceable), capacity, cycles, preemptions, lost_gpu_s)
+
+
+class _UsageBook:
+    """Fair-share usage during a replay: decayed GPU-seconds per trace account.
+
+    Brought up to date at most every ``USAGE_PERIOD_S`` simulated seconds, charging
+    running jobs and those that ended since, with the same functions as the tick.
+    """
+
+    def __init__(self, jobs: Sequence[TraceJob]) -> None:
+        accounts = sorted({j.account for j in jobs})
+        self.tree = FairShareTree.build([AccountNode(a) for a in accounts], [(a, a) for a in accounts])
+        self.policy = UsagePolicy()
+        self.usage: dict[tuple[str, str], float] = {}
+        self.updated_s: int | None = None
+        self.ended: list[tuple[RunningJob, int]] = []  # jobs that ended, and when
+
+    def as_of(self, t: int, running: Iterable[RunningJob]) -> dict[tuple[str, str], float]:
+        if self.updated_s is not None and t - self.updated_s < USAGE_PERIOD_S:
+            return self.usage
+        now = EPOCH + timedelta(seconds=t)
+        since = EPOCH + timedelta(seconds=self.updated_s) if self.updated_s is not None else None
+        if since is not None:
+            self.usage = decay_usage_map(self.usage, since, now, self.policy.half_life)
+        spans: list[tuple[RunningJob, datetime | None]] = [
+            (job, EPOCH + timedelta(seconds=end_s)) for job, end_s in self.ended
+        ]
+        spans += [(job, None) for job in running]
+        for job, end in spans:
+            if job.started_at is not None:
+                interval = UsageInterval(job.account, job.user, job.started_at, end, job.gpus)
+                self.usage = charge(self.usage, interval, now, self.policy, since)
+        self.ended.clear()
+        self.updated_s = t
+        return self.usage

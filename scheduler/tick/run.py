@@ -1,0 +1,100 @@
+"""One scheduling cycle, single-flight: lock, snapshot, decide, apply, dispatch after commit."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from scheduler.clusters.dispatch import dispatch_job
+from scheduler.config import SchedulerConfig, current_config
+from scheduler.core import schedule
+from scheduler.jobs.remote import after_commit
+from scheduler.models import TickState
+from scheduler.tick.apply import claim, evict, store_borrowed, store_waiting
+from scheduler.tick.snapshot import load_snapshot, with_policy_inputs
+from scheduler.tick.usage import update_usage, usage_policy
+
+#: Advisory lock key for the scheduling tick on PostgreSQL ("QMTICK" in ASCII).
+TICK_LOCK_KEY = 0x514D5449434B
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    ran: bool
+    started: list[int]
+    pending: int
+    duration_ms: float
+
+
+def _try_tick_lock() -> bool:
+    """Take the single-flight tick lock for the current transaction.
+
+    PostgreSQL: a transaction-scoped advisory lock; a second tick returns at once.
+    SQLite: writing the tick row takes the database write lock, which serialises
+    ticks (the second waits, then schedules on fresh state).
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [TICK_LOCK_KEY])
+            return bool(cursor.fetchone()[0])
+    _record_tick(started_at=timezone.now())
+    return True
+
+
+def _record_tick(**fields: Any) -> None:
+    """Update the single TickState row in one statement (create it the first time)."""
+    if not TickState.objects.filter(pk=1).update(**fields):
+        TickState.objects.create(pk=1, **fields)
+
+
+def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None) -> TickResult:
+    """One scheduling cycle: lock, snapshot, decide, apply, then dispatch after commit.
+
+    Steps:
+    1. Take the tick lock; if another tick holds it, return ``ran=False``.
+    2. Load the snapshot in bulk. ``now`` (unless given) is read after the snapshot, so
+       every job the cycle sees was submitted before its ``now``, and no event the tick
+       records predates the job it is about.
+    3. Charge usage up to ``now`` and call the pure core.
+    4. Evict the preempted (``apply.evict``); claim the started jobs that are still
+       PENDING and store their allocations (``apply.claim``); store pending reasons,
+       blockers and borrowing that changed.
+    5. After commit, dispatch each claimed job (Celery task or inline).
+    """
+    began = time.perf_counter()
+    config = config or current_config()
+    policy = config.policy
+    with transaction.atomic():
+        if not _try_tick_lock():
+            return TickResult(ran=False, started=[], pending=0, duration_ms=0.0)
+        loaded = load_snapshot()
+        now = now or timezone.now()
+        snapshot = with_policy_inputs(
+            loaded.snapshot,
+            policy,
+            lambda: update_usage(
+                now,
+                loaded.snapshot.nodes,
+                usage_policy(config.usage_half_life_days, policy.sharing_overhead, config.billing_weights),
+            ),
+        )
+        decisions = schedule(snapshot, policy, now)
+        evict(decisions.evictions, now, config)
+        started = claim(decisions.starts, now, decisions.borrowed)
+        store_waiting(decisions, loaded)
+        store_borrowed(decisions, loaded, started)
+        duration = (time.perf_counter() - began) * 1000
+        _record_tick(
+            finished_at=timezone.now(),
+            duration_ms=duration,
+            started_jobs=len(started),
+            pending_jobs=len(loaded.snapshot.pending),
+        )
+        for job_id in started:
+            after_commit("scheduler.dispatch_job", dispatch_job, job_id)
+    return TickResult(ran=True, started=started, pending=len(loaded.snapshot.pending), duration_ms=duration)
