@@ -249,7 +249,7 @@ def record_health(node: Node, newest: dict[int, tuple[datetime, dict[str, Any]]]
     if node.state != NodeState.UP:
         return False  # already drained or down: keep the reason an admin or backend gave
     reason = f"{health.describe_xid(xid)} on GPU {index} (monitoring)"
-    drain_node(node, reason=reason)
+    drain_node(node, reason=reason, by="monitoring")
     log.warning("drained node %s: %s", node.name, reason)
     return True
 

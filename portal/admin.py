@@ -1,6 +1,36 @@
-from django.contrib import admin
+from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin
+from django.db import transaction
+from django.db.models import Model, QuerySet
+from django.forms import BaseInlineFormSet, ModelForm
+from django.http import HttpRequest
+
+from portal import services
 from portal.models import Account, ApiToken, Membership, Qos, Quota
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    """Saves and deletes through the model's verb-first services (``save`` and ``delete``
+    in :attr:`audited_writes`), which record the audit entry, as the pages and the API do."""
+
+    audited_writes: tuple[Callable[..., Any], Callable[[Any, Any], None]]
+
+    def save_model(self, request: HttpRequest, obj: Model, form: ModelForm, change: bool) -> None:
+        save, _ = self.audited_writes
+        save(request.user, obj)  # the form has set its fields on obj already
+
+    def delete_model(self, request: HttpRequest, obj: Model) -> None:
+        _, delete = self.audited_writes
+        delete(request.user, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        with transaction.atomic():
+            for obj in queryset:
+                self.delete_model(request, obj)
 
 
 class MembershipInline(admin.TabularInline):
@@ -10,18 +40,29 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Account)
-class AccountAdmin(admin.ModelAdmin):
+class AccountAdmin(AuditedAdmin):
     list_display = ["name", "parent", "shares", "description"]
     search_fields = ["name", "description"]
     list_select_related = ["parent"]
     inlines = [MembershipInline]
+    audited_writes = (services.save_account, services.delete_account)
+
+    def save_formset(self, request: HttpRequest, form: ModelForm, formset: BaseInlineFormSet, change: bool) -> None:
+        """The members inline: each added, changed or removed membership through its service."""
+        changed = formset.save(commit=False)
+        for membership in formset.deleted_objects:
+            services.delete_membership(request.user, membership)
+        for membership in changed:
+            services.save_membership(request.user, membership)
+        formset.save_m2m()
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(AuditedAdmin):
     list_display = ["user", "account", "role"]
     list_filter = ["role", "account"]
     list_select_related = ["user", "account"]
+    audited_writes = (services.save_membership, services.delete_membership)
 
 
 @admin.register(Qos)
@@ -31,9 +72,10 @@ class QosAdmin(admin.ModelAdmin):
 
 
 @admin.register(Quota)
-class QuotaAdmin(admin.ModelAdmin):
+class QuotaAdmin(AuditedAdmin):
     list_display = ["__str__", "max_gpus", "max_running_jobs", "max_pending_jobs", "max_walltime_seconds"]
     list_select_related = ["account", "user"]
+    audited_writes = (services.save_quota, services.delete_quota)
 
 
 @admin.register(ApiToken)

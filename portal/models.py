@@ -157,8 +157,10 @@ class ApiToken(HashedToken):
 
 
 class AuditEntry(models.Model):
-    """One change an admin made through the portal's pages: who, when, what, and the
-    fields that changed as ``{"field": [old, new]}``. Append-only."""
+    """One change to an account, quota, membership or node, whichever way it came (pages,
+    API, Django admin, or the system itself, e.g. monitoring's drains): who, when, what,
+    and the fields that changed as ``{"field": [old, new]}``. Append-only; written by the
+    services that make the change (``portal.services``, ``scheduler.clusters.nodes``)."""
 
     at = models.DateTimeField(db_index=True)
     actor = models.ForeignKey(

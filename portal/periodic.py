@@ -21,24 +21,20 @@ class PeriodicJob:
     every_seconds: float
 
 
-def periodic_jobs(
-    *,
-    tick_seconds: float,
-    poll_seconds: float,
-    estimate_seconds: float,
-    rollup_seconds: float,
-    sample_seconds: float,
-    simulate: bool,
-) -> tuple[PeriodicJob, ...]:
-    """Every periodic job, in the order the embedded loop runs the due ones: the poll
-    first (a job that just ended frees its GPUs for this tick), then the tick."""
+def periodic_jobs(settings: Any) -> tuple[PeriodicJob, ...]:
+    """Every periodic job under ``settings`` (Django's, or the settings module while it
+    loads), in the order the embedded loop runs the due ones: the poll first (a job that
+    just ended frees its GPUs for this tick), then the tick. Read on each call, so a
+    changed setting (``MONITORING_SIMULATE``, a period) takes effect where it is read."""
     jobs = [
-        PeriodicJob("scheduler-poll-backends", "scheduler.poll_backends", poll_seconds),
-        PeriodicJob("scheduler-tick", "scheduler.tick", tick_seconds),
-        PeriodicJob("scheduler-refresh-estimates", "scheduler.refresh_estimates", estimate_seconds),
-        PeriodicJob("monitoring-simulate", "monitoring.simulate", sample_seconds) if simulate else None,
+        PeriodicJob("scheduler-poll-backends", "scheduler.poll_backends", settings.SCHEDULER_POLL_SECONDS),
+        PeriodicJob("scheduler-tick", "scheduler.tick", settings.SCHEDULER_TICK_SECONDS),
+        PeriodicJob("scheduler-refresh-estimates", "scheduler.refresh_estimates", settings.SCHEDULER_ESTIMATE_SECONDS),
+        PeriodicJob("monitoring-simulate", "monitoring.simulate", settings.MONITORING_SAMPLE_SECONDS)
+        if settings.MONITORING_SIMULATE
+        else None,
         PeriodicJob("monitoring-record-queue", "monitoring.record_queue", 60.0),
-        PeriodicJob("monitoring-rollup", "monitoring.rollup", rollup_seconds),
+        PeriodicJob("monitoring-rollup", "monitoring.rollup", settings.MONITORING_ROLLUP_SECONDS),
         PeriodicJob("monitoring-prune", "monitoring.prune", 3600.0),
     ]
     return tuple(job for job in jobs if job is not None)

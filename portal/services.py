@@ -1,13 +1,16 @@
-"""Writes on the people side that need more than a plain model save."""
+"""Writes on the people side: API tokens, and accounts, quotas and memberships, each
+saved with its audit entry (:func:`record_audit`) in one transaction."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 
-from portal.models import ApiToken, AuditEntry
+from portal.models import Account, ApiToken, AuditEntry, Membership, Quota
+
+Audited = TypeVar("Audited", Account, Quota, Membership)
 
 
 def create_api_token(user: Any, name: str) -> tuple[ApiToken, str]:
@@ -23,11 +26,18 @@ def revoke_api_token(token: ApiToken) -> None:
 
 
 def record_audit(actor: Any, action: str, target: models.Model, changes: dict[str, Any] | None = None) -> AuditEntry:
-    """Append who changed what, and how (``{"field": [old, new]}``), to the audit log."""
+    """Append who changed what, and how (``{"field": [old, new]}``), to the audit log.
+
+    ``actor`` is the user who made the change, or the name of the part of the system
+    that made it on its own (``"monitoring"``); anything else (``None``, an anonymous
+    user) is recorded as ``"system"``.
+    """
+    user = actor if getattr(actor, "pk", None) else None
+    system = actor if isinstance(actor, str) and actor else "system"
     return AuditEntry.objects.create(
         at=timezone.now(),
-        actor=actor if getattr(actor, "pk", None) else None,
-        actor_name=actor.get_username() if getattr(actor, "pk", None) else "system",
+        actor=user,
+        actor_name=user.get_username() if user is not None else system,
         action=action,
         target_type=str(target._meta.verbose_name),
         target_id=str(target.pk or ""),
@@ -43,3 +53,90 @@ def field_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, li
         for key in sorted(set(before) | set(after))
         if before.get(key) != after.get(key)
     }
+
+
+# --- Accounts, quotas, memberships: each write and its audit entry in one transaction ----------------
+
+
+def save_account(actor: Any, account: Account | None = None, **fields: Any) -> Account:
+    """Create an account (``account`` None) or update one with ``fields`` (validated model
+    field values), and audit the change. See :func:`_save_audited`."""
+    return _save_audited(actor, account or Account(), fields)
+
+
+def delete_account(actor: Any, account: Account) -> None:
+    """Delete an account and audit it. Raises ``ProtectedError`` (nothing is recorded)
+    while it has children or jobs."""
+    _delete_audited(actor, account)
+
+
+def save_quota(actor: Any, quota: Quota | None = None, **fields: Any) -> Quota:
+    """Create or update a quota and audit the change, as :func:`save_account`."""
+    return _save_audited(actor, quota or Quota(), fields)
+
+
+def delete_quota(actor: Any, quota: Quota) -> None:
+    """Remove a quota (its subject has no limits from now on) and audit it."""
+    _delete_audited(actor, quota)
+
+
+def save_membership(actor: Any, membership: Membership | None = None, **fields: Any) -> Membership:
+    """Add a user to an account, or change a membership (its role), and audit it."""
+    return _save_audited(actor, membership or Membership(), fields)
+
+
+def delete_membership(actor: Any, membership: Membership) -> None:
+    """Remove a user from an account and audit it."""
+    _delete_audited(actor, membership)
+
+
+def audit_state(instance: Account | Quota | Membership) -> dict[str, Any]:
+    """What the audit log compares, JSON-safe: related rows by name, as the API writes them."""
+    if isinstance(instance, Account):
+        return {
+            "name": instance.name,
+            "parent": instance.parent.name if instance.parent else None,
+            "shares": instance.shares,
+            "description": instance.description,
+        }
+    if isinstance(instance, Quota):
+        return {
+            "account": instance.account.name if instance.account else None,
+            "user": instance.user.get_username() if instance.user else None,
+            "max_gpus": instance.max_gpus,
+            "max_gpus_per_model": dict(instance.max_gpus_per_model or {}),
+            "max_running_jobs": instance.max_running_jobs,
+            "max_pending_jobs": instance.max_pending_jobs,
+            "max_walltime_seconds": instance.max_walltime_seconds,
+            "guaranteed_gpus": instance.guaranteed_gpus,
+            "borrowing_limit_gpus": instance.borrowing_limit_gpus,
+        }
+    return {"user": instance.user.get_username(), "account": instance.account.name, "role": instance.role}
+
+
+def _save_audited(actor: Any, instance: Audited, fields: dict[str, Any]) -> Audited:
+    """Set ``fields`` on ``instance``, save it and record ``create`` or ``update`` with the
+    fields that changed, in one transaction; returns the saved instance.
+
+    1. The old state is read from the database, not from ``instance``: the Django admin
+       hands over an instance its form has already changed.
+    2. ``fields`` are validated values (a serializer's, a form's); model constraints
+       still hold (``IntegrityError``, and nothing is recorded).
+    """
+    model = type(instance)
+    with transaction.atomic():
+        stored = model.objects.select_for_update().filter(pk=instance.pk).first() if instance.pk else None
+        before = audit_state(stored) if stored is not None else {}
+        for name, value in fields.items():
+            setattr(instance, name, value)
+        instance.save()
+        after = audit_state(instance)
+        record_audit(actor, "update" if stored is not None else "create", instance, field_changes(before, after))
+    return instance
+
+
+def _delete_audited(actor: Any, instance: Account | Quota | Membership) -> None:
+    """Record ``delete`` with every field going to ``None``, then delete, in one transaction."""
+    with transaction.atomic():
+        record_audit(actor, "delete", instance, field_changes(audit_state(instance), {}))
+        instance.delete()

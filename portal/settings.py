@@ -6,6 +6,7 @@ no Redis (the scheduler loop runs in-process via ``manage.py run_scheduler``).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -268,16 +269,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 #: "celery" when a broker is configured, else dispatch runs inline in the scheduler loop.
 SCHEDULER_DISPATCH = env_choice("SCHEDULER_DISPATCH", "celery" if CELERY_BROKER_URL else "inline", ["celery", "inline"])
-#: What runs periodically (beat, and ``run_scheduler`` in the embedded mode).
-PERIODIC_JOBS = periodic_jobs(
-    tick_seconds=SCHEDULER_TICK_SECONDS,
-    poll_seconds=SCHEDULER_POLL_SECONDS,
-    estimate_seconds=SCHEDULER_ESTIMATE_SECONDS,
-    rollup_seconds=MONITORING_ROLLUP_SECONDS,
-    sample_seconds=MONITORING_SAMPLE_SECONDS,
-    simulate=MONITORING_SIMULATE,
-)
-CELERY_BEAT_SCHEDULE = beat_schedule(PERIODIC_JOBS)
+#: Beat's entries: the periodic jobs of ``portal.periodic`` (``run_scheduler`` runs the same).
+CELERY_BEAT_SCHEDULE = beat_schedule(periodic_jobs(sys.modules[__name__]))
 
 LOGGING = {
     "version": 1,

@@ -48,12 +48,12 @@ class NodeAdmin(admin.ModelAdmin):
     @admin.action(description="Drain selected nodes")
     def drain(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
         for node in queryset:
-            drain_node(node, reason=f"drained by {request.user} in admin")
+            drain_node(node, reason=f"drained by {request.user} in admin", by=request.user)
 
     @admin.action(description="Resume selected nodes")
     def resume(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
         for node in queryset:
-            resume_node(node)
+            resume_node(node, by=request.user)
 
 
 @admin.register(Gpu)

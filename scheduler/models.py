@@ -183,7 +183,9 @@ class JobEvent(models.Model):
     data = models.JSONField(default=dict, blank=True)
 
     class Meta:
-        ordering = ["at", "id"]
+        # The order events were written in: ``at`` ties (a tick stamps all its events
+        # with its one ``now``) and cannot tell which of two came first.
+        ordering = ["id"]
         indexes = [models.Index(fields=["job", "at"], name="jobevent_job_at")]
 
     def __str__(self) -> str:

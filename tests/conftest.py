@@ -53,10 +53,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("redis") and not redis_available():
         _missing(f"this test needs Redis: set REDIS_URL (now {redis_url()!r}) to a running server")
     if item.get_closest_marker("slurm"):
-        from tests.slurm_dev import unavailable_reason
+        require_slurm()
 
-        if reason := unavailable_reason():
-            _missing(reason)
+
+def require_slurm() -> None:
+    """Skip the running test (fail it in CI) unless the Slurm dev cluster answers.
+
+    The ``slurm`` marker's check; fixtures that hand out the cluster call it too, so a
+    test that forgets the marker still skips or fails with the reason instead of erroring
+    on a missing ``scontrol``.
+    """
+    from tests.slurm_dev import unavailable_reason
+
+    if reason := unavailable_reason():
+        _missing(reason)
 
 
 @pytest.fixture(autouse=True)

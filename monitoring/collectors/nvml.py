@@ -3,27 +3,16 @@
 The only seam is the ``pynvml`` module itself: :class:`NvmlCollector` takes it as an
 argument (the real one by default), so tests hand it a fake with the same functions and
 nothing else is mocked.
-
-Also here: :func:`parse_nvidia_smi_csv`, for ``nvidia-smi --query-gpu=... --format=csv``
-output, which a site without ``nvidia-ml-py`` can feed to the agent (``--smi-csv``).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from types import ModuleType
 from typing import Any
 
 from monitoring.collectors.base import CollectorError, Process, Reading, throttle_names
 
 MIB = 1024 * 1024
-
-#: The columns the agent asks nvidia-smi for, in the units this parser expects.
-SMI_QUERY = (
-    "index,uuid,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw,power.limit,"
-    "clocks.sm,clocks_event_reasons.active,ecc.errors.uncorrected.volatile.total"
-)
 
 
 class NvmlCollector:
@@ -131,62 +120,3 @@ class NvmlCollector:
 
 def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-# --- nvidia-smi CSV ------------------------------------------------------------------------
-
-_MISSING = {"[N/A]", "[Not Supported]", "N/A", "[Unknown Error]", ""}
-
-
-def _number(raw: str | None) -> float | None:
-    """``"69.52 W"`` -> 69.52; ``"[N/A]"`` -> None. Units after the number are dropped."""
-    if raw is None:
-        return None
-    raw = raw.strip()
-    if raw in _MISSING:
-        return None
-    head = raw.split()[0]
-    return float(int(head, 16)) if head.startswith("0x") else float(head)
-
-
-def parse_nvidia_smi_csv(text: str) -> list[Reading]:
-    """Readings from ``nvidia-smi --query-gpu=... --format=csv`` output (header line included).
-
-    Columns are found by name, so any order and any subset works as long as the GPU's
-    utilization and used memory are there; ``index`` defaults to the row number.
-    Header names may carry units (``power.draw [W]``) and ``clocks.current.sm`` is read
-    as ``clocks.sm``. Raises ``CollectorError`` if the header lacks a required column.
-    """
-    rows = list(csv.reader(io.StringIO(text.strip()), skipinitialspace=True))
-    if not rows:
-        return []
-    header = [h.split(" [")[0].strip().replace("clocks.current.", "clocks.") for h in rows[0]]
-    required = {"utilization.gpu", "memory.used"}
-    if not required <= set(header):
-        raise CollectorError(f"nvidia-smi output lacks {sorted(required - set(header))}")
-    readings = []
-    for number, row in enumerate(rows[1:]):
-        if not row:
-            continue
-        col = dict(zip(header, row, strict=False))
-        reasons = _number(col.get("clocks_event_reasons.active") or col.get("clocks_throttle_reasons.active"))
-        index = _number(col.get("index"))
-        clock = _number(col.get("clocks.sm"))
-        total = _number(col.get("memory.total"))
-        ecc = _number(col.get("ecc.errors.uncorrected.volatile.total"))
-        readings.append(
-            Reading(
-                index=int(index) if index is not None else number,
-                uuid=col.get("uuid", "").strip(),
-                utilization_pct=_number(col["utilization.gpu"]) or 0.0,
-                memory_used_mib=int(_number(col["memory.used"]) or 0),
-                memory_total_mib=int(total) if total is not None else None,
-                temperature_c=_number(col.get("temperature.gpu")),
-                power_w=_number(col.get("power.draw")),
-                power_limit_w=_number(col.get("power.limit")),
-                sm_clock_mhz=int(clock) if clock is not None else None,
-                throttle_reasons=throttle_names(int(reasons)) if reasons is not None else (),
-                ecc_errors=int(ecc) if ecc is not None else None,
-            )
-        )
-    return readings

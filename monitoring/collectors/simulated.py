@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -57,17 +57,3 @@ def simulate(gpus: Iterable[SimulatedGpu], at: datetime, *, seed: str = "") -> l
             )
         )
     return readings
-
-
-class SimulatedCollector:
-    """The :class:`~monitoring.collectors.base.Collector` face of :func:`simulate`."""
-
-    name = "simulated"
-
-    def __init__(
-        self, gpus: Callable[[], Iterable[SimulatedGpu]], clock: Callable[[], datetime], seed: str = ""
-    ) -> None:
-        self.gpus, self.clock, self.seed = gpus, clock, seed
-
-    def collect(self) -> list[Reading]:
-        return simulate(self.gpus(), self.clock(), seed=self.seed)

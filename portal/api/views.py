@@ -3,14 +3,16 @@ staff), personal API tokens and ``me``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, mixins, status, viewsets
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
 
 from portal import services
 from portal.access import member_account_ids, visible_accounts, visible_quotas
@@ -27,24 +29,46 @@ from portal.api.serializers import (
 from portal.models import Account, ApiToken, Membership, Qos, Quota
 
 
-class AccountViewSet(viewsets.ModelViewSet):
+class AuditedModelViewSet(viewsets.ModelViewSet):
+    """Create, update and destroy through the model's verb-first services (``save`` and
+    ``delete`` in :attr:`audited_writes`), which record the audit entry; the serializer
+    validates and shapes only."""
+
+    audited_writes: tuple[Callable[..., Any], Callable[[Any, Any], None]]
+
+    def perform_create(self, serializer: BaseSerializer[Any]) -> None:
+        save, _ = self.audited_writes
+        serializer.instance = save(self.request.user, None, **serializer.validated_data)
+
+    def perform_update(self, serializer: BaseSerializer[Any]) -> None:
+        save, _ = self.audited_writes
+        serializer.instance = save(self.request.user, serializer.instance, **serializer.validated_data)
+
+    def perform_destroy(self, instance: Model) -> None:
+        _, delete = self.audited_writes
+        delete(self.request.user, instance)
+
+
+class AccountViewSet(AuditedModelViewSet):
     queryset = Account.objects.none()  # per user, see get_queryset
     serializer_class = AccountSerializer
     permission_classes = [IsStaffOrReadOnly]
     filterset_fields = ["name"]
     ordering_fields = ["name", "shares", "created_at"]
     ordering = ["name"]
+    audited_writes = (services.save_account, services.delete_account)
 
     def get_queryset(self) -> QuerySet[Account]:
         return visible_accounts(self.request.user).select_related("parent")
 
 
-class MembershipViewSet(viewsets.ModelViewSet):
+class MembershipViewSet(AuditedModelViewSet):
     queryset = Membership.objects.none()  # per user, see get_queryset
     serializer_class = MembershipSerializer
     permission_classes = [IsStaffOrReadOnly]
     ordering_fields = ["id", "role"]
     ordering = ["id"]
+    audited_writes = (services.save_membership, services.delete_membership)
 
     def get_queryset(self) -> QuerySet[Membership]:
         base = Membership.objects.select_related("user", "account")
@@ -60,12 +84,13 @@ class QosViewSet(viewsets.ModelViewSet):
     ordering = ["name"]
 
 
-class QuotaViewSet(viewsets.ModelViewSet):
+class QuotaViewSet(AuditedModelViewSet):
     queryset = Quota.objects.none()  # per user, see get_queryset
     serializer_class = QuotaSerializer
     permission_classes = [IsStaffOrReadOnly]
     ordering_fields = ["id"]
     ordering = ["id"]
+    audited_writes = (services.save_quota, services.delete_quota)
 
     def get_queryset(self) -> QuerySet[Quota]:
         return visible_quotas(self.request.user).select_related("account", "user")

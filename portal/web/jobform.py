@@ -1,8 +1,9 @@
 """The submit form: every field of ``POST /api/v1/jobs/``, validated by the API's own
 serializer so the page and the API accept and refuse exactly the same jobs.
 
-The form only turns what people type into the API's body (walltime as ``2h`` or
-``1:30:00``, env as ``KEY=value`` lines, dependencies as ``afterok:12``); every rule
+The form offers every request field (``scheduler.jobs.request.REQUEST_FIELDS``) and only
+turns what people type into the API's body (walltime as ``2h`` or ``1:30:00``, env as
+``KEY=value`` lines, dependencies as ``afterok:12``, node labels as ``rack=r1``); every rule
 lives in :class:`scheduler.api.serializers.JobSubmitSerializer`, whose errors are shown
 against the form field they name.
 """
@@ -10,6 +11,7 @@ against the form field they name.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,26 +21,10 @@ from django.http import HttpRequest
 
 from portal.models import Account, Qos
 from scheduler.api.serializers import JobSubmitSerializer
+from scheduler.jobs.request import REQUEST_FIELDS, request_values
 from scheduler.models import Job
 from scheduler.reads.inventory import load_inventory
 
-#: Fields whose empty value means "the API's default", so they are left out of the body.
-_OPTIONAL = (
-    "qos",
-    "nodes",
-    "gpus_per_node",
-    "gpu_model",
-    "min_gpu_memory_mib",
-    "min_compute_capability",
-    "gpu_share",
-    "gpu_memory_mib_share",
-    "cpus_per_node",
-    "memory_mib_per_node",
-    "command",
-    "script",
-    "image",
-    "nice",
-)
 _WALLTIME = re.compile(r"^(?:(?P<d>\d+)-)?(?P<h>\d+):(?P<m>\d{1,2})(?::(?P<s>\d{1,2}))?$")
 _UNIT = re.compile(r"^(?P<n>\d+)\s*(?P<u>[smhd])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -75,6 +61,10 @@ def parse_env(text: str) -> dict[str, str]:
     return env
 
 
+def format_env(env: dict[str, str] | None) -> str:
+    return "\n".join(f"{k}={v}" for k, v in (env or {}).items())
+
+
 def parse_dependencies(text: str) -> list[dict[str, Any]]:
     """``afterok:12 afterany:13`` (commas or spaces) -> the API's list. Raises ``ValueError``."""
     found = []
@@ -86,6 +76,42 @@ def parse_dependencies(text: str) -> list[dict[str, Any]]:
             raise ValueError(f"{item!r}: write type:job-id, for example afterok:12.")
         found.append({"type": kind, "job": int(job)})
     return found
+
+
+def format_dependencies(dependencies: list[dict[str, Any]] | None) -> str:
+    return " ".join(f"{d['type']}:{d['job']}" for d in dependencies or [])
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """``rack=r1, network=infiniband`` (commas or lines) -> the API's object of label ->
+    value. Raises ``ValueError``."""
+    labels: dict[str, str] = {}
+    for item in re.split(r"[,\n]", text):
+        if not item.strip():
+            continue
+        key, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not key or not value:
+            raise ValueError(f"{item.strip()!r}: write each node label as label=value, for example rack=r1.")
+        if labels.setdefault(key, value) != value:
+            raise ValueError(f"Node label {key!r} is given two values.")
+    return labels
+
+
+def format_labels(labels: dict[str, str] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (labels or {}).items())
+
+
+#: The fields people type in a friendlier shape than the API's, with the parser that
+#: turns the text into the API's value and the formatter that turns a job's value back.
+_SHAPES: dict[str, tuple[Callable[[str], Any], Callable[[Any], str]]] = {
+    "walltime_seconds": (parse_walltime, format_walltime),
+    "env": (parse_env, format_env),
+    "dependencies": (parse_dependencies, format_dependencies),
+    "node_labels": (parse_labels, format_labels),
+}
+#: Fields sent as typed, whose empty value means "the API's default", so they are left
+#: out of the body: the request fields without a shape of their own, what to run, the QOS.
+_OPTIONAL = ("qos", *(f for f in REQUEST_FIELDS if f not in _SHAPES), "command", "script", "image")
 
 
 @dataclass(frozen=True)
@@ -159,28 +185,28 @@ PRESETS_BY_SLUG = {p.slug: p for p in PRESETS}
 
 
 def job_as_fields(job: Job) -> dict[str, str]:
-    """A job's request as the form's fields (resubmit as a copy)."""
+    """A job as the form's fields (resubmit as a copy): every request field
+    (``request_values``), what it runs and who pays."""
     return {
         "name": job.name,
         "account": job.account.name,
         "qos": job.qos.name if job.qos else "",
-        "nodes": str(job.nodes),
-        "gpus_per_node": str(job.gpus_per_node),
-        "gpu_model": job.gpu_model,
-        "min_gpu_memory_mib": str(job.min_gpu_memory_mib or ""),
-        "min_compute_capability": job.min_compute_capability,
-        "gpu_share": str(job.gpu_share or ""),
-        "gpu_memory_mib_share": str(job.gpu_memory_mib_share or ""),
-        "cpus_per_node": str(job.cpus_per_node),
-        "memory_mib_per_node": str(job.memory_mib_per_node or ""),
-        "walltime_seconds": format_walltime(job.walltime_seconds),
+        **{name: _as_text(name, value) for name, value in request_values(job).items()},
         "command": job.command,
         "script": job.script,
         "image": job.image,
-        "env": "\n".join(f"{k}={v}" for k, v in (job.env or {}).items()),
-        "nice": str(job.nice or ""),
-        "dependencies": " ".join(f"{d['type']}:{d['job']}" for d in job.dependencies or []),
+        "env": format_env(job.env),
     }
+
+
+def _as_text(name: str, value: Any) -> str:
+    """One request field as typed on the form: in its shape (``_SHAPES``), else as text,
+    left empty where nothing is asked (0, '') unless the API's default is something else
+    (0 GPUs per node is a CPU-only job, not the default 1)."""
+    if name in _SHAPES:
+        return _SHAPES[name][1](value)
+    default = JobSubmitSerializer._declared_fields[name].default
+    return "" if not value and not default else str(value)
 
 
 def _text(label: str, help_text: str = "", **kwargs: Any) -> forms.CharField:
@@ -214,6 +240,9 @@ class JobForm(forms.Form):
     env = _text("Environment", "KEY=value, one per line.", widget=forms.Textarea(attrs={"rows": 3}))
     nice = _number("Nice", "Lowers the job's priority by this much.", "0")
     dependencies = _text("Dependencies", "afterok:12 afterany:13", widget=forms.TextInput())
+    node_labels = _text(
+        "Node labels", "Labels every node must carry: rack=r1, network=infiniband.", widget=forms.TextInput()
+    )
 
     def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -238,16 +267,12 @@ class JobForm(forms.Form):
         for name in _OPTIONAL:
             if data.get(name) not in (None, ""):
                 body[name] = data[name]
-        for name, parse, key in (
-            ("walltime_seconds", parse_walltime, "walltime_seconds"),
-            ("env", parse_env, "env"),
-            ("dependencies", parse_dependencies, "dependencies"),
-        ):
+        for name, (parse, _) in _SHAPES.items():
             raw = data.get(name) or ""
             if not raw:
                 continue
             try:
-                body[key] = parse(raw)
+                body[name] = parse(raw)
             except ValueError as exc:
                 self.add_error(name, str(exc))
         if self.errors:

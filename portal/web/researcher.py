@@ -383,7 +383,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "portal/jobs/detail.html",
         {
             "job": job,
-            "events": job.events.order_by("at", "id"),
+            "events": job.events.order_by("id"),
             "blockers": blockers,
             "priority": priority,
             "starts_in": starts_in(job.estimated_start_at, now) if job.state == JobState.PENDING else "",

@@ -3,8 +3,8 @@ members in forms, nodes with drain/resume, the cluster overview with GPU-hours b
 account (and its CSV), and the audit log of every change made here.
 
 Forms are validated by the API's serializers (``portal.api.serializers``), so a page
-accepts exactly what the API accepts; every change is recorded with
-:func:`portal.services.record_audit`.
+accepts exactly what the API accepts; every change goes through a service of
+:mod:`portal.services` (or ``scheduler.clusters.nodes``) that records its audit entry.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -30,10 +29,10 @@ from rest_framework import serializers
 from monitoring import charts, readings
 from monitoring.queue import queue_history
 from monitoring.series import series
+from portal import services
 from portal.api.serializers import AccountSerializer, MembershipSerializer, QuotaSerializer
 from portal.choices import Role
 from portal.models import Account, AuditEntry, Membership, Quota
-from portal.services import field_changes, record_audit
 from portal.web import figures
 from portal.web.jobform import flatten_errors
 from scheduler.choices import JobState
@@ -232,9 +231,7 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
                 messages.success(request, f"Quota of {account.name} saved.")
                 return redirect("web:manage-account", account_id=account.pk)
         elif which == "quota-delete" and quota is not None:
-            with transaction.atomic():
-                record_audit(actor, "delete", quota, {"quota": [QuotaSerializer(quota).data, None]})
-                quota.delete()
+            services.delete_quota(actor, quota)
             messages.success(request, f"Quota of {account.name} removed: no limits.")
             return redirect("web:manage-account", account_id=account.pk)
         elif which == "member-add":
@@ -243,9 +240,7 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
                 body = {**member_form.cleaned_data, "account": account.name}
                 serializer = MembershipSerializer(data=body)
                 if _validated(member_form, serializer):
-                    with transaction.atomic():
-                        membership = serializer.save()
-                        record_audit(actor, "create", membership, {"role": [None, membership.role]})
+                    membership = services.save_membership(actor, **serializer.validated_data)
                     messages.success(request, f"{membership.user} added to {account.name}.")
                     return redirect("web:manage-account", account_id=account.pk)
         elif which in ("member-role", "member-remove"):
@@ -271,42 +266,20 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
     )
 
 
-def _account_state(account: Account | None) -> dict[str, Any]:
-    if account is None:
-        return {}
-    return {
-        "name": account.name,
-        "parent": account.parent.name if account.parent else None,
-        "shares": account.shares,
-        "description": account.description,
-    }
-
-
 def _save_account(form: AccountForm, account: Account | None, actor: Any) -> Account | None:
     data = form.cleaned_data
     body = {**data, "parent": _blank_none(data["parent"])}
     serializer = AccountSerializer(instance=account, data=body)
     if not _validated(form, serializer):
         return None
-    before = _account_state(account)
-    with transaction.atomic():
-        saved: Account = serializer.save()
-        record_audit(actor, "update" if account else "create", saved, field_changes(before, _account_state(saved)))
-    return saved
+    return services.save_account(actor, account, **serializer.validated_data)
 
 
 def _save_quota(form: QuotaForm, account: Account, quota: Quota | None, actor: Any) -> bool:
     serializer = QuotaSerializer(instance=quota, data=form.api_data(account))
     if not _validated(form, serializer):
         return False
-    before = dict(QuotaSerializer(quota).data) if quota else {}
-    with transaction.atomic():
-        saved: Quota = serializer.save()
-        after = dict(QuotaSerializer(saved).data)
-        changes = field_changes(
-            {k: v for k, v in before.items() if k != "id"}, {k: v for k, v in after.items() if k != "id"}
-        )
-        record_audit(actor, "update" if quota else "create", saved, changes)
+    services.save_quota(actor, quota, **serializer.validated_data)
     return True
 
 
@@ -316,20 +289,17 @@ def _change_member(request: HttpRequest, account: Account, which: str) -> None:
     if membership is None:
         messages.error(request, "No such member.")
         return
-    with transaction.atomic():
-        if which == "member-remove":
-            record_audit(request.user, "delete", membership, {"role": [membership.role, None]})
-            membership.delete()
-            messages.success(request, f"{membership.user} removed from {account.name}.")
-            return
-        role = request.POST.get("role", "")
-        if role not in Role.values:
-            messages.error(request, f"Unknown role {role[:20]!r}.")
-            return
-        if role != membership.role:
-            record_audit(request.user, "update", membership, {"role": [membership.role, role]})
-            Membership.objects.filter(pk=membership.pk).update(role=role)
-        messages.success(request, f"{membership.user} is a {role} of {account.name}.")
+    if which == "member-remove":
+        services.delete_membership(request.user, membership)
+        messages.success(request, f"{membership.user} removed from {account.name}.")
+        return
+    role = request.POST.get("role", "")
+    if role not in Role.values:
+        messages.error(request, f"Unknown role {role[:20]!r}.")
+        return
+    if role != membership.role:
+        services.save_membership(request.user, membership, role=role)
+    messages.success(request, f"{membership.user} is a {role} of {account.name}.")
 
 
 # --- Audit log ----------------------------------------------------------------------------------------
@@ -381,9 +351,7 @@ def node_drain(request: HttpRequest, node_id: int) -> HttpResponse:
             messages.error(request, f"Drain {node.name}: {problem}")
         return redirect("web:manage-nodes")
     reason = form.cleaned_data["reason"]
-    with transaction.atomic():
-        drain_node(node, reason=reason)
-        record_audit(request.user, "drain", node, {"state": [node.state, "drain"], "reason": [node.reason, reason]})
+    drain_node(node, reason=reason, by=request.user)
     messages.success(request, f"{node.name} drained: {reason}")
     return redirect("web:manage-nodes")
 
@@ -392,9 +360,7 @@ def node_drain(request: HttpRequest, node_id: int) -> HttpResponse:
 @require_POST
 def node_resume(request: HttpRequest, node_id: int) -> HttpResponse:
     node = get_object_or_404(Node, pk=node_id)
-    with transaction.atomic():
-        resume_node(node)
-        record_audit(request.user, "resume", node, {"state": [node.state, "up"], "reason": [node.reason, ""]})
+    resume_node(node, by=request.user)
     messages.success(request, f"{node.name} resumed.")
     return redirect("web:manage-nodes")
 

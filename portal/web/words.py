@@ -5,27 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-#: A short title per blocker code (``scheduler.core.reasons``); the stored message is
-#: the sentence with the figures, shown under it.
-BLOCKER_TITLES = {
-    "Resources": "Waiting for free GPUs, CPUs or memory",
-    "Priority": "Jobs ahead of it in the queue go first",
-    "SchedCycleLimit": "The scheduler starts a bounded number of jobs per tick",
-    "ReqNodeNotAvail": "The nodes that could run it are down or drained",
-    "JobHeldUser": "Held: release it to queue it",
-    "Dependency": "Waiting for the jobs it depends on",
-    "DependencyNeverSatisfied": "A job it depends on ended in a way that can never satisfy the dependency",
-    "AccountGpuLimit": "Its account is at its GPU quota",
-    "AccountJobLimit": "Its account is at its running-jobs quota",
-    "UserGpuLimit": "Its owner is at their GPU quota",
-    "UserJobLimit": "Its owner is at their running-jobs quota",
-    "WalltimeLimit": "It asks for more time than its QOS or quota allows",
-    "AccountBorrowLimit": "Its account has borrowed all the idle GPUs it may",
-}
+from scheduler.core.reason_words import reason_words
 
 
 def blocker_title(code: str) -> str:
-    return BLOCKER_TITLES.get(code, code)
+    """The heading of a blocker (``scheduler.core.reason_words``); the stored message,
+    the sentence with the figures, is shown under it. An unknown code reads as itself."""
+    return reason_words(code).title
 
 
 def evidence_items(evidence: dict[str, Any]) -> list[tuple[str, str]]:

@@ -17,8 +17,10 @@ from portal.api.validators import no_nul_characters
 from portal.models import Account, Qos
 from scheduler.backends import BackendError, available_kinds, load_backend
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
-from scheduler.core.types import PendingJob, parse_compute_capability
+from scheduler.core.reason_words import reason_words
+from scheduler.core.types import parse_compute_capability
 from scheduler.jobs.blockers import blockers_for_api
+from scheduler.jobs.request import REQUEST_FIELDS, pending_request
 from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
 from scheduler.reads.inventory import load_inventory
@@ -43,12 +45,18 @@ class DependencySerializer(serializers.Serializer):
 
 
 class BlockerSerializer(serializers.Serializer):
-    """One thing that keeps a job waiting: a code for scripts, a sentence for people,
-    and the figures behind the sentence (see ``scheduler.core.reasons``)."""
+    """One thing that keeps a job waiting: a code for scripts, a title and a sentence
+    for people, and the figures behind the sentence (see ``scheduler.core.reasons``)."""
 
     code = serializers.CharField()
+    # Read from ``scheduler.core.reason_words`` when shown, not stored: it reads as on the
+    # pages, and blockers stored before titles existed get one too.
+    title = serializers.SerializerMethodField(help_text="The code in plain words (the code itself if unknown).")
     message = serializers.CharField()
     evidence = serializers.DictField()
+
+    def get_title(self, blocker: dict[str, Any]) -> str:
+        return reason_words(blocker["code"]).title
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -85,20 +93,8 @@ class JobSerializer(serializers.ModelSerializer):
             "script",
             "image",
             "env",
-            "nodes",
-            "gpus_per_node",
+            *REQUEST_FIELDS,
             "total_gpus",
-            "gpu_model",
-            "min_gpu_memory_mib",
-            "min_compute_capability",
-            "gpu_share",
-            "gpu_memory_mib_share",
-            "node_labels",
-            "cpus_per_node",
-            "memory_mib_per_node",
-            "walltime_seconds",
-            "nice",
-            "dependencies",
             "cluster",
             "allocations",
             "attempt",
@@ -113,11 +109,14 @@ class JobSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(BlockerSerializer(many=True))
     def get_pending_blockers(self, job: Job) -> list[dict[str, Any]]:
-        return blockers_for_api(job.state, job.pending_blockers, job.pending_reason)
+        blockers = blockers_for_api(job.state, job.pending_blockers, job.pending_reason)
+        return list(BlockerSerializer(blockers, many=True).data)
 
 
 class JobSubmitSerializer(serializers.Serializer):
-    """A job request. Every problem is reported against the field that causes it."""
+    """A job request: every entry of ``REQUEST_FIELDS`` (each declared here with its
+    limits; a test checks none is missing) plus what to run and who pays. Every problem
+    is reported against the field that causes it."""
 
     name = serializers.CharField(max_length=128)
     account = SlugRelatedField(
@@ -239,22 +238,7 @@ class JobSubmitSerializer(serializers.Serializer):
             errors["gpus_per_node"] = "A fractional job (gpu_share) takes a share of 1 GPU per node."
         if attrs["gpu_memory_mib_share"] and not attrs["gpu_share"]:
             errors["gpu_memory_mib_share"] = "Only a fractional job (gpu_share) reserves a share of GPU memory."
-        cc = attrs.get("min_compute_capability")
-        request = PendingJob(
-            id=0,
-            submitted_at=None,  # type: ignore[arg-type]
-            nodes=attrs["nodes"],
-            gpus_per_node=attrs["gpus_per_node"],
-            cpus_per_node=attrs["cpus_per_node"],
-            memory_mib_per_node=attrs["memory_mib_per_node"],
-            gpu_model=attrs.get("gpu_model", ""),
-            min_gpu_memory_mib=attrs["min_gpu_memory_mib"],
-            min_compute_capability=parse_compute_capability(cc) if cc else None,
-            gpu_share=attrs["gpu_share"],
-            gpu_memory_mib_share=attrs["gpu_memory_mib_share"],
-            node_labels=tuple(sorted(attrs.get("node_labels", {}).items())),
-        )
-        for field, message in load_inventory().check(request).items():
+        for field, message in load_inventory().check(pending_request(attrs)).items():
             errors.setdefault(field, message)
         if errors:
             raise serializers.ValidationError(errors)

@@ -103,7 +103,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def events(self, request: Request, pk: str | None = None) -> Response:
         """The job's audit trail, oldest first."""
         job = self.get_object()
-        page = self.paginate_queryset(job.events.order_by("at", "id"))
+        page = self.paginate_queryset(job.events.order_by("id"))
         return self.get_paginated_response(JobEventSerializer(page, many=True).data)
 
     @extend_schema(
@@ -203,14 +203,14 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
         node = self.get_object()
         body = DrainSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        drain_node(node, reason=body.validated_data["reason"])
+        drain_node(node, reason=body.validated_data["reason"], by=request.user)
         return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
 
     @extend_schema(request=None, responses={200: NodeSerializer})
     @action(detail=True, methods=["post"], permission_classes=[IsAdminUser])
     def resume(self, request: Request, pk: str | None = None) -> Response:
         node = self.get_object()
-        resume_node(node)
+        resume_node(node, by=request.user)
         return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
 
 

@@ -2,7 +2,7 @@
 
 Everything here is a function of text Slurm printed (``squeue --json``, ``sinfo --json``,
 ``sacct -P``, an error message): no processes, no I/O, so every mapping is tested plainly
-in ``tests/contract/test_slurm_parsing.py`` without a cluster.
+in ``tests/contract/test_slurm_backend.py`` without a cluster.
 """
 
 from __future__ import annotations

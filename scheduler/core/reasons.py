@@ -8,6 +8,11 @@ limit) and returns all that hold, the cycle's own reason first. Evidence is meas
 on the state the cycle ends with (after its starts and evictions), which is what the
 user's next look at the cluster shows.
 
+Blockers are stored and a job's row is rewritten whenever they differ, so their words
+and figures carry only facts that change when the situation does: no times, ages or
+durations that move with ``now`` or with a running job's recorded start (when a job
+should start is its ``estimated_start_at``, kept elsewhere).
+
 Cost: resource and hardware diagnoses depend only on a job's request shape, so each is
 computed once per shape per cycle; the rest is a constant amount of work per job.
 """
@@ -17,12 +22,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from scheduler.core.borrowing import GuaranteeBook
 from scheduler.core.dependencies import ENDED
 from scheduler.core.limits import LimitBook, duration_text
 from scheduler.core.placement import IdleCluster, Ledger, NodeCapacity, request_shape
+from scheduler.core.reason_words import REASON_WORDS
 from scheduler.core.types import (
     Blocker,
     Decisions,
@@ -97,15 +102,15 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
             if short is not None:
                 own = reserved.get(job.id) if reserved else None
                 if own is not None:
+                    # Where, not when: the reservation's start moves with every running
+                    # job's recorded start, and a stored blocker that moved with it would
+                    # rewrite the row on ticks where nothing changed. The time is the job's
+                    # estimated_start_at, kept by the estimates pass.
+                    nodes = [a.node for a in own.allocations]
                     short = Blocker(
                         short.code,
-                        f"{short.message}; reserved to start by {own.start_at:%Y-%m-%d %H:%M} UTC on "
-                        + ", ".join(a.node for a in own.allocations),
-                        {
-                            **short.evidence,
-                            "reserved_start": _minute(own.start_at),
-                            "reserved_nodes": [a.node for a in own.allocations],
-                        },
+                        f"{short.message}; reserved to start on " + ", ".join(nodes),
+                        {**short.evidence, "reserved_nodes": nodes},
                     )
                 found.append(short)
             if primary is _PRIORITY or (short is None and reserved and job.id not in reserved):
@@ -137,7 +142,8 @@ _RESOURCES = PendingReason.RESOURCES
 
 def _primary_first(primary: PendingReason, found: list[Blocker]) -> tuple[Blocker, ...]:
     """The cycle's reason leads; duplicates by code are dropped; a reason no rule here
-    re-derived (the state moved on within the cycle) still gets a sentence.
+    re-derived (the state moved on within the cycle) still gets its sentence from
+    ``scheduler.core.reason_words``.
 
     A job has a handful of blockers: they are compared pairwise (by identity of their
     codes, then message) rather than hashed, as hashing an enum member calls Python.
@@ -153,25 +159,8 @@ def _primary_first(primary: PendingReason, found: list[Blocker]) -> tuple[Blocke
         else:
             kept.append(blocker)
     if not lead:
-        lead.append(Blocker(primary, _GENERIC[primary]))
+        lead.append(Blocker(primary, REASON_WORDS[primary].sentence))
     return (*lead, *rest)
-
-
-_GENERIC = {
-    PendingReason.RESOURCES: "waits for GPUs, CPUs or memory to free up",
-    PendingReason.PRIORITY: "jobs of higher priority are waiting for resources",
-    PendingReason.NODES_UNAVAILABLE: "no node that is up can hold this job",
-    PendingReason.CYCLE_LIMIT: "the scheduling cycle started its maximum of jobs before reaching it",
-    PendingReason.ACCOUNT_GPU_LIMIT: "its account is at its GPU limit",
-    PendingReason.ACCOUNT_JOB_LIMIT: "its account is at its running-jobs limit",
-    PendingReason.USER_GPU_LIMIT: "its owner is at their GPU limit",
-    PendingReason.USER_JOB_LIMIT: "its owner is at their running-jobs limit",
-    PendingReason.DEPENDENCY: "waits for jobs it depends on",
-    PendingReason.DEPENDENCY_NEVER: "a job it depends on ended in a way that can never satisfy it",
-    PendingReason.WALLTIME_LIMIT: "asks for more walltime than allowed",
-    PendingReason.BORROW_LIMIT: "its account has borrowed all it may beyond its guarantee",
-    PendingReason.HELD: "held",
-}
 
 
 def _dependencies(job: PendingJob, states: Mapping[int, str]) -> list[Blocker]:
@@ -233,11 +222,9 @@ class _BehindReservation:
     formatted once per cycle, not once per waiting job."""
 
     def __init__(self, reservation: Reservation) -> None:
-        self.evidence = {"reserved_for": reservation.job_id, "reservation_start": _minute(reservation.start_at)}
-        self.suffix = (
-            f"; job {reservation.job_id} holds a reservation from {reservation.start_at:%Y-%m-%d %H:%M} UTC "
-            "that this job would delay"
-        )
+        # No start time, for the reason given in ``explain``: who holds it is the fact.
+        self.evidence = {"reserved_for": reservation.job_id}
+        self.suffix = f"; job {reservation.job_id} holds a reservation that this job would delay"
 
     def __call__(self, ahead: int) -> Blocker:
         return Blocker(PendingReason.PRIORITY, _ahead(ahead) + self.suffix, {"ahead": ahead, **self.evidence})
@@ -251,13 +238,6 @@ def _priority(ahead: int, head: PendingJob | None) -> Blocker:
         evidence["blocked_by"] = head.id
         message += f"; job {head.id} is first in line for resources"
     return Blocker(PendingReason.PRIORITY, message, evidence)
-
-
-def _minute(moment: datetime) -> str:
-    """A time in evidence, to the minute: finer would change on every tick (a running
-    job's recorded start moves a reservation by fractions of a second) and rewrite
-    every waiting job's row for nothing."""
-    return moment.replace(second=0, microsecond=0).isoformat()
 
 
 def constraint_text(job: PendingJob) -> str:
@@ -280,6 +260,8 @@ def _resources(job: PendingJob, ledger: Ledger) -> Blocker | None:
     short_of: tuple[str, str, int, int] | None = None  # (node, resource, free, wanted)
     for cluster, capacities in ledger.by_cluster.items():
         for capacity in capacities:
+            if not _could_hold(capacity.node, job):
+                continue  # named nowhere: waiting for it would never help
             usable = _usable(capacity, job)
             if usable > best[0]:
                 best = (usable, capacity.node.name)
@@ -317,6 +299,22 @@ def _resources(job: PendingJob, ledger: Ledger) -> Blocker | None:
         evidence |= {"short_node": node, "short_resource": resource, "short_free": free, "short_wanted": wanted}
         message += f" ({node} has the GPUs free but only {free} of {wanted} {resource})"
     return Blocker(PendingReason.RESOURCES, message, evidence)
+
+
+def _could_hold(node: NodeView, job: PendingJob) -> bool:
+    """Whether ``node`` could hold one node's share of ``job`` were it idle: it carries
+    the labels, enough GPUs of the kind asked for, and enough CPUs and memory.
+
+    Only such nodes are "closest to fitting": a node of another GPU model with every GPU
+    free is further from holding the job than a busy node of the right one.
+    """
+    if node.cpus < job.cpus_per_node or node.memory_mib < job.memory_mib_per_node:
+        return False
+    if job.node_labels and not job.fits_node(node):
+        return False
+    if not job.gpus_per_node:
+        return True
+    return sum(1 for gpu in node.gpus if job.accepts(gpu)) >= job.gpus_per_node
 
 
 def _usable(capacity: NodeCapacity, job: PendingJob) -> int:

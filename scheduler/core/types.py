@@ -1,8 +1,8 @@
 """Plain data the scheduling core works on.
 
-The core never sees a model or a queryset: ``scheduler/snapshot.py`` turns the database
-into these frozen dataclasses, the core returns :class:`Decisions`, and
-``scheduler/services.py`` writes them back. Keeping the boundary this narrow is what lets
+The core never sees a model or a queryset: ``scheduler/tick/snapshot.py`` turns the
+database into these frozen dataclasses, the core returns :class:`Decisions`, and
+``scheduler/tick/apply.py`` writes them back. Keeping the boundary this narrow is what lets
 the policy be tested, benchmarked and replayed against traces without a database.
 """
 

@@ -6,7 +6,7 @@ pages, monitoring) goes through :func:`decode`; the claim writes with :func:`enc
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NotRequired, TypedDict
 
 from scheduler.choices import ACTIVE_STATES
@@ -26,7 +26,7 @@ class AllocationJson(TypedDict):
     gpu_memory_mib: NotRequired[int]
 
 
-def decode(data: Iterable[dict[str, Any]] | None) -> tuple[Allocation, ...]:
+def decode(data: Iterable[Mapping[str, Any]] | None) -> tuple[Allocation, ...]:
     """Stored allocations (missing keys read as zero or empty; ``None`` as none)."""
     return tuple(
         Allocation(
@@ -58,7 +58,7 @@ def encode(allocations: Iterable[Allocation]) -> list[AllocationJson]:
     return stored
 
 
-def gpus_of(data: Iterable[dict[str, Any]] | None) -> set[tuple[str, int]]:
+def gpus_of(data: Iterable[Mapping[str, Any]] | None) -> set[tuple[str, int]]:
     """(node name, GPU index) of every GPU in stored allocations."""
     return {(a.node, i) for a in decode(data) for i in a.gpu_indices}
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from scheduler.choices import JobState
+from scheduler.core.reason_words import reason_words
 from scheduler.core.types import Blocker, PendingReason
 
 
@@ -21,9 +22,10 @@ def held_blockers(by: str) -> list[dict[str, Any]]:
 
 def blockers_for_api(job_state: str, stored: list[dict[str, Any]], reason: str) -> list[dict[str, Any]]:
     """The blockers a reader sees: stored ones, or the bare reason of a job the tick
-    has not explained yet (stored before explanations existed, or held)."""
+    has not explained yet (stored before explanations existed, or held), in its
+    sentence from ``scheduler.core.reason_words``."""
     if stored:
         return stored
     if reason and job_state in (JobState.PENDING, JobState.HELD):
-        return [{"code": reason, "message": reason, "evidence": {}}]
+        return [{"code": reason, "message": reason_words(reason).sentence, "evidence": {}}]
     return []

@@ -8,10 +8,17 @@ one of them (a test checks that every request field of ``PendingJob`` is listed)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from scheduler.core.types import PendingJob, parse_compute_capability
 from scheduler.models import Job
+
+#: The ``PendingJob`` fields that are not part of a request: the job's identity and
+#: bookkeeping (who submitted it, when, charged to which account, in which QOS), which
+#: :data:`PENDING_VALUES` reads beside the request. Every other ``PendingJob`` field is
+#: a request field (a test checks it).
+NOT_REQUEST_FIELDS: frozenset[str] = frozenset({"id", "submitted_at", "account", "user", "qos"})
 
 #: The ``Job`` fields that make up a request, each also a ``PendingJob`` field.
 REQUEST_FIELDS: tuple[str, ...] = (
@@ -90,6 +97,22 @@ def pending_job(job: Job) -> PendingJob:
             "account__name": job.account.name,
             "owner__username": job.owner.get_username(),
             "qos__name": job.qos.name if job.qos else "",
+        }
+    )
+
+
+def pending_request(values: Mapping[str, Any]) -> PendingJob:
+    """A request that is not a job yet (``values`` has every :data:`REQUEST_FIELDS`
+    entry, as the API validates it) as the core's ``PendingJob``, without identity: what
+    the submit-time feasibility check looks at."""
+    return pending_from_values(
+        {
+            "id": 0,
+            "submitted_at": None,
+            **{f: values[f] for f in REQUEST_FIELDS},
+            "account__name": "",
+            "owner__username": "",
+            "qos__name": "",
         }
     )
 

@@ -67,7 +67,7 @@ def _policy_names(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``python -m scheduler.core.simulate`` and ``manage.py simulate``."""
+    """The options of ``python -m scheduler.replay`` and ``manage.py simulate``."""
     parser.add_argument("trace", help="a Philly-format CSV: job_id,submit_s,duration_s,num_gpus,vc")
     parser.add_argument(
         "--nodes", type=_positive_int, default=88, metavar="N", help="nodes in the cluster (default 88)"
@@ -129,7 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m scheduler.core.simulate",
+        prog="python -m scheduler.replay",
         description="Replay a GPU job trace through the scheduler and print quality figures as JSON lines.",
     )
     add_arguments(parser)

@@ -32,6 +32,7 @@ from scheduler.config import SchedulerConfig, current_config
 from scheduler.core.cycle import schedule
 from scheduler.core.estimate import estimate_starts
 from scheduler.core.priority import PriorityBreakdown
+from scheduler.core.reason_words import REASON_WORDS
 from scheduler.core.types import PendingReason, Snapshot
 from scheduler.jobs.blockers import blockers_to_json
 from scheduler.jobs.request import pending_job
@@ -49,20 +50,6 @@ BATCH = 500
 
 #: Reasons under which the queue ahead of a job decides when it starts.
 _QUEUE_WAITS = frozenset({PendingReason.RESOURCES, PendingReason.PRIORITY, PendingReason.CYCLE_LIMIT})
-
-#: Why a job submitted now would wait, per pending reason of the cycle.
-_WAITS_BECAUSE: dict[PendingReason, str] = {
-    PendingReason.RESOURCES: "The GPUs, CPUs or memory it needs are busy now.",
-    PendingReason.PRIORITY: "Jobs ahead of it in the queue wait for resources first.",
-    PendingReason.CYCLE_LIMIT: "The scheduler starts a bounded number of jobs per tick; it would wait for a later one.",
-    PendingReason.NODES_UNAVAILABLE: "No schedulable node can hold it now (the nodes that could are down or drained).",
-    PendingReason.ACCOUNT_GPU_LIMIT: "Its account (or an account above it) is at its GPU quota.",
-    PendingReason.ACCOUNT_JOB_LIMIT: "Its account (or an account above it) is at its running-jobs quota.",
-    PendingReason.USER_GPU_LIMIT: "You are at your GPU quota.",
-    PendingReason.USER_JOB_LIMIT: "You are at your running-jobs quota.",
-    PendingReason.DEPENDENCY: "It would wait for the jobs it depends on.",
-    PendingReason.DEPENDENCY_NEVER: "A job it depends on ended in a way that can never satisfy the dependency.",
-}
 
 
 # --- What-if ----------------------------------------------------------------------------
@@ -137,7 +124,7 @@ def _explain(starts_now: bool, reason: PendingReason | None, estimated: bool, pr
         if preempts:
             said.append(f"It would preempt {preempts} running job{'s' if preempts > 1 else ''} to fit.")
         return said
-    said = [_WAITS_BECAUSE.get(reason, f"It would wait ({reason}).") if reason else "It would wait."]
+    said = [REASON_WORDS[reason].sentence if reason else "It would wait."]
     if estimated:
         said.append("The estimate is a latest start: it assumes every job runs to its walltime limit.")
     elif reason in _QUEUE_WAITS:

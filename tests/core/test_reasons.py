@@ -79,16 +79,63 @@ def test_a_job_behind_a_reservation_names_the_reserving_job_and_counts_those_ahe
         ),
     )
     decisions = schedule(snapshot, Policy(backfill=True), NOW)
+    assert decisions.reservations[0].start_at == NOW + timedelta(hours=2)
     first, third = decisions.blockers[1], decisions.blockers[3]
     assert codes(first) == [R.RESOURCES]
-    assert first[0].evidence["reserved_start"] == (NOW + timedelta(hours=2)).isoformat()
+    assert first[0].message.endswith("; reserved to start on n1")
+    assert first[0].evidence["reserved_nodes"] == ["n1"]
     assert codes(third) == [R.PRIORITY]
-    assert third[0].evidence == {
-        "ahead": 2,
-        "reserved_for": 1,
-        "reservation_start": (NOW + timedelta(hours=2)).isoformat(),
-    }
-    assert "job 1 holds a reservation" in third[0].message
+    assert third[0].evidence == {"ahead": 2, "reserved_for": 1}
+    assert third[0].message == (
+        "2 jobs ahead of it in priority order wait; job 1 holds a reservation that this job would delay"
+    )
+
+
+def test_blockers_stay_the_same_when_a_reservation_start_crosses_a_minute() -> None:
+    """A running job's recorded start lags the tick that dispatched it by a moment, so
+    the reservation behind it moves between ticks; the stored blockers must not."""
+    cycles = []
+    for started_at in (NOW - timedelta(hours=1, seconds=0.5), NOW - timedelta(hours=1) + timedelta(seconds=0.5)):
+        running = RunningJob(90, (Allocation("n1", (0, 1, 2, 3, 4, 5)),), started_at, walltime_seconds=3 * 3600)
+        snapshot = Snapshot(
+            nodes=(node("n1"),),
+            running=(running,),
+            pending=(
+                pending(1, gpus_per_node=8, walltime_seconds=3600),
+                pending(2, gpus_per_node=8, walltime_seconds=3600),
+                pending(3, gpus_per_node=2, walltime_seconds=10 * 3600),
+            ),
+        )
+        cycles.append(schedule(snapshot, Policy(backfill=True), NOW))
+    before, after = cycles
+    assert before.reservations[0].start_at.minute != after.reservations[0].start_at.minute
+    assert before.blockers == after.blockers
+
+
+def test_the_best_node_named_carries_the_gpu_model_asked_for() -> None:
+    """Bug report: "best node a100-01 has 0 of the 4 H100-80GB GPUs". A node of another
+    model is never the closest fit, however free it is; among nodes that could hold the
+    job, the one with the most of its GPUs free is named."""
+    cases = [
+        (
+            "every H100 busy: the first H100 node",
+            (0, 0),
+            "best node h100-01 has 0 of the 4 H100-80GB GPUs it needs free",
+        ),
+        (
+            "H100s partly free: the one with most",
+            (1, 3),
+            "best node h100-02 has 3 of the 4 H100-80GB GPUs it needs free",
+        ),
+    ]
+    for scenario, (free_01, free_02), message in cases:
+        snapshot = Snapshot(
+            nodes=(node("a100-01", model="A100-40GB"), node("h100-01"), node("h100-02")),
+            running=(held(90, "h100-01", tuple(range(8 - free_01))), held(91, "h100-02", tuple(range(8 - free_02)))),
+            pending=(pending(1, gpus_per_node=4, gpu_model="H100-80GB"),),
+        )
+        (resources,) = blockers_of(snapshot, 1, Policy())
+        assert resources.message == message, scenario
 
 
 def test_without_backfill_later_jobs_name_the_head_of_the_line() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from monitoring.collectors.base import CollectorError, Process, throttle_names
 from monitoring.collectors.dcgm import parse_dcgm_metrics
-from monitoring.collectors.nvml import NvmlCollector, parse_nvidia_smi_csv
+from monitoring.collectors.nvml import NvmlCollector
 from monitoring.collectors.simulated import SimulatedGpu, simulate
 from tests.builders import T0
 
@@ -66,47 +66,6 @@ def test_dcgm_reports_the_last_xid_and_treats_zero_as_none():
 def test_dcgm_garbage_is_a_collector_error():
     with pytest.raises(CollectorError):
         parse_dcgm_metrics("this is { not prometheus")
-
-
-# --- nvidia-smi CSV --------------------------------------------------------------------------
-
-
-def test_nvidia_smi_csv_with_units_in_every_cell():
-    [reading] = parse_nvidia_smi_csv((FIXTURES / "nvidia-smi-rtx-pro-6000.csv").read_text())
-    assert (reading.index, reading.utilization_pct, reading.memory_used_mib, reading.memory_total_mib) == (
-        0,
-        10.0,
-        2082,
-        97887,
-    )
-    assert (reading.temperature_c, reading.power_w, reading.power_limit_w) == (29.0, 26.47, 600.0)
-
-
-def test_nvidia_smi_not_available_fields_are_left_out():
-    [reading] = parse_nvidia_smi_csv((FIXTURES / "nvidia-smi-gb10.csv").read_text())
-    assert (reading.power_w, reading.power_limit_w, reading.memory_total_mib) == (5.04, None, None)
-    assert reading.memory_used_mib == 0  # [N/A]: unified memory
-
-
-def test_nvidia_smi_index_column_and_sm_clock():
-    readings = parse_nvidia_smi_csv((FIXTURES / "nvidia-smi-p100x2.csv").read_text())
-    assert [(r.index, r.memory_used_mib, r.utilization_pct, r.sm_clock_mhz) for r in readings] == [
-        (0, 1628, 10.0, 405),
-        (1, 3256, 30.0, 405),
-    ]
-
-
-def test_nvidia_smi_throttle_reasons_bitmask():
-    text = (
-        "index, utilization.gpu [%], memory.used [MiB], clocks_event_reasons.active\n"
-        "0, 99 %, 1 MiB, 0x0000000000000044\n"
-    )
-    assert parse_nvidia_smi_csv(text)[0].throttle_reasons == ("sw_power_cap", "hw_thermal_slowdown")
-
-
-def test_nvidia_smi_without_utilization_column_is_refused():
-    with pytest.raises(CollectorError, match=r"utilization\.gpu"):
-        parse_nvidia_smi_csv("index, memory.used [MiB]\n0, 1 MiB\n")
 
 
 # --- NVML at the pynvml seam -------------------------------------------------------------------

@@ -100,30 +100,37 @@ def test_the_scheduler_places_no_new_job_on_an_unhealthy_gpu(world, agent, tick,
 
 
 @pytest.mark.django_db
-def test_a_critical_xid_drains_the_node_with_the_reason(agent, node, frozen):
+def test_a_critical_xid_drains_the_node_with_the_reason_and_audits_it_as_monitoring(agent, node, frozen):
+    from portal.models import AuditEntry
+
     response = agent.post_samples([sample(3, NOW, xid=79)])
     assert response.json()["drained"] is True
     node.refresh_from_db()
     assert node.state == NodeState.DRAIN
-    assert node.reason == "XID 79 (GPU has fallen off the bus) on GPU 3 (monitoring)"
+    reason = "XID 79 (GPU has fallen off the bus) on GPU 3 (monitoring)"
+    assert node.reason == reason
+    [entry] = AuditEntry.objects.all()
+    assert (entry.actor, entry.actor_name, entry.action) == (None, "monitoring", "drain")
+    assert (entry.target_type, entry.target_repr) == ("node", "h100-01")
+    assert entry.changes == {"reason": ["", reason], "state": ["up", "drain"]}
 
 
 @pytest.mark.django_db
-def test_an_admins_drain_reason_is_kept(agent, node, frozen):
+def test_an_admins_drain_reason_is_kept(world, agent, node, frozen):
     from scheduler.clusters.nodes import drain_node
 
-    drain_node(node, reason="maintenance")
+    drain_node(node, reason="maintenance", by=world.admin)
     agent.post_samples([sample(3, NOW, xid=79)])
     node.refresh_from_db()
     assert node.reason == "maintenance"
 
 
 @pytest.mark.django_db
-def test_the_same_xid_repeated_by_dcgm_does_not_drain_again(agent, node, frozen):
+def test_the_same_xid_repeated_by_dcgm_does_not_drain_again(world, agent, node, frozen):
     from scheduler.clusters.nodes import resume_node
 
     agent.post_samples([sample(3, NOW, xid=79)])
-    resume_node(node)  # an admin checked the GPU and resumed the node
+    resume_node(node, by=world.admin)  # an admin checked the GPU and resumed the node
     agent.post_samples([sample(3, NOW + timedelta(seconds=10), xid=79)])
     node.refresh_from_db()
     assert node.state == NodeState.UP

@@ -93,5 +93,29 @@ def test_good_request_creates_a_pending_job_with_an_event(world, client_for):
     assert [e.kind for e in JobEvent.objects.filter(job_id=body["id"])] == ["submitted"]
 
 
+def test_a_full_node_request_is_accepted_while_every_node_has_a_gpu_in_its_xid_hold(
+    world, client_for, tick, monkeypatch
+):
+    """Submit asks whether the hardware could ever hold a request, so health passes; the
+    tick, which places on healthy GPUs only, keeps the job waiting until the holds end."""
+    from django.utils import timezone
+
+    from monitoring.models import GpuHealth
+    from scheduler.choices import JobState
+    from scheduler.models import Gpu, Node
+    from scheduler.reads import inventory
+
+    monkeypatch.setattr(inventory, "_cache", None)  # as in a fresh process: nothing cached yet
+    now = timezone.now()
+    for node in Node.objects.all():
+        held = Gpu.objects.filter(node=node).order_by("index")[0]
+        GpuHealth.objects.create(gpu=held, xid=79, xid_at=now, since=now)
+    response = post(client_for(world.alice), gpu_model="H100-80GB", gpus_per_node=8)
+    assert response.status_code == 201, response.json()
+    tick()
+    job = Job.objects.get()
+    assert job.state == JobState.PENDING and not job.allocations
+
+
 def test_account_may_be_omitted_with_a_single_membership(world, client_for):
     assert post(client_for(world.alice), account=None).status_code == 201

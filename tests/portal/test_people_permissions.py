@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.models import Quota
+from portal.models import AuditEntry, Quota
 
 pytestmark = pytest.mark.django_db
 
@@ -40,6 +40,7 @@ def test_account_in_use_cannot_be_deleted(world, client_for):
     submit(world.alice, world.lab)
     response = client_for(world.admin).delete(f"/api/v1/accounts/{world.lab.id}/")
     assert response.status_code == 409
+    assert not AuditEntry.objects.exists()
 
 
 def test_quotas_visible_to_members_writable_by_staff(world, client_for):
@@ -66,6 +67,7 @@ def test_bad_quota_is_400_with_field(world, client_for, body, field):
     response = client_for(world.admin).post("/api/v1/quotas/", body, format="json")
     assert response.status_code == 400
     assert field in response.json()
+    assert not AuditEntry.objects.exists()
 
 
 def test_nodes_readable_by_all_drainable_by_staff(world, client_for):

@@ -1,6 +1,23 @@
-"""Settings helpers fail loudly on bad values instead of guessing."""
+"""Settings helpers fail loudly on bad values instead of guessing, and ``.env.example``
+lists exactly the variables Quartermaster reads.
+
+The rule for ``.env.example``: it lists every variable the portal's own processes
+(web, Celery, ``run_scheduler``) read, that is every variable ``portal/settings.py``
+reads, plus those that code under portal/, scheduler/ and monitoring/ reads with
+``os.environ`` directly (``QM_NATIVE_CORE``, ``SLURM_CONF``), except ``NOT_LISTED``:
+test-only hooks and the node agent, which runs on GPU nodes and documents its own
+variables in ``--help``. The client (``qm``), benchmarks and scripts are separate
+programs and are not scanned. Conversely every listed variable is read somewhere in the
+repository (a test-only one such as ``QM_REQUIRE_SERVICES`` may be listed).
+"""
 
 from __future__ import annotations
+
+import ast
+import os
+import runpy
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -80,3 +97,104 @@ def test_a_rate_drf_could_not_read_stops_start_up(monkeypatch, raw):
     monkeypatch.setenv("RATE", raw)
     with pytest.raises(ImproperlyConfigured, match="RATE must look like 30/minute"):
         env_rate("RATE", "1/minute")
+
+
+# --- .env.example lists every variable -------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+SETTINGS = ROOT / "portal" / "settings.py"
+#: Read directly from ``os.environ`` by server code, yet deliberately not in .env.example.
+NOT_LISTED = {"QM_FAILPOINTS": "tests only: kills the process at a named place"}
+#: Server-side packages whose direct ``os.environ`` reads belong in .env.example.
+SERVER_PACKAGES = ("portal", "scheduler", "monitoring")
+#: Runs on GPU nodes, not in the portal; its variables are flag defaults (``--help``).
+AGENT = ROOT / "monitoring" / "agent.py"
+
+
+def listed() -> list[str]:
+    lines = (ROOT / ".env.example").read_text().splitlines()
+    return [line.partition("=")[0] for line in lines if line.strip() and not line.startswith("#")]
+
+
+def _is_environ(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "environ"
+
+
+def direct_reads(path: Path) -> set[str]:
+    """Names ``path`` reads as ``os.environ.get("X")``, ``os.environ["X"]`` or
+    ``os.getenv("X")`` (literal names only: a computed one is not configuration)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        key: ast.expr | None = None
+        if isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute):
+            if (node.func.attr == "get" and _is_environ(node.func.value)) or node.func.attr == "getenv":
+                key = node.args[0]
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is_environ(node.value):
+            key = node.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            names.add(key.value)
+    return names
+
+
+def settings_reads() -> set[str]:
+    """The first argument of every ``env_*(...)`` call in the settings module."""
+    names = set()
+    for node in ast.walk(ast.parse(SETTINGS.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.startswith("env_"):
+            first = node.args[0] if node.args else None
+            assert isinstance(first, ast.Constant) and isinstance(first.value, str), (
+                f"line {node.lineno}: {node.func.id}() must name its variable with a string literal"
+            )
+            names.add(first.value)
+    return names
+
+
+def python_files(*tops: str) -> Iterator[Path]:
+    for top in tops:
+        yield from (ROOT / top).rglob("*.py")
+
+
+class RecordingEnviron(Mapping[str, str]):
+    """A read-only ``os.environ`` that remembers every name looked up."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ, self.names = environ, set[str]()
+
+    def __getitem__(self, name: str) -> str:
+        self.names.add(name)
+        return self.environ[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.environ)
+
+    def __len__(self) -> int:
+        return len(self.environ)
+
+
+def test_settings_read_the_environment_only_through_the_helpers():
+    tree = ast.parse(SETTINGS.read_text())
+    direct = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in {"environ", "getenv"}]
+    assert direct == [], f"portal/settings.py reads os.environ directly on lines {direct}: use portal.env"
+
+
+def test_the_static_scan_sees_every_variable_the_settings_read(monkeypatch):
+    recording = RecordingEnviron(os.environ)
+    with monkeypatch.context() as patch:  # undone before pytest writes PYTEST_CURRENT_TEST
+        patch.setattr(os, "environ", recording)
+        runpy.run_path(str(SETTINGS))
+    assert "DEBUG" in recording.names  # the recorder saw the reads
+    assert recording.names <= settings_reads()
+
+
+def test_env_example_lists_every_variable_the_portal_reads():
+    server = set().union(*(direct_reads(p) for p in python_files(*SERVER_PACKAGES) if p != AGENT))
+    missing = (settings_reads() | server) - set(NOT_LISTED) - set(listed())
+    assert not missing, f"add to .env.example (with a comment): {sorted(missing)}"
+
+
+def test_env_example_lists_each_variable_once_and_only_ones_something_reads():
+    names = listed()
+    assert len(names) == len(set(names)), "a variable is listed twice"
+    everywhere = [p for p in ROOT.rglob("*.py") if not {".venv", "build", ".git"} & set(p.relative_to(ROOT).parts)]
+    read = settings_reads().union(*(direct_reads(p) for p in everywhere))
+    assert set(names) <= read, f"nothing reads {sorted(set(names) - read)}"

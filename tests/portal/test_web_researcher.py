@@ -119,6 +119,9 @@ def test_submit_creates_the_job_and_shows_it(world):
         ({"nice": "-5"}, "nice", "Only staff"),
         ({"dependencies": "afterok:999999"}, "dependencies", "No job you can see has id 999999"),
         ({"account": "other"}, "account", "Select a valid choice"),
+        ({"node_labels": "rack"}, "node_labels", "write each node label as label=value"),
+        ({"node_labels": "rack=r1, rack=r2"}, "node_labels", "given two values"),
+        ({"node_labels": "rack=r9"}, "node_labels", "No node has the labels rack=r9."),
     ],
 )
 def test_bad_input_is_an_inline_error_on_its_field_never_a_500(world, change, field, message):
@@ -182,6 +185,20 @@ def test_saved_templates_are_personal(world):
     assert logged_in(world.dora).post(f"/jobs/templates/{template.id}/delete/").status_code == 404
     client.post(f"/jobs/templates/{template.id}/delete/")
     assert not JobTemplate.objects.exists()
+
+
+def test_node_labels_typed_as_pairs_are_stored_as_the_api_stores_them(world):
+    from scheduler.models import Node
+
+    Node.objects.filter(name="h100-02").update(labels={"rack": "r2", "network": "infiniband"})
+    logged_in(world.alice).post("/jobs/new/", {**FORM, "node_labels": "rack=r2,\n network = infiniband"})
+    assert Job.objects.get(name="train").node_labels == {"rack": "r2", "network": "infiniband"}
+
+
+def test_resubmit_as_copy_prefills_the_node_labels(world):
+    job = submit(world.alice, world.lab, name="pinned", node_labels={"rack": "r2", "network": "infiniband"})
+    html = page(logged_in(world.alice), "/jobs/new/", copy=str(job.id))
+    assert 'name="node_labels" value="rack=r2, network=infiniband"' in html
 
 
 def test_resubmit_as_copy_prefills_every_field_and_respects_visibility(world):

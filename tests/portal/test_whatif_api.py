@@ -91,8 +91,10 @@ def test_a_job_its_quota_blocks_has_no_estimate_and_says_why(full, client_for):
     body = client_for(full.alice).post(URL, {**NODE_JOB, "gpu_model": "L4", "gpus_per_node": 1}, format="json").json()
     assert (body["estimated_start"], body["estimated_wait_seconds"]) == (None, None)
     assert body["would_start_now"] is False and body["pending_reason"] == "AccountGpuLimit"
-    assert "GPU quota" in body["reasons"][0] and "No estimate" in body["reasons"][1]
+    assert body["reasons"][0] == "Its account (or an account above it) is at its GPU quota."
+    assert "No estimate" in body["reasons"][1]
     assert body["blockers"][0]["code"] == "AccountGpuLimit"
+    assert body["blockers"][0]["title"] == "Its account is at its GPU quota"
     assert body["blockers"][0]["evidence"]["cap"] == 16
 
 

@@ -86,7 +86,7 @@ def test_running_jobs_gpus_are_not_reused(world, tick):
 
 
 def test_drained_node_gets_no_new_jobs(world, tick):
-    drain_node(world.cluster.nodes.get(name="h100-01"), reason="maintenance")
+    drain_node(world.cluster.nodes.get(name="h100-01"), reason="maintenance", by=world.admin)
     job = submit(world.alice, world.lab, gpu_model="H100-80GB")
     tick()
     job.refresh_from_db()

@@ -22,6 +22,7 @@ from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Cluster, Job
 from tests import slurm_dev
 from tests.builders import submit
+from tests.conftest import require_slurm
 from tests.scheduler.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +35,10 @@ GPU_MODELS = {
 
 @pytest.fixture
 def slurm_cluster(world: Any, tmp_path: Any) -> Any:
-    """The dev cluster as the only enabled cluster, its nodes synced into the portal."""
+    """The dev cluster as the only enabled cluster, its nodes synced into the portal.
+
+    Refuses by itself, as the ``slurm`` marker does, where no cluster answers."""
+    require_slurm()
     world.cluster.enabled = False
     world.cluster.save()
     cluster = Cluster.objects.create(
@@ -133,13 +137,13 @@ def test_node_drained_in_the_portal_is_drained_in_slurm(
     backend = backend_for(slurm_cluster)
     try:
         with django_capture_on_commit_callbacks(execute=True):  # Slurm is told after commit
-            drain_node(node, reason="maintenance")
+            drain_node(node, reason="maintenance", by="test")
         assert {n.name: n.state for n in backend.list_nodes()}["node4"] == "drain"
         poll_cluster(slurm_cluster)
         assert slurm_cluster.nodes.get(name="node4").reason == "maintenance"  # the admin's drain stays
     finally:
         with django_capture_on_commit_callbacks(execute=True):
-            resume_node(node)
+            resume_node(node, by="test")
     wait_for(lambda: {n.name: n.state for n in backend.list_nodes()}["node4"] == "up", what="node4 up in Slurm")
 
 
@@ -171,6 +175,7 @@ def restart_slurmctld(while_down: Any) -> Any:
         )
 
 
+@pytest.mark.slurm
 def test_a_slurmctld_restart_loses_no_job_and_polling_resumes(world: Any, slurm_cluster: Any, tick: Any) -> None:
     job = submit(world.alice, world.lab, command="sleep 20", gpus_per_node=1, walltime_seconds=600)
     tick()

@@ -31,9 +31,30 @@ def test_a_waiting_job_stores_every_blocker_and_the_api_shows_them(world, tick, 
 
     body = client_for(world.alice).get(f"/api/v1/jobs/{waiting.id}/").json()
     assert body["pending_reason"] == "AccountGpuLimit"
+    # As stored, each with its code's title added as the API reads it.
+    assert [b.pop("title") for b in body["pending_blockers"]] == [
+        "Its account is at its GPU quota",
+        "Waiting for free GPUs, CPUs or memory",
+    ]
     assert body["pending_blockers"] == waiting.pending_blockers
     for job in Job.objects.filter(state=JobState.RUNNING):
         cancel_job(job, by="test")
+
+
+def test_a_job_stored_with_a_reason_but_no_blockers_reads_in_the_reasons_words(world, client_for):
+    """Rows from before blockers were stored (or a reason the tick has not explained yet)
+    still get a title and a sentence, from the one table, not the bare code."""
+    job = submit(world.alice, world.lab)
+    Job.objects.filter(pk=job.pk).update(pending_reason="Dependency", pending_blockers=[])
+    body = client_for(world.alice).get(f"/api/v1/jobs/{job.id}/").json()
+    assert body["pending_blockers"] == [
+        {
+            "code": "Dependency",
+            "title": "Waiting for the jobs it depends on",
+            "message": "It waits for the jobs it depends on.",
+            "evidence": {},
+        }
+    ]
 
 
 def test_reasons_are_written_only_to_jobs_still_pending_and_only_when_they_changed(world):

@@ -1,8 +1,8 @@
 """Run the periodic jobs without Celery workers or beat: the embedded mode's scheduler loop.
 
-Runs the same Celery tasks that beat would (``settings.PERIODIC_JOBS``, one table for
-both), by name and in this process, each when its period has passed: poll the clusters,
-tick, store start estimates, and the monitoring passes. ``--once`` runs every job once.
+Runs the same Celery tasks that beat would (``portal.periodic``, one table for both), by
+name and in this process, each when its period has passed: poll the clusters, tick,
+store start estimates, and the monitoring passes. ``--once`` runs every job once.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandParser
 import monitoring.tasks
 import scheduler.tasks
 from portal.celery import app as celery_app
-from portal.periodic import PeriodicJob
+from portal.periodic import PeriodicJob, periodic_jobs
 
 #: The tasks the table names (imported above so that they are registered).
 TASK_MODULES = (scheduler.tasks, monitoring.tasks)
@@ -44,7 +44,7 @@ class Command(BaseCommand):
             raise SystemExit(2)
         jobs = [
             PeriodicJob(job.name, job.task, interval) if interval is not None and job.task in HEARTBEAT else job
-            for job in settings.PERIODIC_JOBS
+            for job in periodic_jobs(settings)
         ]
         if settings.SCHEDULER_DISPATCH != "inline":
             self.stdout.write("SCHEDULER_DISPATCH=celery: dispatch goes to Celery workers.")

@@ -1,7 +1,7 @@
 """``manage.py simulate TRACE --policy ...``: the trace replay of ``scheduler.replay``.
 
-It only delegates: the options are the ones :func:`scheduler.replay.add_arguments`
-defines for ``python -m scheduler.replay``, and :func:`scheduler.replay.run`
+It only delegates: the options are the ones :func:`scheduler.replay.cli.add_arguments`
+defines for ``python -m scheduler.replay``, and :func:`scheduler.replay.cli.run`
 does the work. (It does not call ``main(argv)`` itself because Django has already parsed
 the options, also for ``call_command``; bad options raise ``CommandError`` here where
 ``main`` exits with status 2.) It needs no database.
