@@ -68,6 +68,7 @@ from scheduler.backends.kubernetes_objects import (
     selector,
 )
 from scheduler.backends.local import _ConfigReader
+from scheduler.backends.spec_check import spec_problem
 
 log = logging.getLogger(__name__)
 
@@ -378,23 +379,9 @@ class KubernetesBackend:
     def _check(self, spec: JobSpec) -> None:
         if not spec.key or not is_label_value(spec.key):
             raise self._reject(spec, "key must be a label value (63 characters: A-Z a-z 0-9 . _ -)")
-        walltime = spec.walltime_seconds
-        if isinstance(walltime, bool) or not isinstance(walltime, int) or walltime <= 0:
-            raise self._reject(spec, f"walltime_seconds must be a positive integer, got {walltime!r}")
-        if not (spec.script or spec.command):
-            raise self._reject(spec, "has neither a command nor a script")
-        if not spec.placements:
-            raise self._reject(spec, "has no placements")
-        seen: set[str] = set()
-        for placement in spec.placements:
-            if placement.node in seen:
-                raise self._reject(spec, f"node {placement.node!r} is placed twice")
-            seen.add(placement.node)
-            if len(set(placement.gpu_indices)) != len(placement.gpu_indices):
-                raise self._reject(spec, f"GPU indices on {placement.node} repeat: {placement.gpu_indices}")
-        for key, value in spec.env.items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise self._reject(spec, f"env must map strings to strings, got {key!r}: {value!r}")
+        problem = spec_problem(spec)
+        if problem:
+            raise self._reject(spec, problem)
 
     def _existing(self, spec: JobSpec, namespace: str, name: str) -> bool:
         """Whether the Job for ``spec`` exists; a same-named Job of another key is an error."""

@@ -63,6 +63,7 @@ from scheduler.backends.base import (
     PollResult,
     RemoteState,
 )
+from scheduler.backends.spec_check import spec_problem
 
 #: A job whose runner has not announced itself this long after submit is NODE_FAIL.
 STARTUP_GRACE_SECONDS = 60.0
@@ -452,32 +453,16 @@ class LocalBackend:
         """Check ``spec`` against the inventory; return the argv and the job's extra env."""
         if not _is_safe_name(spec.key):
             raise self._reject(spec, f"key must match {_SAFE_NAME.pattern}")
-        if (
-            isinstance(spec.walltime_seconds, bool)
-            or not isinstance(spec.walltime_seconds, int)
-            or spec.walltime_seconds <= 0
-        ):
-            raise self._reject(spec, f"walltime_seconds must be a positive integer, got {spec.walltime_seconds!r}")
-        if spec.script:
-            argv = ["bash", runner.SCRIPT_FILE]
-        elif spec.command:
-            argv = ["bash", "-c", spec.command]
-        else:
-            raise self._reject(spec, "has neither a command nor a script")
-        if not spec.placements:
-            raise self._reject(spec, "has no placements")
-        seen_nodes: set[str] = set()
+        problem = spec_problem(spec)
+        if problem:
+            raise self._reject(spec, problem)
+        argv = ["bash", runner.SCRIPT_FILE] if spec.script else ["bash", "-c", spec.command]
         for placement in spec.placements:
             node = self._by_name.get(placement.node)
             if node is None:
                 raise self._reject(spec, f"placement on unknown node {placement.node!r}")
-            if placement.node in seen_nodes:
-                raise self._reject(spec, f"node {placement.node!r} is placed twice")
-            seen_nodes.add(placement.node)
             gpus = {gpu.index: gpu for gpu in node.gpus}
             split = {gpu.parent_index for gpu in node.gpus if gpu.parent_index is not None}
-            if len(set(placement.gpu_indices)) != len(placement.gpu_indices):
-                raise self._reject(spec, f"GPU indices on {node.name} repeat: {placement.gpu_indices}")
             for index in placement.gpu_indices:
                 if index not in gpus:
                     raise self._reject(spec, f"node {node.name} has no GPU {index!r} (has {sorted(gpus)})")
@@ -485,11 +470,7 @@ class LocalBackend:
                     raise self._reject(
                         spec, f"GPU {index} on {node.name} is split into MIG slices; place the job on its slices"
                     )
-        env: dict[str, str] = {}
-        for key, value in spec.env.items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise self._reject(spec, f"env must map strings to strings, got {key!r}: {value!r}")
-            env[key] = value
+        env = dict(spec.env)
         first = spec.placements[0]
         env.update(
             {

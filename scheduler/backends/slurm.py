@@ -58,6 +58,7 @@ from typing import Any, ClassVar
 
 from scheduler.backends import slurm_parse as parse
 from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState
+from scheduler.backends.spec_check import spec_problem
 
 _CONFIG_KEYS = frozenset(
     {"slurm_conf", "bin_dir", "partition", "log_dir", "gpu_models", "command_timeout_seconds", "accounting"}
@@ -308,34 +309,24 @@ class SlurmBackend:
         run the very same sbatch without the adapter around it."""
         if not _SAFE_NAME.fullmatch(spec.key):
             raise self._reject(spec, f"key must match {_SAFE_NAME.pattern}")
-        walltime = spec.walltime_seconds
-        if isinstance(walltime, bool) or not isinstance(walltime, int) or walltime <= 0:
-            raise self._reject(spec, f"walltime_seconds must be a positive integer, got {walltime!r}")
-        if not (spec.script or spec.command):
-            raise self._reject(spec, "has neither a command nor a script")
-        if not spec.placements:
-            raise self._reject(spec, "has no placements")
+        problem = spec_problem(spec)
+        if problem:
+            raise self._reject(spec, problem)
         inventory = self._nodes_by_name()
         types: set[str] = set()
         for placement in spec.placements:
             node = inventory.get(placement.node)
             if node is None:
                 raise self._reject(spec, f"placement on unknown node {placement.node!r}")
-            if len(set(placement.gpu_indices)) != len(placement.gpu_indices):
-                raise self._reject(spec, f"GPU indices on {node.name} repeat: {placement.gpu_indices}")
             for index in placement.gpu_indices:
                 if not 0 <= index < len(node.gpus):
                     raise self._reject(spec, f"node {node.name} has no GPU {index!r} (has {len(node.gpus)})")
             types.add(node.labels.get("gres_type", ""))
         names = [p.node for p in spec.placements]
-        if len(set(names)) != len(names):
-            raise self._reject(spec, "a node is placed twice")
         counts = {len(p.gpu_indices) for p in spec.placements}
         if len(counts) != 1:
             raise self._reject(spec, f"Slurm gives every node the same GPU count; placements ask for {sorted(counts)}")
         for key, value in spec.env.items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise self._reject(spec, f"env must map strings to strings, got {key!r}: {value!r}")
             if not _ENV_NAME.fullmatch(key) or "\x00" in value:
                 raise self._reject(spec, f"env name {key!r} is not a shell variable name (or its value has NUL)")
             if key.startswith(_RESERVED_ENV):

@@ -1,0 +1,37 @@
+"""The checks every backend makes on a :class:`~scheduler.backends.base.JobSpec` before it
+talks to its workload manager: one home, so the three adapters refuse the same specs
+with the same words.
+
+What is checked here holds for any workload manager (a positive whole walltime,
+something to run, at least one placement, no node or GPU placed twice, a string-to-string
+environment). What depends on the backend stays in it: how a key may be spelt (a file
+name, a Kubernetes label value) and whether a placed node or GPU exists in its inventory.
+"""
+
+from __future__ import annotations
+
+from scheduler.backends.base import JobSpec
+
+
+def spec_problem(spec: JobSpec) -> str | None:
+    """The first thing wrong with ``spec`` that no backend could run, as a phrase that
+    follows "job <key>: "; ``None`` when there is none. Adapters raise it as a permanent
+    :class:`~scheduler.backends.base.BackendError` (a retry cannot help)."""
+    walltime = spec.walltime_seconds
+    if isinstance(walltime, bool) or not isinstance(walltime, int) or walltime <= 0:
+        return f"walltime_seconds must be a positive integer, got {walltime!r}"
+    if not (spec.script or spec.command):
+        return "has neither a command nor a script"
+    if not spec.placements:
+        return "has no placements"
+    seen: set[str] = set()
+    for placement in spec.placements:
+        if placement.node in seen:
+            return f"node {placement.node!r} is placed twice"
+        seen.add(placement.node)
+        if len(set(placement.gpu_indices)) != len(placement.gpu_indices):
+            return f"GPU indices on {placement.node} repeat: {placement.gpu_indices}"
+    for key, value in spec.env.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            return f"env must map strings to strings, got {key!r}: {value!r}"
+    return None
