@@ -101,7 +101,7 @@ def dispatch_through_portal(n: int, seconds: float, conf: str, log_dir: Path) ->
 
     settings.SCHEDULER_DISPATCH = "inline"
     cluster = Cluster.objects.create(
-        name="devcluster", kind="slurm", config={"slurm_conf": conf, "log_dir": str(log_dir)}
+        name="devcluster", kind="slurm", config={"slurm_conf": conf, "log_dir": str(log_dir), "run_as_owner": False}
     )
     poll_cluster(cluster)
     gpus = sum(n.gpus.count() for n in cluster.nodes.all())
@@ -154,7 +154,9 @@ def raw_sbatch_loop(n: int, seconds: float, conf: str, log_dir: Path) -> float:
     from scheduler.backends.base import JobSpec, Placement
     from scheduler.backends.slurm import SlurmBackend
 
-    backend = SlurmBackend(name="devcluster", config={"slurm_conf": conf, "log_dir": str(log_dir)}, work_dir=log_dir)
+    backend = SlurmBackend(
+        name="devcluster", config={"slurm_conf": conf, "log_dir": str(log_dir), "run_as_owner": False}, work_dir=log_dir
+    )
     nodes = [node.name for node in backend.list_nodes()]
     requests = [
         backend.sbatch_request(
@@ -174,9 +176,9 @@ def raw_sbatch_loop(n: int, seconds: float, conf: str, log_dir: Path) -> float:
     log_dir.mkdir(parents=True, exist_ok=True)
     ids: list[str] = []
     began = time.perf_counter()
-    for args, env, script in requests:
+    for argv, env, script in requests:
         done = subprocess.run(
-            ["sbatch", "--parsable", *args],
+            argv,
             input=script,
             env={**env, "SLURM_CONF": conf},
             capture_output=True,

@@ -10,7 +10,7 @@ from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest
 
 from portal import services
-from portal.models import Account, ApiToken, Membership, Qos, Quota
+from portal.models import Account, ApiToken, ClusterIdentity, Membership, Qos, Quota
 
 
 class AuditedAdmin(admin.ModelAdmin):
@@ -76,6 +76,14 @@ class QuotaAdmin(AuditedAdmin):
     list_display = ["__str__", "max_gpus", "max_running_jobs", "max_pending_jobs", "max_walltime_seconds"]
     list_select_related = ["account", "user"]
     audited_writes = (services.save_quota, services.delete_quota)
+
+
+@admin.register(ClusterIdentity)
+class ClusterIdentityAdmin(AuditedAdmin):
+    list_display = ["user", "username", "uid", "gid", "source"]
+    search_fields = ["user__username", "username"]
+    list_select_related = ["user"]
+    audited_writes = (services.save_identity, services.delete_identity)
 
 
 @admin.register(ApiToken)

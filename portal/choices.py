@@ -3,6 +3,15 @@
 from django.db import models
 
 
+class IdentitySource(models.TextChoices):
+    """Where a user's cluster identity came from: set by staff, or read at login from the
+    directory (LDAP) or the identity provider's claims (OIDC), which then own it."""
+
+    STAFF = "staff", "Set by staff"
+    LDAP = "ldap", "LDAP directory"
+    OIDC = "oidc", "OIDC claims"
+
+
 class Role(models.TextChoices):
     MEMBER = "member", "Member"
     COORDINATOR = "coordinator", "Coordinator"

@@ -6,10 +6,12 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from portal.choices import Role
+from portal.choices import IdentitySource, Role
 
 
 class Account(models.Model):
@@ -154,6 +156,58 @@ class ApiToken(HashedToken):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.key_prefix}…)"
+
+
+#: A POSIX user name in the portable form Debian's ``adduser`` accepts by default, at most
+#: 32 characters: what ``sudo -u`` and a Slurm or Kubernetes user name carry safely.
+POSIX_NAME = r"^[a-z_][a-z0-9_-]{0,31}$"
+
+
+def not_root(name: str) -> None:
+    if name == "root":
+        raise ValidationError("Jobs never run as root.")
+
+
+def not_a_system_id(value: int | None) -> None:
+    """Refuse root and system ids (below ``QM_MIN_JOB_UID``): a job never runs as one."""
+    if value is not None and value < settings.QM_MIN_JOB_UID:
+        raise ValidationError(
+            f"{value} is a system id (below QM_MIN_JOB_UID={settings.QM_MIN_JOB_UID}); jobs never run as one."
+        )
+
+
+class ClusterIdentity(models.Model):
+    """Who a portal user is on the clusters: the POSIX user their jobs run as (and its
+    uid/gid, for backends that set them: Kubernetes pods, the local backend as root).
+
+    A user without one cannot run jobs on a backend that runs each job as its owner:
+    submit refuses it, and such a backend refuses a spec without one, so a job never
+    falls back to the portal's own user. Set by staff, or filled in from LDAP or OIDC at
+    login (``source``). Never a system account: see ``QM_MIN_JOB_UID``.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cluster_identity")
+    username = models.CharField(
+        max_length=32,
+        unique=True,
+        validators=[RegexValidator(POSIX_NAME, "A POSIX user name: lower-case letters, digits, _ and -."), not_root],
+        help_text="The POSIX user the owner's jobs run as.",
+    )
+    uid = models.PositiveIntegerField(
+        null=True, blank=True, validators=[not_a_system_id], help_text="Numeric user id (Kubernetes, local backend)."
+    )
+    gid = models.PositiveIntegerField(
+        null=True, blank=True, validators=[not_a_system_id], help_text="Numeric primary group id."
+    )
+    source = models.CharField(max_length=8, choices=IdentitySource.choices, default=IdentitySource.STAFF)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["username"]
+        constraints = [models.UniqueConstraint(fields=["uid"], name="cluster_identity_unique_uid")]
+
+    def __str__(self) -> str:
+        return f"{self.user} as {self.username}"
 
 
 class AuditEntry(models.Model):

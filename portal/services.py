@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 from django.db import models, transaction
 from django.utils import timezone
 
-from portal.models import Account, ApiToken, AuditEntry, Membership, Quota
+from portal.models import Account, ApiToken, AuditEntry, ClusterIdentity, Membership, Quota
 
-Audited = TypeVar("Audited", Account, Quota, Membership)
+Audited = TypeVar("Audited", Account, Quota, Membership, ClusterIdentity)
 
 
 def create_api_token(user: Any, name: str) -> tuple[ApiToken, str]:
@@ -90,7 +90,18 @@ def delete_membership(actor: Any, membership: Membership) -> None:
     _delete_audited(actor, membership)
 
 
-def audit_state(instance: Account | Quota | Membership) -> dict[str, Any]:
+def save_identity(actor: Any, identity: ClusterIdentity | None = None, **fields: Any) -> ClusterIdentity:
+    """Set who a user is on the clusters (the POSIX user their jobs run as), and audit it."""
+    return _save_audited(actor, identity or ClusterIdentity(), fields)
+
+
+def delete_identity(actor: Any, identity: ClusterIdentity) -> None:
+    """Remove a user's cluster identity (they cannot run jobs on clusters that run jobs
+    as their owners until they have one again), and audit it."""
+    _delete_audited(actor, identity)
+
+
+def audit_state(instance: Account | Quota | Membership | ClusterIdentity) -> dict[str, Any]:
     """What the audit log compares, JSON-safe: related rows by name, as the API writes them."""
     if isinstance(instance, Account):
         return {
@@ -110,6 +121,14 @@ def audit_state(instance: Account | Quota | Membership) -> dict[str, Any]:
             "max_walltime_seconds": instance.max_walltime_seconds,
             "guaranteed_gpus": instance.guaranteed_gpus,
             "borrowing_limit_gpus": instance.borrowing_limit_gpus,
+        }
+    if isinstance(instance, ClusterIdentity):
+        return {
+            "user": instance.user.get_username(),
+            "username": instance.username,
+            "uid": instance.uid,
+            "gid": instance.gid,
+            "source": instance.source,
         }
     return {"user": instance.user.get_username(), "account": instance.account.name, "role": instance.role}
 
@@ -135,7 +154,7 @@ def _save_audited(actor: Any, instance: Audited, fields: dict[str, Any]) -> Audi
     return instance
 
 
-def _delete_audited(actor: Any, instance: Account | Quota | Membership) -> None:
+def _delete_audited(actor: Any, instance: Account | Quota | Membership | ClusterIdentity) -> None:
     """Record ``delete`` with every field going to ``None``, then delete, in one transaction."""
     with transaction.atomic():
         record_audit(actor, "delete", instance, field_changes(audit_state(instance), {}))

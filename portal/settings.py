@@ -222,6 +222,9 @@ SCHEDULER_RECLAIM = env_bool("SCHEDULER_RECLAIM", True)
 SCHEDULER_SHARING_OVERHEAD = env_float("SCHEDULER_SHARING_OVERHEAD", 0.1, minimum=0)
 #: Where the local backend keeps job directories and logs.
 QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
+#: The lowest uid a job may run as: cluster identities below it (root, system accounts)
+#: are refused, in the API and again by the backends (Debian's FIRST_UID).
+QM_MIN_JOB_UID = env_int("QM_MIN_JOB_UID", 1000, minimum=1)
 
 # --- Monitoring ------------------------------------------------------------------
 #: Raw samples are kept this long, then only their rollups.

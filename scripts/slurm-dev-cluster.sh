@@ -12,6 +12,7 @@
 # The cluster: nodes node1..node4, 16 CPUs, 64000 MB, 8 fake GPUs each (GRES types
 # a100 and h100, alternating), partition "gpu", accounting through slurmdbd + MariaDB so
 # that finished jobs stay visible to `sacct`. The tests find it through SLURM_CONF.
+# Users, the portal's service user, the sudo rule and Slurm accounts: slurm-dev-users.sh.
 #
 # Origin: scripts/slurm-dev/{start,stop}-cluster.sh are the team's slurm-dev recipe
 # (written for this project's Slurm work), copied unchanged so the project is
@@ -48,6 +49,7 @@ case "${1:-}" in
     start)
         t0=$(date +%s%N)
         bash "$HERE/slurm-dev/start-cluster.sh" --fresh "$SLURM_DEV_DIR"
+        bash "$HERE/slurm-dev-users.sh"
         wait_idle 60
         echo "[slurm-dev] ready in $((($(date +%s%N) - t0) / 1000000)) ms: export SLURM_CONF=$SLURM_CONF"
         ;;

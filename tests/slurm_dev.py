@@ -9,7 +9,10 @@ skip with this module's reason when none answers, and FAIL under
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
 import subprocess
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -44,13 +47,39 @@ def unavailable_reason() -> str:
     return ""
 
 
-def scancel_jobs_in(directory: Path) -> None:
-    """Cancel the dev cluster's live jobs whose working directory is under ``directory``
-    (what one test submitted), so no test leaves jobs holding GPUs for the next."""
+def scancel_jobs_in(*directories: Path) -> None:
+    """Cancel the dev cluster's live jobs whose working directory is under one of
+    ``directories`` (what one test submitted), so no test leaves jobs holding GPUs for the next."""
     env = {**os.environ, "SLURM_CONF": slurm_conf()}
     out = subprocess.run(
         ["squeue", "-h", "-o", "%i|%Z"], env=env, capture_output=True, text=True, timeout=30, check=False
     ).stdout
-    ids = [i for i, _, cwd in (line.partition("|") for line in out.splitlines()) if cwd.startswith(str(directory))]
+    prefixes = tuple(str(d) for d in directories)
+    ids = [i for i, _, cwd in (line.partition("|") for line in out.splitlines()) if cwd.startswith(prefixes)]
     if ids:
         subprocess.run(["scancel", *ids], env=env, capture_output=True, timeout=30, check=False)
+
+
+def home_of(user: str) -> Path:
+    """A dev-cluster user's home directory (``scripts/slurm-dev-users.sh`` makes them)."""
+    return Path(pwd.getpwnam(user).pw_dir)
+
+
+def scratch_dir_for(user: str, tmp_path: Path) -> Path:
+    """A fresh directory that ``user``'s jobs can write and the test (root) can read:
+    jobs on the dev cluster run as their owner, who cannot enter pytest's private
+    ``tmp_path``. A link to it is left in ``tmp_path`` for whoever reads the test's files."""
+    scratch = Path(tempfile.mkdtemp(prefix="qm-slurm-scratch-"))
+    shutil.chown(scratch, user)
+    (tmp_path / "scratch").symlink_to(scratch)
+    return scratch
+
+
+def nodes_responding() -> bool:
+    """Whether slurmctld hears every node's slurmd again (no state is unknown, down or
+    marked ``*``): after a slurmctld restart or a resume, nothing starts until it does."""
+    env = {**os.environ, "SLURM_CONF": slurm_conf()}
+    out = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%t"], env=env, capture_output=True, text=True, timeout=30, check=False
+    ).stdout.split()
+    return bool(out) and not any(s.endswith("*") or s.startswith(("unk", "down")) for s in out)

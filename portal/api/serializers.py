@@ -4,10 +4,12 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
+from rest_framework.validators import UniqueValidator
 
 from portal.api.fields import SlugRelatedField
 from portal.api.validators import no_nul_characters
-from portal.models import Account, ApiToken, Membership, Qos, Quota
+from portal.choices import IdentitySource
+from portal.models import Account, ApiToken, ClusterIdentity, Membership, Qos, Quota
 
 MAX_INT = 2**31 - 1
 
@@ -122,6 +124,32 @@ class QuotaSerializer(serializers.ModelSerializer):
         return attrs
 
 
+class ClusterIdentitySerializer(serializers.ModelSerializer):
+    """Who a portal user is on the clusters. Staff set it here; one read from LDAP or
+    OIDC (``source``) is set again at the user's next login."""
+
+    user = SlugRelatedField(
+        slug_field="username",
+        queryset=get_user_model().objects.all(),
+        validators=[UniqueValidator(ClusterIdentity.objects.all(), "This user has a cluster identity already.")],
+    )
+
+    class Meta:
+        model = ClusterIdentity
+        fields = ["id", "user", "username", "uid", "gid", "source", "updated_at"]
+        read_only_fields = ["source", "updated_at"]
+
+    def validate_uid(self, uid: int | None) -> int | None:
+        others = ClusterIdentity.objects.exclude(pk=getattr(self.instance, "pk", None))
+        if uid is not None and others.filter(uid=uid).exists():
+            raise serializers.ValidationError(f"uid {uid} is another user's cluster identity already.")
+        return uid
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs["source"] = IdentitySource.STAFF  # set here, it is staff's from now on
+        return attrs
+
+
 class ApiTokenSerializer(serializers.ModelSerializer):
     class Meta:
         model = ApiToken
@@ -144,8 +172,17 @@ class MeMembershipSerializer(serializers.ModelSerializer):
         fields = ["account", "role"]
 
 
+class MeIdentitySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ClusterIdentity
+        fields = ["username", "uid", "gid", "source"]
+
+
 class MeSerializer(serializers.Serializer):
     username = serializers.CharField()
     email = serializers.CharField(allow_blank=True)
     is_staff = serializers.BooleanField()
     memberships = MeMembershipSerializer(many=True)
+    cluster_identity = MeIdentitySerializer(
+        allow_null=True, help_text="The POSIX user your jobs run as (null: none set; ask staff)."
+    )

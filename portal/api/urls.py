@@ -4,6 +4,7 @@ from rest_framework.routers import DefaultRouter
 from portal.api.views import (
     AccountViewSet,
     ApiTokenViewSet,
+    ClusterIdentityViewSet,
     MembershipViewSet,
     MeView,
     QosViewSet,
@@ -18,6 +19,7 @@ router.register("accounts", AccountViewSet, basename="account")
 router.register("memberships", MembershipViewSet, basename="membership")
 router.register("qos", QosViewSet, basename="qos")
 router.register("quotas", QuotaViewSet, basename="quota")
+router.register("identities", ClusterIdentityViewSet, basename="identity")
 router.register("tokens", ApiTokenViewSet, basename="token")
 # One router for the whole API so /api/v1/ lists every collection.
 router.registry.extend(scheduler_router.registry)

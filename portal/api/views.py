@@ -20,13 +20,14 @@ from portal.api.permissions import IsStaffOrReadOnly
 from portal.api.serializers import (
     AccountSerializer,
     ApiTokenSerializer,
+    ClusterIdentitySerializer,
     MembershipSerializer,
     MeSerializer,
     NewApiTokenSerializer,
     QosSerializer,
     QuotaSerializer,
 )
-from portal.models import Account, ApiToken, Membership, Qos, Quota
+from portal.models import Account, ApiToken, ClusterIdentity, Membership, Qos, Quota
 
 
 class AuditedModelViewSet(viewsets.ModelViewSet):
@@ -84,6 +85,23 @@ class QosViewSet(viewsets.ModelViewSet):
     ordering = ["name"]
 
 
+class ClusterIdentityViewSet(AuditedModelViewSet):
+    """Who each user is on the clusters: the POSIX user their jobs run as. Staff see and
+    set everyone's; a user sees only their own (also in ``me``)."""
+
+    queryset = ClusterIdentity.objects.none()  # per user, see get_queryset
+    serializer_class = ClusterIdentitySerializer
+    permission_classes = [IsStaffOrReadOnly]
+    filterset_fields = ["username"]
+    ordering_fields = ["username", "uid"]
+    ordering = ["username"]
+    audited_writes = (services.save_identity, services.delete_identity)
+
+    def get_queryset(self) -> QuerySet[ClusterIdentity]:
+        base = ClusterIdentity.objects.select_related("user")
+        return base if self.request.user.is_staff else base.filter(user_id=cast(int, self.request.user.pk))
+
+
 class QuotaViewSet(AuditedModelViewSet):
     queryset = Quota.objects.none()  # per user, see get_queryset
     serializer_class = QuotaSerializer
@@ -135,6 +153,7 @@ class MeView(generics.GenericAPIView):
                     "email": getattr(user, "email", ""),
                     "is_staff": user.is_staff,
                     "memberships": memberships,
+                    "cluster_identity": ClusterIdentity.objects.filter(user_id=cast(int, user.pk)).first(),
                 }
             ).data
         )

@@ -14,7 +14,7 @@ from rest_framework import serializers
 from portal.access import may_submit_to, visible_jobs
 from portal.api.fields import SlugRelatedField
 from portal.api.validators import no_nul_characters
-from portal.models import Account, Qos
+from portal.models import Account, ClusterIdentity, Qos
 from scheduler.backends import BackendError, available_kinds, load_backend
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.reason_words import reason_words
@@ -23,6 +23,7 @@ from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.request import REQUEST_FIELDS, pending_request
 from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
+from scheduler.reads.identity import clusters_requiring_identity
 from scheduler.reads.inventory import load_inventory
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -240,6 +241,13 @@ class JobSubmitSerializer(serializers.Serializer):
             errors["gpu_memory_mib_share"] = "Only a fractional job (gpu_share) reserves a share of GPU memory."
         for field, message in load_inventory().check(pending_request(attrs)).items():
             errors.setdefault(field, message)
+        if not ClusterIdentity.objects.filter(user_id=user.pk).exists():
+            needing = clusters_requiring_identity()
+            if needing:
+                errors["cluster_identity"] = (
+                    f"You have no cluster identity (the POSIX user your jobs run as), and cluster "
+                    f"{', '.join(needing)} runs every job as its owner: ask staff to set yours."
+                )
         if errors:
             raise serializers.ValidationError(errors)
         return attrs

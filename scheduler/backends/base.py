@@ -42,6 +42,20 @@ class Placement:
 
 
 @dataclass(frozen=True, slots=True)
+class RunAs:
+    """The POSIX identity a job runs under: its owner's cluster identity.
+
+    ``user`` is the name (what ``sudo -u`` and ``sacct -o User`` show); ``uid`` and
+    ``gid`` are given where the portal knows them and a backend sets them itself
+    (a Kubernetes pod's ``runAsUser``, the local backend running jobs as root).
+    """
+
+    user: str
+    uid: int | None = None
+    gid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """Everything a backend needs to start one attempt of one job.
 
@@ -62,6 +76,9 @@ class JobSpec:
     memory_mib_per_node: int = 0
     image: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
+    #: Whom the job runs as (None: the owner has no cluster identity; a backend that
+    #: runs jobs as their owners refuses such a spec rather than use its own user).
+    run_as: RunAs | None = None
 
 
 class RemoteState(enum.StrEnum):
@@ -128,6 +145,10 @@ class Backend(Protocol):
     """A workload manager adapter. Every method raises only :class:`BackendError`."""
 
     kind: ClassVar[str]
+    #: Jobs run as their owner's POSIX user (``JobSpec.run_as``): the backend refuses a
+    #: spec without one, and the portal refuses such jobs at submit, so a job never runs
+    #: as the portal's own user instead.
+    requires_identity: bool
 
     def submit(self, spec: JobSpec) -> str:
         """Start ``spec`` and return the workload manager's id for it.

@@ -122,6 +122,7 @@ class KubernetesBackend:
     """
 
     kind: ClassVar[str] = "kubernetes"
+    requires_identity: bool = False
 
     def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path, instance: str = "") -> None:
         reader = _Reader(name)

@@ -293,6 +293,8 @@ class LocalBackend:
     """
 
     kind: ClassVar[str] = "local"
+    #: Jobs run on this machine; who they run as is the local runner's concern.
+    requires_identity: bool = False
 
     def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path, instance: str = "") -> None:
         # ``instance`` is not needed: this backend's jobs live under the portal's work_dir.

@@ -58,10 +58,23 @@ from typing import Any, ClassVar
 
 from scheduler.backends import slurm_parse as parse
 from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState
+from scheduler.backends.slurm_owner import Owner, OwnerCommands, OwnerError
 from scheduler.backends.spec_check import spec_problem
 
 _CONFIG_KEYS = frozenset(
-    {"slurm_conf", "bin_dir", "partition", "log_dir", "gpu_models", "command_timeout_seconds", "accounting"}
+    {
+        "slurm_conf",
+        "bin_dir",
+        "partition",
+        "log_dir",
+        "gpu_models",
+        "command_timeout_seconds",
+        "accounting",
+        "run_as_owner",
+        "sudo",
+        "output_dir",
+        "min_uid",
+    }
 )
 _GPU_MODEL_KEYS = frozenset({"model", "memory_mib", "compute_capability"})
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
@@ -70,6 +83,8 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _RESERVED_ENV = ("SBATCH_", "SLURM_", "QM_")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: Slurm's own tools, found in ``bin_dir`` when it is set.
+_SLURM_TOOLS = frozenset({"sbatch", "scancel", "scontrol", "squeue", "sinfo", "sacct"})
 #: How far back a submit looks in accounting for an earlier job with the same key.
 _ACCOUNTING_LOOKBACK = "now-7days"
 #: Submits validate placements against the inventory read at most this long ago. The
@@ -160,6 +175,28 @@ class SlurmBackend:
         if not isinstance(accounting, bool):
             raise _bad(name, f"accounting must be true or false, got {accounting!r}")
         self.accounting = accounting
+        run_as_owner = config.get("run_as_owner", True)
+        if not isinstance(run_as_owner, bool):
+            raise _bad(name, f"run_as_owner must be true or false, got {run_as_owner!r}")
+        #: Jobs are submitted (and cancelled, held, read) as their owners through sudo;
+        #: false: as the portal's own user, for a single-user site that says so.
+        self.requires_identity = run_as_owner
+        sudo, output_dir, min_uid = config.get("sudo", "sudo"), config.get("output_dir"), config.get("min_uid", 1000)
+        if not isinstance(sudo, str) or not sudo:
+            raise _bad(name, f"sudo must be a command name or path, got {sudo!r}")
+        if output_dir is None:
+            output_dir = "{home}/.quartermaster/slurm"
+        if not isinstance(output_dir, str) or not output_dir.startswith(("/", "{home}")):
+            raise _bad(name, f"output_dir must be an absolute path template ({{home}}, {{user}}), got {output_dir!r}")
+        try:
+            output_dir.format(user="u", home="/h")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise _bad(name, f"output_dir may use only {{user}} and {{home}}, got {output_dir!r}") from exc
+        if isinstance(min_uid, bool) or not isinstance(min_uid, int) or min_uid < 1:
+            raise _bad(name, f"min_uid must be a positive integer, got {min_uid!r}")
+        self.owners = OwnerCommands(sudo=sudo, min_uid=min_uid, output_dir=output_dir)
+        #: Each job's owner as Slurm reports it (it never changes), for the verbs after submit.
+        self._job_users: dict[str, str] = {}
         self._inventory_key = (name, str(self.slurm_conf or os.environ.get("SLURM_CONF", "")))
 
     # -- Backend protocol ---------------------------------------------------------------
@@ -172,12 +209,15 @@ class SlurmBackend:
            squeue and, if this host tried the key before, in accounting too.
         3. Otherwise ``sbatch --parsable`` and return the id it prints.
         """
-        args, env, script = self.sbatch_request(spec)
+        argv, env, script = self.sbatch_request(spec)
+        owner = self._owner(spec)
         with self._key_lock(spec.key) as tried_here_before:
             existing = self._find_by_key(spec, in_accounting=tried_here_before)
             if existing is not None:
                 return existing
-            out = self._run(["sbatch", "--parsable", *args], what=f"sbatch for job {spec.key}", stdin=script, env=env)
+            if owner is not None and self.owners.needs_output_dir(owner):
+                self._make_output_dir(owner)
+            out = self._execute(argv, what=f"sbatch for job {spec.key}", changes=True, stdin=script, env=env)
         job_id = out.strip().split(";", 1)[0]
         if not job_id.isdigit():
             raise self._error(f"sbatch printed {out.strip()!r}, not a job id", permanent=False)
@@ -192,7 +232,10 @@ class SlurmBackend:
         """
         if not external_id.isdigit():
             return
-        self._run(["scancel", external_id], what=f"scancel {external_id}")
+        owner = self._job_owner(external_id)
+        if self.requires_identity and owner is None:
+            return  # Slurm no longer knows the job: nothing to cancel
+        self._run(["scancel", external_id], what=f"scancel {external_id}", as_owner=owner)
 
     def poll(self, external_ids: Sequence[str]) -> dict[str, PollResult]:
         """Every requested id's state: squeue first, sacct for the rest, else UNKNOWN."""
@@ -246,9 +289,25 @@ class SlurmBackend:
         return list(nodes.values())
 
     def read_log(self, external_id: str, max_bytes: int = 65536) -> str:
-        """The last ``max_bytes`` of the job's output file ('' for unknown jobs)."""
+        """The last ``max_bytes`` of the job's output file ('' for unknown jobs).
+
+        Run as owner, the file is the owner's (in their ``output_dir``) and is read as
+        them too, with ``tail``: never by making job outputs readable to the portal.
+        """
         if not external_id.isdigit() or max_bytes <= 0:
             return ""
+        if self.requires_identity:
+            owner = self._job_owner(external_id)
+            if owner is None:
+                return ""
+            path = self.owners.output_dir(owner) / f"slurm-{external_id}.out"
+            try:
+                data = self._run(["tail", "-c", str(max_bytes), "--", str(path)], what="read_log", as_owner=owner)
+            except BackendError as exc:
+                if "No such file" in exc.message:
+                    return ""
+                raise
+            return data
         try:
             with open(self.log_path(external_id), "rb") as fh:
                 size = fh.seek(0, os.SEEK_END)
@@ -270,12 +329,13 @@ class SlurmBackend:
         self._scontrol_update(["update", f"nodename={node}", "state=resume"])
 
     def hold(self, external_id: str) -> None:
-        """``scontrol hold``: keep a pending Slurm job from starting."""
-        self._scontrol_update(["hold", external_id])
+        """``scontrol hold``: keep a pending Slurm job from starting (as its owner)."""
+        self._scontrol_update(["hold", external_id], job=external_id)
 
     def release(self, external_id: str) -> None:
-        """``scontrol release``: undo :meth:`hold`."""
-        self._scontrol_update(["release", external_id])
+        """``scontrol release``: undo :meth:`hold` (as the job's owner: Slurm lets an
+        owner release only what the owner held)."""
+        self._scontrol_update(["release", external_id], job=external_id)
 
     def requeue(self, external_id: str) -> None:
         """``scontrol requeue``: stop the job and queue it again under the same id.
@@ -283,8 +343,8 @@ class SlurmBackend:
         Our jobs are submitted ``--no-requeue`` (so Slurm does not requeue them on its own
         after a node failure); an explicit requeue first marks the job requeueable.
         """
-        self._scontrol_update(["update", f"jobid={external_id}", "requeue=1"])
-        self._scontrol_update(["requeue", external_id])
+        self._scontrol_update(["update", f"jobid={external_id}", "requeue=1"], job=external_id)
+        self._scontrol_update(["requeue", external_id], job=external_id)
 
     def log_path(self, external_id: str) -> Path:
         return self.log_dir / f"slurm-{external_id}.out"
@@ -304,9 +364,10 @@ class SlurmBackend:
         return cached[1]
 
     def sbatch_request(self, spec: JobSpec) -> tuple[list[str], dict[str, str], str]:
-        """The sbatch options, environment and batch script that :meth:`submit` uses for
-        ``spec`` (validated; permanent BackendError otherwise). Public so a benchmark can
-        run the very same sbatch without the adapter around it."""
+        """The sbatch command line (through sudo as the owner, when jobs run as their
+        owners), environment and batch script that :meth:`submit` runs for ``spec``
+        (validated; permanent BackendError otherwise). Public so a benchmark can run the
+        very same sbatch without the adapter around it."""
         if not _SAFE_NAME.fullmatch(spec.key):
             raise self._reject(spec, f"key must match {_SAFE_NAME.pattern}")
         problem = spec_problem(spec)
@@ -333,9 +394,11 @@ class SlurmBackend:
                 reserved = ", ".join(_RESERVED_ENV)
                 raise self._reject(spec, f"env may not set {key} (names starting {reserved} are reserved)")
 
+        owner = self._owner(spec)
         gpus = counts.pop()
         gres_type = types.pop() if len(types) == 1 else ""
-        log = str(self.log_dir / "slurm-%j.out")
+        output_dir = self.owners.output_dir(owner) if owner is not None else self.log_dir
+        log = str(output_dir / "slurm-%j.out")
         args = [
             f"--job-name={_job_name(spec)}",
             f"--comment={self.comment_prefix}{spec.key}",
@@ -346,10 +409,12 @@ class SlurmBackend:
             f"--time={parse.walltime(spec.walltime_seconds)}",
             f"--output={log}",
             f"--error={log}",
-            f"--chdir={self.log_dir}",
+            f"--chdir={output_dir}",
             "--no-requeue",
             "--export=ALL",
         ]
+        if owner is not None:
+            args.append(f"--account={spec.account}")
         if gpus:
             args.append(f"--gres=gpu:{gres_type}:{gpus}" if gres_type else f"--gres=gpu:{gpus}")
         if spec.memory_mib_per_node > 0:
@@ -357,19 +422,21 @@ class SlurmBackend:
         if self.partition:
             args.append(f"--partition={self.partition}")
         # sbatch itself runs on the portal's host: it gets only our variables (a job's
-        # LD_PRELOAD, say, must not load code into it). The job's own variables are
-        # exported by the batch script, on the compute node.
-        env = {
-            "PATH": _JOB_PATH,
+        # LD_PRELOAD, say, must not load code into it; sudo would drop them anyway). The
+        # job's own variables and ours are exported by the batch script, on the node.
+        env = {"PATH": _JOB_PATH}
+        ours = {
             "QM_JOB_KEY": spec.key,
             "QM_NODELIST": ",".join(names),
             "QM_GPUS": ";".join(f"{p.node}:{','.join(str(i) for i in p.gpu_indices)}" for p in spec.placements),
         }
         # The first non-comment line ends sbatch's #SBATCH parsing, so directives in the
         # user's script cannot override the placement above. Scripts run with bash.
-        exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in sorted(spec.env.items()))
+        exports = "".join(
+            f"export {key}={shlex.quote(value)}\n" for key, value in [*sorted(spec.env.items()), *ours.items()]
+        )
         script = f"#!/bin/bash\n: Quartermaster job {spec.key}\n{exports}{spec.script or spec.command}\n"
-        return args, env, script
+        return self._command_line(["sbatch", "--parsable", *args], owner), env, script
 
     @contextmanager
     def _key_lock(self, key: str) -> Iterator[bool]:
@@ -446,13 +513,43 @@ class SlurmBackend:
             env["SLURM_CONF"] = str(conf)
         return env
 
+    def _command_line(self, argv: list[str], owner: Owner | None) -> list[str]:
+        """The full command line for ``argv`` (a Slurm tool or one of the owner-side
+        helpers), prefixed with sudo to run as ``owner``."""
+        command = [self._binary(argv[0]) if argv[0] in _SLURM_TOOLS else argv[0], *argv[1:]]
+        if owner is None:
+            return command
+        return self.owners.argv(owner, command, keep_env=bool(self._env().get("SLURM_CONF")))
+
     def _run(
-        self, argv: list[str], *, what: str, stdin: str | None = None, env: Mapping[str, str] | None = None
+        self,
+        argv: list[str],
+        *,
+        what: str,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        as_owner: Owner | None = None,
     ) -> str:
-        """Run a Slurm command; return its stdout or raise a BackendError with its stderr."""
+        """Run a Slurm command (as ``as_owner`` through sudo, if given); return its stdout
+        or raise a BackendError with its stderr."""
+        # Only a command that asks Slurm to *do* something can be refused for good.
+        changes = argv[0] in ("sbatch", "scancel") or (argv[0] == "scontrol" and argv[1] != "show")
+        return self._execute(self._command_line(argv, as_owner), what=what, changes=changes, stdin=stdin, env=env)
+
+    def _execute(
+        self,
+        command: list[str],
+        *,
+        what: str,
+        changes: bool,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        """Run a full command line; a failure of one that ``changes`` something is
+        permanent unless Slurm's message says it is transient."""
         try:
             done = subprocess.run(
-                [self._binary(argv[0]), *argv[1:]],
+                command,
                 input=stdin,
                 capture_output=True,
                 text=True,
@@ -465,11 +562,9 @@ class SlurmBackend:
                 f"slurm backend {self.name!r}: {what} timed out after {self.command_timeout:g}s", permanent=False
             ) from exc
         except OSError as exc:  # not installed, not executable: an admin can fix it, so retry later
-            raise self._error(f"cannot run {argv[0]}: {exc}", permanent=False) from exc
+            raise self._error(f"cannot run {Path(command[0]).name}: {exc}", permanent=False) from exc
         if done.returncode != 0:
             message = " ".join((done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}").split())
-            # Only a command that asks Slurm to *do* something can be refused for good.
-            changes = argv[0] in ("sbatch", "scancel") or (argv[0] == "scontrol" and argv[1] != "show")
             permanent = changes and not parse.is_transient(message)
             raise self._error(f"{what} failed: {message}", permanent=permanent)
         return done.stdout
@@ -495,5 +590,47 @@ class SlurmBackend:
             raise self._error(f"{what} printed {type(data).__name__}, not an object", permanent=False)
         return data
 
-    def _scontrol_update(self, args: list[str]) -> None:
-        self._run(["scontrol", *args], what=f"scontrol {' '.join(args[:2])}")
+    def _scontrol_update(self, args: list[str], *, job: str | None = None) -> None:
+        """``scontrol <args>``; about ``job``, as its owner when jobs run as their owners."""
+        owner = self._job_owner(job) if job is not None else None
+        if job is not None and self.requires_identity and owner is None:
+            raise self._error(f"scontrol {args[0]} {job}: Slurm does not know the job", permanent=True)
+        self._run(["scontrol", *args], what=f"scontrol {' '.join(args[:2])}", as_owner=owner)
+
+    # -- running as the job's owner ---------------------------------------------------
+
+    def _owner(self, spec: JobSpec) -> Owner | None:
+        """The owner ``spec`` runs as (None when this cluster runs jobs as the portal)."""
+        if not self.requires_identity:
+            return None
+        try:
+            return self.owners.owner(spec.run_as)
+        except OwnerError as exc:
+            raise self._reject(spec, str(exc)) from None
+
+    def _job_owner(self, external_id: str) -> Owner | None:
+        """The owner of a job Slurm knows, as Slurm records it (squeue, else sacct); None
+        when jobs run as the portal or Slurm has forgotten the job. Acting as the user
+        Slurm names, not as the one the portal's row names, the portal can never act on
+        one user's job as another."""
+        if not self.requires_identity:
+            return None
+        user = self._job_users.get(external_id)
+        if user is None:
+            user = self._run(["squeue", "-h", "-j", external_id, "-o", "%u"], what="squeue (job user)").strip()
+            if not user and self.accounting:
+                out = self._run(["sacct", "-X", "-n", "-P", "-j", external_id, "-o", "User"], what="sacct (job user)")
+                user = next((line.strip() for line in out.splitlines() if line.strip()), "")
+            if not user:
+                return None
+            self._job_users[external_id] = user
+        try:
+            return self.owners.named(user)
+        except OwnerError as exc:
+            raise self._error(f"job {external_id}: {exc}", permanent=True) from None
+
+    def _make_output_dir(self, owner: Owner) -> None:
+        """Make the owner's output directory, as the owner, private to them (0700)."""
+        directory = str(self.owners.output_dir(owner))
+        self._run(["mkdir", "-p", "-m", "0700", "--", directory], what=f"mkdir {directory}", as_owner=owner)
+        self.owners.output_dir_made(owner)

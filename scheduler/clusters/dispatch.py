@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from scheduler.backends.base import BackendError, JobSpec, Placement
+from portal.models import ClusterIdentity
+from scheduler.backends.base import BackendError, JobSpec, Placement, RunAs
 from scheduler.choices import EventKind, JobState
 from scheduler.clusters.failpoints import failpoint
 from scheduler.jobs import allocations
@@ -13,8 +14,18 @@ from scheduler.jobs.transitions import record_event, transition
 from scheduler.models import Job
 
 
+def run_as(user: object) -> RunAs | None:
+    """The cluster identity of a portal user, as backends take it (None without one)."""
+    try:
+        identity = user.cluster_identity  # type: ignore[attr-defined]
+    except ClusterIdentity.DoesNotExist:
+        return None
+    return RunAs(identity.username, identity.uid, identity.gid)
+
+
 def job_spec(job: Job) -> JobSpec:
-    """What the backend needs for the job's current attempt."""
+    """What the backend needs for the job's current attempt, run as its owner's cluster
+    identity (a backend that runs jobs as their owners refuses it without one)."""
     return JobSpec(
         key=job.backend_key,
         name=job.name,
@@ -30,6 +41,7 @@ def job_spec(job: Job) -> JobSpec:
         memory_mib_per_node=job.memory_mib_per_node,
         image=job.image,
         env={str(k): str(v) for k, v in (job.env or {}).items()},
+        run_as=run_as(job.owner),
     )
 
 
@@ -42,7 +54,7 @@ def dispatch_job(job_id: int) -> None:
     is cancelled too. A permanent backend error fails the job; a transient one is
     re-raised so the caller retries.
     """
-    job = Job.objects.select_related("cluster", "owner", "account").filter(pk=job_id).first()
+    job = Job.objects.select_related("cluster", "owner__cluster_identity", "account").filter(pk=job_id).first()
     if job is None or job.state != JobState.DISPATCHING or job.cluster is None:
         return
     try:

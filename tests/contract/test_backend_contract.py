@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from scheduler.backends import load_backend, local_runner
-from scheduler.backends.base import Backend, BackendError, JobSpec, Placement, PollResult, RemoteState
+from scheduler.backends.base import Backend, BackendError, JobSpec, Placement, PollResult, RemoteState, RunAs
 from scheduler.backends.local import LocalBackend
 from tests import slurm_dev
 from tests.backends.kube.apiserver import FakeKube
@@ -106,6 +106,9 @@ class Case:
     walltime_lag: float = 4.0
     #: Cancel whatever the test left running.
     cleanup: Callable[[], None] | None = None
+    #: A directory the job's own user can write and the test can read (jobs on Slurm
+    #: run as their owner, who cannot write the test's private tmp_path).
+    scratch: Path = Path()
 
     def placement(self) -> tuple[Placement, ...]:
         return (Placement(self.node, self.gpus),)
@@ -138,12 +141,17 @@ def _local_case(tmp_path: Path, **extra: Any) -> Case:
         kill_supervisor=None if "simulate" in extra else kill_runner,
         config=config,
         cleanup=cancel_all,
+        scratch=tmp_path,
     )
 
 
 def _slurm_case(tmp_path: Path) -> Case:
-    """The real Slurm dev cluster: node1..node4 with 8 GPUs each, KillWait 5 s."""
-    config = {"slurm_conf": slurm_dev.slurm_conf(), "log_dir": str(tmp_path / "slurm-logs")}
+    """The real Slurm dev cluster: node1..node4 with 8 GPUs each, KillWait 5 s. Jobs run
+    as their owner, alice (``scripts/slurm-dev-users.sh``), with their output in a
+    directory of this test's under her home."""
+    test_dir = f".quartermaster/contract-{uuid.uuid4().hex[:12]}"
+    config = {"slurm_conf": slurm_dev.slurm_conf(), "output_dir": f"{{home}}/{test_dir}"}
+    scratch = slurm_dev.scratch_dir_for(OWNER.user, tmp_path)
 
     def build() -> Backend:
         return load_backend("slurm", "devcluster", config, work_dir=tmp_path / "work")
@@ -160,7 +168,8 @@ def _slurm_case(tmp_path: Path) -> Case:
         exact_gpu_indices=False,
         shortest_walltime=60,
         walltime_lag=45.0,
-        cleanup=lambda: slurm_dev.scancel_jobs_in(tmp_path),
+        cleanup=lambda: slurm_dev.scancel_jobs_in(slurm_dev.home_of(OWNER.user) / test_dir),
+        scratch=scratch,
     )
 
 
@@ -243,12 +252,18 @@ def supervised(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]
         yield built
 
 
+#: Whom the contract's jobs run as (a user of the Slurm dev cluster, in account lab).
+OWNER = RunAs("alice")
+
+
 def job(case: Case, command: str = "true", **fields: Any) -> JobSpec:
-    """A JobSpec with a fresh key, placed on the case's node unless told otherwise."""
+    """A JobSpec with a fresh key, run as :data:`OWNER`, placed on the case's node
+    unless told otherwise."""
     values: dict[str, Any] = {
         "key": f"{uuid.uuid4()}.1",
         "name": "test job",
         "owner": "alice",
+        "run_as": OWNER,
         "account": "lab",
         "command": command,
         "script": "",
@@ -311,8 +326,8 @@ def test_submitted_job_runs_to_completion(case: Case) -> None:
     assert result.started_at.tzinfo is not None
 
 
-def test_submit_is_idempotent_per_key(case: Case, tmp_path: Path) -> None:
-    runs = tmp_path / "runs.txt"
+def test_submit_is_idempotent_per_key(case: Case) -> None:
+    runs = case.scratch / "runs.txt"
     spec = job(case, f"echo ran >> {runs}; sleep 0.3")
     ids: list[str] = []
 
@@ -562,9 +577,9 @@ def test_read_log_returns_the_tail(executing: Case) -> None:
     assert case.backend.read_log(external_id).count("\n") == 500
 
 
-def test_cancel_kills_the_whole_process_group(executing: Case, tmp_path: Path) -> None:
+def test_cancel_kills_the_whole_process_group(executing: Case) -> None:
     case = executing
-    pid_file = tmp_path / "background.pid"
+    pid_file = case.scratch / "background.pid"
     external_id = case.backend.submit(job(case, f"sleep 30 & echo $! > {pid_file}; wait"))
     background = int(wait_for_file(pid_file))
 
@@ -574,13 +589,13 @@ def test_cancel_kills_the_whole_process_group(executing: Case, tmp_path: Path) -
     assert not pid_running(background)
 
 
-def test_cancel_with_a_grace_period_lets_the_job_checkpoint(executing: Case, tmp_path: Path) -> None:
+def test_cancel_with_a_grace_period_lets_the_job_checkpoint(executing: Case) -> None:
     """A preempted job gets SIGTERM and ``grace_seconds`` before SIGKILL. The local
     backend's default grace here (1 s, see ``local_config``) is shorter than the job's 2 s
     checkpoint, so only the longer grace lets it finish writing. (Slurm's grace is the
     cluster's KillWait, 5 s on the dev cluster.)"""
     case = executing
-    ready, checkpoint = tmp_path / "ready", tmp_path / "checkpoint"
+    ready, checkpoint = case.scratch / "ready", case.scratch / "checkpoint"
     command = (
         f"trap 'sleep 2; echo saved > {checkpoint}; exit 0' TERM; echo up > {ready}; while true; do sleep 0.1; done"
     )
@@ -632,10 +647,10 @@ def test_job_survives_death_of_submitting_process(executing: Case, tmp_path: Pat
         "import json, os, sys\n"
         "from pathlib import Path\n"
         "from scheduler.backends import load_backend\n"
-        "from scheduler.backends.base import JobSpec, Placement\n"
+        "from scheduler.backends.base import JobSpec, Placement, RunAs\n"
         f"config = json.loads({json.dumps(json.dumps(case.config))})\n"
         f"backend = load_backend({case.kind!r}, {name!r}, config, work_dir=Path({str(tmp_path / 'work')!r}))\n"
-        f"backend.submit(JobSpec(key={spec.key!r}, name='j', owner='alice', account='lab',\n"
+        f"backend.submit(JobSpec(key={spec.key!r}, name='j', owner='alice', account='lab', run_as={OWNER!r},\n"
         f"    command={spec.command!r}, script='', walltime_seconds=60,\n"
         f"    placements=(Placement({case.node!r}, (0,)),)))\n"
         "os._exit(0)  # die abruptly, as a killed worker would\n"

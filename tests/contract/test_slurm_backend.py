@@ -22,7 +22,7 @@ import pytest
 
 from scheduler.backends import load_backend
 from scheduler.backends import slurm_parse as parse
-from scheduler.backends.base import BackendError, JobSpec, NodeAdmin, Placement, RemoteState
+from scheduler.backends.base import BackendError, JobSpec, NodeAdmin, Placement, RemoteState, RunAs
 from scheduler.backends.slurm import SlurmBackend
 from tests import slurm_dev
 
@@ -291,17 +291,31 @@ def test_construction_runs_nothing_and_the_backend_can_drain(tmp_path: Path) -> 
 SINFO = '{"nodes": [{"name": "node1", "cpus": 8, "real_memory": 1000, "gres": "gpu:a100:4", "state": "idle"}]}'
 
 
+#: Whom the stand-in Slurm's jobs run as: a user every Debian host has, with a uid above 1000.
+NOBODY = RunAs("nobody")
+#: Whom the real dev cluster's jobs run as (``scripts/slurm-dev-users.sh``).
+ALICE = RunAs("alice")
+
+
 def fake_slurm(tmp_path: Path, *, instance: str = "", **scripts: str) -> SlurmBackend:
     """A backend whose Slurm commands are the given shell snippets (``sinfo`` answers one
-    4-GPU node, the others print nothing unless given)."""
+    4-GPU node, the others print nothing unless given), run as their owner through a
+    stand-in ``sudo`` that records its arguments in ``sudo-calls`` and runs the command."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    scripts = {"sinfo": f"echo '{SINFO}'", "squeue": "true", "sacct": "true", **scripts}
+    sudo = f'printf "%s\\n" "$*" >> {tmp_path}/sudo-calls; while [ "$1" != "--" ]; do shift; done; shift; exec "$@"'
+    scripts = {"sinfo": f"echo '{SINFO}'", "squeue": "true", "sacct": "true", "sudo": sudo, **scripts}
     for name, body in scripts.items():
         path = bin_dir / name
         path.write_text(f"#!/bin/sh\n{body}\n")
         path.chmod(0o755)
-    config = {"bin_dir": str(bin_dir), "command_timeout_seconds": 2}
+    config = {
+        "bin_dir": str(bin_dir),
+        "command_timeout_seconds": 2,
+        "sudo": str(bin_dir / "sudo"),
+        "output_dir": str(tmp_path / "out/{user}"),
+        "slurm_conf": str(tmp_path / "slurm.conf"),  # so sudo is always asked to keep SLURM_CONF
+    }
     backend = load_backend("slurm", "c1", config, work_dir=tmp_path / "work", instance=instance)
     assert isinstance(backend, SlurmBackend)
     return backend
@@ -312,6 +326,7 @@ def spec(**fields: Any) -> JobSpec:
         "key": f"{uuid.uuid4()}.1",
         "name": "test job",
         "owner": "alice",
+        "run_as": NOBODY,
         "account": "lab",
         "command": "true",
         "script": "",
@@ -522,14 +537,16 @@ def scontrol(*args: str) -> str:
 
 @pytest.fixture
 def slurm(tmp_path: Path) -> Any:
+    """The dev cluster, jobs run as alice with their output under her home."""
+    test_dir = f".quartermaster/test-{uuid.uuid4().hex[:12]}"
     backend = load_backend(
         "slurm",
         "devcluster",
-        {"slurm_conf": slurm_dev.slurm_conf(), "log_dir": str(tmp_path / "logs")},
+        {"slurm_conf": slurm_dev.slurm_conf(), "output_dir": f"{{home}}/{test_dir}"},
         work_dir=tmp_path / "work",
     )
     yield backend
-    slurm_dev.scancel_jobs_in(tmp_path)
+    slurm_dev.scancel_jobs_in(slurm_dev.home_of(ALICE.user) / test_dir)
 
 
 def wait_until(check: Any, timeout: float = 15) -> Any:
@@ -543,7 +560,7 @@ def wait_until(check: Any, timeout: float = 15) -> Any:
 
 @pytest.mark.slurm
 def test_job_in_slurm_carries_our_placement_and_labels(slurm: SlurmBackend) -> None:
-    job = spec(command="sleep 30", cpus_per_node=2, memory_mib_per_node=1000, walltime_seconds=600)
+    job = spec(command="sleep 30", cpus_per_node=2, memory_mib_per_node=1000, walltime_seconds=600, run_as=ALICE)
 
     external_id = slurm.submit(job)
 
@@ -569,7 +586,7 @@ def test_invalid_gres_is_refused_by_slurm_permanently_with_its_message(tmp_path:
     )
 
     with pytest.raises(BackendError) as caught:
-        backend.submit(spec())
+        backend.submit(spec(run_as=ALICE))
 
     assert caught.value.permanent
     assert "Invalid partition name specified" in caught.value.message
@@ -606,7 +623,7 @@ def test_drain_and_resume_reach_slurm(slurm: SlurmBackend) -> None:
 
 @pytest.mark.slurm
 def test_hold_release_and_requeue(slurm: SlurmBackend) -> None:
-    external_id = slurm.submit(spec(command="sleep 30", placements=(Placement("node3", (0,)),)))
+    external_id = slurm.submit(spec(command="sleep 30", placements=(Placement("node3", (0,)),), run_as=ALICE))
     wait_until(lambda: slurm.poll([external_id])[external_id].state is RemoteState.RUNNING)
     time.sleep(1.5)  # Slurm refuses a requeue within a second of the start
 
@@ -617,3 +634,97 @@ def test_hold_release_and_requeue(slurm: SlurmBackend) -> None:
     assert "Reason=JobHeld" in scontrol("show", "job", "-o", external_id)
     slurm.release(external_id)
     assert "Reason=JobHeld" not in scontrol("show", "job", "-o", external_id)
+
+
+# --- Jobs run as their owner ---------------------------------------------------------------
+
+
+def test_sbatch_runs_as_the_owner_with_their_account_and_output_in_their_directory(tmp_path: Path) -> None:
+    record = tmp_path / "sbatch.txt"
+    backend = fake_slurm(tmp_path, sbatch=f'echo "$@" > {record}; echo 42')
+    job = spec(account="nlp")
+
+    assert backend.submit(job) == "42"
+
+    own_dir = tmp_path / "out/nobody"
+    calls = (tmp_path / "sudo-calls").read_text().splitlines()
+    assert (
+        calls[0] == f"-n --preserve-env=SLURM_CONF -u nobody -- mkdir -p -m 0700 -- {own_dir}"
+    )  # made once, as the owner
+    assert calls[1].startswith(f"-n --preserve-env=SLURM_CONF -u nobody -- {tmp_path}/bin/sbatch --parsable")
+    args = record.read_text()
+    for option in ("--account=nlp", f"--output={own_dir}/slurm-%j.out", f"--chdir={own_dir}"):
+        assert option in args
+    backend.submit(spec())
+    assert sum("mkdir" in call for call in (tmp_path / "sudo-calls").read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("run_as", "message"),
+    [
+        (None, "its owner has no cluster identity, and this cluster runs every job as its owner"),
+        (RunAs("root"), "'root' has uid 0, below 1000: a system account"),
+        (RunAs("daemon"), "'daemon' has uid 1, below 1000: a system account"),
+        (RunAs("no-such-user-here"), "'no-such-user-here' does not exist on the portal's host"),
+        (RunAs("alice; rm -rf /"), "is not a POSIX user name"),
+        (RunAs("-u"), "is not a POSIX user name"),
+    ],
+    ids=["no identity", "root", "system user", "unknown user", "shell in the name", "an option for a name"],
+)
+def test_a_job_never_runs_as_the_portal_root_or_a_system_account(
+    tmp_path: Path, run_as: RunAs | None, message: str
+) -> None:
+    backend = fake_slurm(tmp_path, sbatch="echo called > sbatch-ran; echo 1")
+
+    with pytest.raises(BackendError) as caught:
+        backend.submit(spec(run_as=run_as))
+
+    assert caught.value.permanent and message in caught.value.message
+    assert not (tmp_path / "sbatch-ran").exists() and not (tmp_path / "sudo-calls").exists()
+
+
+def test_cancel_hold_and_logs_act_as_the_user_slurm_names_for_the_job(tmp_path: Path) -> None:
+    """Whose job it is comes from Slurm (squeue, then accounting), not from the portal's
+    rows: the portal never acts on a job as anyone but its real owner."""
+    backend = fake_slurm(
+        tmp_path,
+        squeue='[ "$5" = "%u" ] && echo nobody',
+        scancel=f'echo "$@" > {tmp_path}/scancel-args',
+        scontrol="true",
+    )
+    log = tmp_path / "out/nobody/slurm-7.out"
+    log.parent.mkdir(parents=True)
+    log.write_text("epoch 1\nepoch 2\n")
+
+    backend.cancel("7")
+    backend.hold("7")
+    tail = backend.read_log("7", max_bytes=8)
+
+    calls = (tmp_path / "sudo-calls").read_text().splitlines()
+    assert calls[0] == f"-n --preserve-env=SLURM_CONF -u nobody -- {tmp_path}/bin/scancel 7"
+    assert calls[1] == f"-n --preserve-env=SLURM_CONF -u nobody -- {tmp_path}/bin/scontrol hold 7"
+    assert calls[2] == f"-n --preserve-env=SLURM_CONF -u nobody -- tail -c 8 -- {log}"
+    assert tail == "epoch 2\n"
+
+
+def test_a_job_slurm_has_forgotten_is_not_cancelled_and_has_no_log(tmp_path: Path) -> None:
+    backend = fake_slurm(tmp_path, scancel=f"touch {tmp_path}/scancel-ran")
+
+    backend.cancel("7")
+
+    assert backend.read_log("7") == "" and not (tmp_path / "scancel-ran").exists()
+
+
+def test_a_site_may_run_every_job_as_the_portal_when_it_says_so(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "sbatch.txt"
+    for name, body in {"sinfo": f"echo '{SINFO}'", "squeue": "true", "sbatch": f'echo "$@" > {record}; echo 5'}.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    config = {"bin_dir": str(bin_dir), "run_as_owner": False, "log_dir": str(tmp_path / "logs")}
+    backend = load_backend("slurm", "c1", config, work_dir=tmp_path / "work")
+
+    assert not backend.requires_identity
+    assert backend.submit(spec(run_as=None)) == "5"
+    assert "--account" not in record.read_text() and f"--output={tmp_path}/logs/" in record.read_text()

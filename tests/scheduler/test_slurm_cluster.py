@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from portal.models import Account, ClusterIdentity, Membership
 from scheduler.choices import JobState, NodeState
 from scheduler.clusters.logs import read_job_log
 from scheduler.clusters.nodes import drain_node, resume_node
@@ -33,22 +35,31 @@ GPU_MODELS = {
 }
 
 
+#: The personas with a Unix user of the same name on the dev cluster (scripts/slurm-dev-users.sh).
+PERSONAS = ("alice", "bob", "dora", "charlie")
+
+
 @pytest.fixture
-def slurm_cluster(world: Any, tmp_path: Any) -> Any:
-    """The dev cluster as the only enabled cluster, its nodes synced into the portal.
+def slurm_cluster(world: Any) -> Any:
+    """The dev cluster as the only enabled cluster, its nodes synced into the portal;
+    every persona's jobs run as the Unix user of the same name, with their output in a
+    directory of this test's under their home.
 
     Refuses by itself, as the ``slurm`` marker does, where no cluster answers."""
     require_slurm()
     world.cluster.enabled = False
     world.cluster.save()
+    for name in PERSONAS:
+        ClusterIdentity.objects.create(user=getattr(world, name), username=name)
+    test_dir = f".quartermaster/test-{uuid.uuid4().hex[:12]}"
     cluster = Cluster.objects.create(
         name="devcluster",
         kind="slurm",
-        config={"slurm_conf": slurm_dev.slurm_conf(), "log_dir": str(tmp_path / "logs"), "gpu_models": GPU_MODELS},
+        config={"slurm_conf": slurm_dev.slurm_conf(), "output_dir": f"{{home}}/{test_dir}", "gpu_models": GPU_MODELS},
     )
     poll_cluster(cluster)
     yield cluster
-    slurm_dev.scancel_jobs_in(tmp_path)
+    slurm_dev.scancel_jobs_in(*(slurm_dev.home_of(name) / test_dir for name in PERSONAS))
 
 
 def scontrol(*args: str) -> None:
@@ -173,6 +184,9 @@ def restart_slurmctld(while_down: Any) -> Any:
             timeout=60,
             what="slurmctld to answer",
         )
+        # The next test must find a cluster that can start jobs: a restarted slurmctld
+        # starts nothing on a node until that node's slurmd has registered again.
+        wait_for(slurm_dev.nodes_responding, timeout=60, what="every slurmd to register again")
 
 
 @pytest.mark.slurm
@@ -195,3 +209,79 @@ def test_a_slurmctld_restart_loses_no_job_and_polling_resumes(world: Any, slurm_
     assert job.state == JobState.RUNNING and job.attempt == 0
     cancel_job(job, by="test")
     cancel_remote(job.id)
+
+
+# --- Every job runs as its owner ---------------------------------------------------------------
+
+
+def sacct(job: Job, fields: str) -> str:
+    env = {**os.environ, "SLURM_CONF": slurm_dev.slurm_conf()}
+    done = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", job.external_id, "-o", fields],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    return done.stdout.strip()
+
+
+@pytest.mark.slurm
+def test_a_job_submitted_through_the_api_runs_as_its_owner_in_their_account(
+    world: Any, slurm_cluster: Any, tick: Any, client_for: Any
+) -> None:
+    """The proof the issue asks for: alice's job in account nlp is alice's in Slurm (its
+    processes, ``sacct``'s User and Account), and bob's job cannot read its output."""
+    nlp = Account.objects.create(name="nlp")
+    Membership.objects.create(user=world.alice, account=nlp)
+    body = {"name": "whoami", "account": "nlp", "gpus_per_node": 1, "walltime_seconds": 600}
+    response = client_for(world.alice).post(
+        "/api/v1/jobs/", {**body, "command": 'echo "user=$(id -un) output=$(ls $PWD)"'}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    alices = Job.objects.get(pk=response.json()["id"])
+    tick()
+    wait_for(lambda: finished(alices), what="alice's Slurm job to end")
+
+    assert alices.state == JobState.COMPLETED
+    assert "user=alice output=slurm-" in read_job_log(alices)
+    assert sacct(alices, "User,Account") == "alice|nlp"
+
+    output = slurm_cluster.config["output_dir"].format(home=slurm_dev.home_of("alice"), user="alice")
+    bobs = submit(world.bob, world.lab, command=f"cat {output}/slurm-{alices.external_id}.out; ls {output}")
+    tick()
+    wait_for(lambda: finished(bobs), what="bob's Slurm job to end")
+    log = read_job_log(bobs)
+    assert sacct(bobs, "User,Account") == "bob|lab"
+    assert bobs.state == JobState.FAILED and "Permission denied" in log and "user=alice" not in log
+
+
+@pytest.mark.slurm
+def test_a_user_without_a_cluster_identity_cannot_submit_and_is_told_why(
+    world: Any, slurm_cluster: Any, client_for: Any
+) -> None:
+    ClusterIdentity.objects.filter(user=world.alice).delete()
+
+    response = client_for(world.alice).post(
+        "/api/v1/jobs/", {"name": "x", "command": "true", "gpus_per_node": 1, "walltime_seconds": 60}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert "no cluster identity" in response.json()["cluster_identity"][0]
+    assert not Job.objects.exists()
+
+
+@pytest.mark.slurm
+def test_a_cancel_through_the_portal_reaches_the_owners_job(world: Any, slurm_cluster: Any, tick: Any) -> None:
+    job = submit(world.dora, world.lab, command="sleep 60", gpus_per_node=1, walltime_seconds=600)
+    tick()
+    job.refresh_from_db()
+    backend = backend_for(slurm_cluster)
+    wait_for(lambda: backend.poll([job.external_id])[job.external_id].state.value == "RUNNING", what="running")
+    assert sacct(job, "User") == "dora"
+
+    cancel_job(job, by="test")
+    cancel_remote(job.id)
+
+    wait_for(lambda: backend.poll([job.external_id])[job.external_id].state.value == "CANCELLED", what="cancelled")
