@@ -140,8 +140,10 @@ class ClusterIdentitySerializer(serializers.ModelSerializer):
         read_only_fields = ["source", "updated_at"]
 
     def validate_uid(self, uid: int | None) -> int | None:
-        others = ClusterIdentity.objects.exclude(pk=getattr(self.instance, "pk", None))
-        if uid is not None and others.filter(uid=uid).exists():
+        others = ClusterIdentity.objects.filter(uid=uid)
+        if self.instance is not None:
+            others = others.exclude(pk=self.instance.pk)
+        if uid is not None and others.exists():
             raise serializers.ValidationError(f"uid {uid} is another user's cluster identity already.")
         return uid
 

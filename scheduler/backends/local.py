@@ -39,6 +39,7 @@ import dataclasses
 import errno
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -73,7 +74,9 @@ RELAUNCH_WINDOW_SECONDS = 30.0
 #: How long submit waits for the runner to detach before leaving it to start alone.
 LAUNCH_TIMEOUT_SECONDS = 30.0
 
-_CONFIG_KEYS = frozenset({"nodes", "nodes_file", "simulate", "state_dir", "kill_grace_seconds"})
+_CONFIG_KEYS = frozenset(
+    {"nodes", "nodes_file", "simulate", "state_dir", "kill_grace_seconds", "sandbox", "job_user", "shared_paths"}
+)
 _GROUP_KEYS = frozenset({"name", "count", "cpus", "memory_mib", "labels", "state", "reason", "gpus"})
 _GPU_KEYS = frozenset({"count", "model", "memory_mib", "compute_capability", "mig", "shared"})
 _NODE_STATES = ("up", "drain", "down")
@@ -91,6 +94,18 @@ class _Corrupt(Exception):
 
 def _is_safe_name(value: object) -> bool:
     return isinstance(value, str) and _SAFE_NAME.fullmatch(value) is not None
+
+
+def _sandbox(reader: _ConfigReader, value: object) -> str:
+    """The bubblewrap binary jobs run in, or '' for none (``sandbox: none``, or ``auto``
+    where Debian's ``bubblewrap`` is not installed: jobs then see everything this
+    machine's user sees, and ``single_user`` says so)."""
+    if value not in ("auto", "bwrap", "none"):
+        raise reader.bad(f"sandbox must be auto, bwrap or none, got {value!r}")
+    found = shutil.which("bwrap") or ""
+    if value == "bwrap" and not found:
+        raise reader.bad("sandbox is bwrap but bwrap is not installed (apt-get install bubblewrap)")
+    return "" if value == "none" else found
 
 
 def _epoch_to_dt(value: Any) -> datetime | None:
@@ -318,6 +333,15 @@ class LocalBackend:
             raise reader.bad(f"state_dir must be a path, got {state_dir!r}")
         self._jobs = self.state_dir / "jobs"
         self._staging = self.state_dir / "tmp"
+        self.sandbox = _sandbox(reader, config.get("sandbox", "auto"))
+        job_user = config.get("job_user", "nobody")
+        if not isinstance(job_user, str) or not _is_safe_name(job_user):
+            raise reader.bad(f"job_user must be a user name, got {job_user!r}")
+        self.job_user = job_user
+        shared = config.get("shared_paths", [])
+        if not isinstance(shared, list) or not all(isinstance(p, str) and p.startswith("/") for p in shared):
+            raise reader.bad(f"shared_paths must be a list of absolute paths, got {shared!r}")
+        self.shared_paths = tuple(shared)
 
     # -- Backend protocol -------------------------------------------------------------
 
@@ -484,9 +508,35 @@ class LocalBackend:
         )
         return argv, env
 
+    def _job_identity(self, spec: JobSpec) -> dict[str, Any] | None:
+        """Whom the runner starts the job as: nobody in particular when the portal is not
+        root (the job runs as the portal's user, in the sandbox); as root, the owner's
+        uid/gid when their identity has one, else ``job_user`` (never root)."""
+        if os.geteuid() != 0:
+            return None
+        run_as = spec.run_as
+        if run_as is not None and run_as.uid is not None:
+            identity = {
+                "user": run_as.user,
+                "uid": run_as.uid,
+                "gid": run_as.gid if run_as.gid is not None else run_as.uid,
+            }
+        else:
+            try:
+                entry = pwd.getpwnam(self.job_user)
+            except KeyError:
+                raise self._reject(spec, f"job_user {self.job_user!r} does not exist on this machine") from None
+            identity = {"user": self.job_user, "uid": entry.pw_uid, "gid": entry.pw_gid}
+        if identity["uid"] == 0 or identity["gid"] == 0:
+            raise self._reject(spec, "a job never runs as root")
+        return identity
+
     def _write_job(self, job_dir: Path, spec: JobSpec, argv: list[str], env: dict[str, str]) -> None:
+        identity = self._job_identity(spec)
+        work = job_dir / runner.WORK_DIR
+        work.mkdir(mode=0o700)
         if spec.script:
-            (job_dir / runner.SCRIPT_FILE).write_text(spec.script, encoding="utf-8")
+            (work / runner.SCRIPT_FILE).write_text(spec.script, encoding="utf-8")
         if self.simulate is not None:
             (job_dir / runner.OUTPUT_FILE).write_text(
                 f"[local backend {self.name}: simulated for {self.simulate:g}s; nothing was run]\n", encoding="utf-8"
@@ -508,6 +558,9 @@ class LocalBackend:
                 "image": spec.image,  # recorded, not used: the local backend runs on the host
                 "simulate": self.simulate,
                 "submitted_at": time.time(),
+                "run_as": identity,
+                "sandbox": self.sandbox,
+                "shared_paths": list(self.shared_paths),
             },
         )
 

@@ -47,6 +47,12 @@ CANCEL_FILE = "cancel"
 RESULT_FILE = "result.json"
 OUTPUT_FILE = "output.log"
 RUNNER_LOG_FILE = "runner.log"
+#: The job's own directory (its working directory and home, the script in it), the only
+#: place of the job directory the job sees; the runner's files stay out of its reach.
+WORK_DIR = "work"
+#: What a sandboxed job sees of this machine, read-only: the operating system. Not the
+#: portal (its code, database, secrets, var/ tree), not /home, /opt or /srv, not other jobs.
+SANDBOX_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 
 #: How often the runner checks the walltime and the cancel marker, in seconds.
 CHECK_INTERVAL = 0.1
@@ -174,6 +180,56 @@ def inherited_environment() -> dict[str, str]:
     return {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
 
 
+def sandbox_argv(bwrap: str, work: Path, shared: list[str], identity: dict[str, Any] | None) -> list[str]:
+    """The bubblewrap command a job runs under: the system directories read-only, its own
+    work directory (and the site's ``shared`` paths) writable, a private /tmp, its own
+    PID namespace (no other process, the portal's included, is in its /proc, so no
+    ``/proc/<pid>/environ`` to read) and the machine's GPU devices.
+
+    With an ``identity`` (the runner is root) bubblewrap sets the sandbox up as root,
+    which needs no access for the job's user to the directories above its own, and the
+    job then starts through ``setpriv`` as that uid/gid, with no supplementary groups, no
+    capabilities and ``no_new_privs`` (a setuid program such as sudo gains nothing).
+
+    The job stays in the runner's process group, so the runner's SIGTERM and SIGKILL
+    reach all of it. bubblewrap itself must outlive a SIGTERM (its death would kill the
+    job at once, with no grace to checkpoint): the runner starts it with SIGTERM
+    ignored, and ``env --default-signal=TERM`` gives the job the default back.
+    ``--die-with-parent`` ends the job with the runner.
+    """
+    argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    for path in SANDBOX_SYSTEM:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+    for device in sorted(_PROC.parent.glob("dev/nvidia*")):
+        argv += ["--dev-bind", str(device), str(device)]
+    made: set[str] = {"/", "/tmp"}
+    for path in [*shared, str(work)]:
+        # The directories above a writable one exist in the sandbox only to be passed
+        # through: the job may traverse them, not list them.
+        for parent in reversed(Path(path).parents):
+            if str(parent) not in made:
+                made.add(str(parent))
+                argv += ["--perms", "0711", "--dir", str(parent)]
+        argv += ["--bind", path, path]
+    argv += ["--chdir", str(work), "--"]
+    if identity:
+        argv += [
+            "setpriv",
+            f"--reuid={identity['uid']}",
+            f"--regid={identity['gid']}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        ]
+    return [*argv, "env", "--default-signal=TERM", "--"]
+
+
 def _cancel_requested(job_dir: Path) -> bool:
     return _signalled or (job_dir / CANCEL_FILE).exists()
 
@@ -225,24 +281,45 @@ def _run(job_dir: Path) -> int:
         _record(job_dir, "CANCELLED", reason="cancelled before it started")
         return 0
 
+    work = job_dir / WORK_DIR
+    identity = spec.get("run_as")
     env = inherited_environment()
+    env.update({"HOME": str(work), "TMPDIR": "/tmp"})
+    if identity:
+        env.update({"USER": identity["user"], "LOGNAME": identity["user"]})
     env.update({str(k): str(v) for k, v in spec["env"].items()})
     walltime = float(spec["walltime_seconds"])
     grace = float(spec["kill_grace_seconds"])
-    with open(job_dir / OUTPUT_FILE, "ab") as log:
+    argv = [str(a) for a in spec["argv"]]
+    as_user: dict[str, Any] = {}
+    if identity:
+        for path in (work, *work.iterdir()):
+            os.chown(path, identity["uid"], identity["gid"])
+    if spec.get("sandbox"):
+        argv = sandbox_argv(spec["sandbox"], work, list(spec.get("shared_paths", [])), identity) + argv
+    elif identity:  # no sandbox: at least never the portal's user
+        as_user = {"user": identity["uid"], "group": identity["gid"], "extra_groups": []}
+    # In the sandbox, bubblewrap starts with SIGTERM ignored (see sandbox_argv); the
+    # runner's own handler is back at once (a cancel in between is seen in its marker).
+    term_handler = signal.signal(signal.SIGTERM, signal.SIG_IGN) if spec.get("sandbox") else None
+    with open(job_dir / OUTPUT_FILE, "ab") as log:  # the runner's file: the job has only the fd
         try:
             child = subprocess.Popen(
-                [str(a) for a in spec["argv"]],
-                cwd=job_dir,
+                argv,
+                cwd=work,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 process_group=0,
+                **as_user,
             )
         except OSError as exc:
             _record(job_dir, "FAILED", exit_code=127, reason=f"could not start the command: {exc}")
             return 0
+        finally:
+            if term_handler is not None:
+                signal.signal(signal.SIGTERM, term_handler)
     started_at = time.time()
     deadline = time.monotonic() + walltime
     try:

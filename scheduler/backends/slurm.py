@@ -34,6 +34,12 @@ list_nodes
     One ``sinfo --json``: CPUs, memory, GRES (GPU type and count; ``gpu_models`` says
     what each type is as hardware) and state (idle/mixed/allocated are up; drain, down).
 
+As whom: with ``run_as_owner`` (the default) every command that acts on a job (sbatch,
+scancel, scontrol, and the ``mkdir``/``tail`` of its output) runs as the job's owner
+through ``sudo -n -u`` (``slurm_owner.py``): sbatch as ``spec.run_as`` with
+``--account``, the others as the user Slurm records for the job. Reads of the whole
+cluster (squeue, sinfo, sacct) and node drains run as the portal.
+
 Errors: every failure is a :class:`BackendError` carrying Slurm's own message. Slurm
 refusing a job (invalid GRES, unavailable node configuration, bad partition) is
 permanent; an unreachable or busy controller, a timeout or a missing binary is transient.

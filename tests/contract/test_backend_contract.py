@@ -115,7 +115,23 @@ class Case:
 
 
 def local_config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
-    return {"nodes": NODE_GROUPS, "state_dir": str(tmp_path / "state"), "kill_grace_seconds": 1, **extra}
+    """The contract's local cluster; its jobs may write the test's ``scratch``, shared
+    with them as a site shares a scratch file system (``shared_paths``)."""
+    return {
+        "nodes": NODE_GROUPS,
+        "state_dir": str(tmp_path / "state"),
+        "kill_grace_seconds": 1,
+        "shared_paths": [str(local_scratch(tmp_path))],
+        **extra,
+    }
+
+
+def local_scratch(tmp_path: Path) -> Path:
+    """Writable by whatever user the local backend runs jobs as (nobody, as root)."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(exist_ok=True)
+    scratch.chmod(0o777)
+    return scratch
 
 
 def _local_case(tmp_path: Path, **extra: Any) -> Case:
@@ -141,7 +157,7 @@ def _local_case(tmp_path: Path, **extra: Any) -> Case:
         kill_supervisor=None if "simulate" in extra else kill_runner,
         config=config,
         cleanup=cancel_all,
-        scratch=tmp_path,
+        scratch=local_scratch(tmp_path),
     )
 
 
@@ -293,8 +309,27 @@ def running(result: PollResult) -> bool:
     return result.state is RemoteState.RUNNING
 
 
-def pid_running(pid: int) -> bool:
-    return local_runner.process_alive(pid, None)
+def job_processes(key: str) -> list[int]:
+    """Host pids of the processes a job started (they carry its ``QM_JOB_KEY``). Found by
+    looking, not by a pid the job reports: a sandboxed job sees only its own pid namespace."""
+    marker = f"QM_JOB_KEY={key}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # ended meanwhile
+    return found
+
+
+def no_job_processes_left(key: str) -> None:
+    """Wait (bounded) until none of the job's processes is left; fail naming them."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while (left := job_processes(key)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"processes of job {key} still running: {left}"
 
 
 def wait_for_file(path: Path) -> str:
@@ -579,14 +614,16 @@ def test_read_log_returns_the_tail(executing: Case) -> None:
 
 def test_cancel_kills_the_whole_process_group(executing: Case) -> None:
     case = executing
-    pid_file = case.scratch / "background.pid"
-    external_id = case.backend.submit(job(case, f"sleep 30 & echo $! > {pid_file}; wait"))
-    background = int(wait_for_file(pid_file))
+    started = case.scratch / "background.started"
+    spec = job(case, f"sleep 30 & echo up > {started}; wait")
+    external_id = case.backend.submit(spec)
+    wait_for_file(started)
+    assert job_processes(spec.key)
 
     case.backend.cancel(external_id)
 
     assert wait_for(case.backend, external_id).state is RemoteState.CANCELLED
-    assert not pid_running(background)
+    no_job_processes_left(spec.key)
 
 
 def test_cancel_with_a_grace_period_lets_the_job_checkpoint(executing: Case) -> None:
@@ -619,12 +656,13 @@ def test_walltime_kills_processes_that_ignore_sigterm(executing: Case) -> None:
     assert result.state is RemoteState.TIMEOUT
 
 
-def test_runner_death_reports_node_fail(supervised: Case, tmp_path: Path) -> None:
+def test_runner_death_reports_node_fail(supervised: Case) -> None:
     case = supervised
     assert case.kill_supervisor is not None
-    pid_file = tmp_path / "job.pid"
-    external_id = case.backend.submit(job(case, f"echo $$ > {pid_file}; exec sleep 30"))
-    orphan = int(wait_for_file(pid_file))
+    started = case.scratch / "job.started"
+    spec = job(case, f"echo up > {started}; exec sleep 30")
+    external_id = case.backend.submit(spec)
+    wait_for_file(started)
 
     case.kill_supervisor(external_id)
 
@@ -632,10 +670,7 @@ def test_runner_death_reports_node_fail(supervised: Case, tmp_path: Path) -> Non
     assert result.state is RemoteState.NODE_FAIL
     assert result.reason
     case.backend.cancel(external_id)  # cleans up what the dead supervisor left running
-    deadline = time.monotonic() + 5
-    while pid_running(orphan) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not pid_running(orphan)
+    no_job_processes_left(spec.key)
     assert case.backend.poll([external_id])[external_id].state is RemoteState.NODE_FAIL
 
 
@@ -882,7 +917,7 @@ def test_job_on_mig_slices_sees_the_slice_indices(tmp_path: Path) -> None:
     assert wait_for(case.backend, external_id).state is RemoteState.COMPLETED
     log = case.backend.read_log(external_id)
     assert "CVD=3,4" in log
-    assert f"/state/jobs/{external_id}\n" in log  # the job runs in its own directory
+    assert f"/state/jobs/{external_id}/work\n" in log  # the job runs in its own directory
 
 
 def test_reboot_reports_node_fail(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,10 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from portal.choices import Role
-from portal.models import Account, Membership, Qos, Quota
+from portal.models import Account, ClusterIdentity, Membership, Qos, Quota
 from scheduler.backends.base import BackendError
 from scheduler.clusters.poll import poll_cluster
+from scheduler.jobs.remote import backend_for
 from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Job
 
@@ -35,6 +37,10 @@ USERS = [
     ("alice", False, [("nlp", Role.MEMBER), ("vision", Role.MEMBER)]),
     ("bob", False, [("nlp", Role.COORDINATOR)]),
 ]
+
+#: The demo researchers' cluster identities: the uid (and gid) their jobs run as when the
+#: portal runs as root. No such Unix users need to exist: the local backend sets the ids.
+DEMO_UIDS = {"alice": 20001, "bob": 20002}
 
 #: (owner, account, name, command, nodes, gpus_per_node, gpu_model)
 JOBS = [
@@ -59,6 +65,11 @@ class Command(BaseCommand):
             )
             accounts = self._accounts()
             passwords = self._users(accounts, reset=options["reset_passwords"])
+            for username, uid in DEMO_UIDS.items():
+                ClusterIdentity.objects.get_or_create(
+                    user=get_user_model().objects.get(username=username),
+                    defaults={"username": username, "uid": uid, "gid": uid},
+                )
             normal = self._qos()
             Quota.objects.get_or_create(
                 account=accounts["nlp"],
@@ -85,6 +96,7 @@ class Command(BaseCommand):
                     walltime_seconds=3600,
                 )
         self.stdout.write(f"Demo cluster {cluster.name!r}: {cluster.nodes.count()} nodes.")
+        self.stdout.write(isolation_note(backend_for(cluster)))
         if passwords:
             self.stdout.write("Demo logins (shown once; rerun with --reset-passwords for new ones):")
             for username, password in passwords.items():
@@ -129,3 +141,17 @@ class Command(BaseCommand):
         if created:
             high.may_preempt.add(low)
         return normal
+
+
+def isolation_note(backend: object) -> str:
+    """How the demo's jobs are kept from the portal and from each other, said plainly,
+    and loudly when they are not."""
+    sandbox = getattr(backend, "sandbox", "")
+    if not sandbox:
+        return (
+            "WARNING: bubblewrap is not installed, so demo jobs run unsandboxed as this user and can read the "
+            "portal's database and files. This demo is single-user: keep it on localhost "
+            "(apt-get install bubblewrap to isolate jobs)."
+        )
+    who = "their owner's uid (nobody without one)" if os.geteuid() == 0 else "this user"
+    return f"Jobs run in a bubblewrap sandbox ({sandbox}) as {who}: they see the OS and their own directory only."

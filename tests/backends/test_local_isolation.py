@@ -1,0 +1,120 @@
+"""A job on the local backend is untrusted code: tried as an attacker would, it finds
+nothing of the portal's (database, secrets, processes, state tree) and nothing of other
+users' jobs.
+
+The sandbox is Debian's bubblewrap; without it these tests skip here and fail in CI
+(``QM_REQUIRE_SERVICES=1``). As root (CI), jobs also run as their owner's uid, or as
+``nobody`` without one. No Django: the "portal" is a var/ tree laid out as the demo's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.backends import load_backend
+from scheduler.backends.base import Backend, JobSpec, Placement, RunAs
+from tests.conftest import _missing
+
+NODES = [
+    {
+        "name": "n-{:02d}",
+        "count": 1,
+        "cpus": 8,
+        "memory_mib": 8000,
+        "gpus": {"count": 2, "model": "L4", "memory_mib": 24576, "compute_capability": "8.9"},
+    }
+]
+ALICE, BOB = RunAs("alice", 20001, 20001), RunAs("bob", 20002, 20002)
+SECRET = "portal-secret-" + uuid.uuid4().hex
+
+#: What an attacker's job tries: every SQLite file on the machine, every process's
+#: environment, the state tree and the other job's directory and output.
+ATTACK = """
+echo "whoami=$(id -u)"
+find / -xdev -name '*.sqlite3' 2>/dev/null | sed 's/^/found /'
+for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < "$f"; done 2>/dev/null | grep -c '{secret}' | sed 's/^/secrets=/'
+ls {jobs} 2>&1 | sed 's/^/jobs: /'
+cat {victim}/work/notes.txt 2>&1 | sed 's/^/victim: /'
+cat {victim}/output.log 2>&1 | sed 's/^/victim-log: /'
+cat {database} 2>&1 | head -c 200 | sed 's/^/database: /'
+"""
+
+
+@pytest.fixture
+def portal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A var/ tree as the demo has it (a world-readable SQLite file in it, as Django's
+    default umask leaves one) and the local backend in it; the portal's secret in this
+    process's environment."""
+    if not shutil.which("bwrap"):
+        _missing("bubblewrap is not installed (apt-get install bubblewrap)")
+    monkeypatch.setenv("SECRET_KEY", SECRET)
+    var = tmp_path / "var"
+    var.mkdir(mode=0o755)
+    database = var / "quartermaster.sqlite3"
+    database.write_text(f"SQLite format 3 {SECRET}")
+    database.chmod(0o644)
+    backend = load_backend("local", "demo", {"nodes": NODES}, work_dir=var / "work")
+    return backend, var, database
+
+
+def run(backend: Backend, command: str, run_as: RunAs) -> tuple[str, str]:
+    spec = JobSpec(
+        key=f"{uuid.uuid4()}.1",
+        name="attack",
+        owner=run_as.user,
+        account="lab",
+        command=command,
+        script="",
+        walltime_seconds=60,
+        placements=(Placement("n-01", (0,)),),
+        run_as=run_as,
+    )
+    external_id = backend.submit(spec)
+    deadline = time.monotonic() + 30
+    while not backend.poll([external_id])[external_id].state.is_terminal:
+        assert time.monotonic() < deadline, "the job did not end"
+        time.sleep(0.05)
+    return external_id, backend.read_log(external_id)
+
+
+def test_a_job_finds_nothing_of_the_portal_or_of_another_users_job(portal: Any) -> None:
+    backend, _, database = portal
+    bobs, _ = run(backend, "echo 'bob private notes' > notes.txt; echo bob-output", BOB)
+    jobs = backend.state_dir / "jobs"
+
+    _, log = run(backend, ATTACK.format(secret=SECRET, jobs=jobs, victim=jobs / bobs, database=database), ALICE)
+
+    assert "found " not in log  # no SQLite file at all, the portal's least of all
+    assert "secrets=0" in log  # no process with the portal's secret in its environment
+    assert "jobs: ls: cannot" in log  # the state tree is a passage to its own directory, unlisted
+    assert "victim: cat:" in log and "bob private notes" not in log
+    assert "victim-log: cat:" in log and "bob-output" not in log
+    assert "database: cat:" in log and SECRET not in log
+
+
+def test_a_job_runs_as_its_owner_and_cannot_become_root(portal: Any) -> None:
+    backend, _, _ = portal
+    _, log = run(backend, "id -u; id -g; id -G; sudo -n id -u 2>&1; echo sudo-exit=$?", ALICE)
+
+    lines = log.splitlines()
+    expected = "20001" if os.geteuid() == 0 else str(os.geteuid())  # not root: the portal's user, sandboxed
+    assert lines[:3] == [expected, expected if os.geteuid() == 0 else str(os.getegid()), lines[2]]
+    if os.geteuid() == 0:
+        assert lines[2] == "20001"  # no supplementary groups
+    assert "sudo-exit=1" in lines and "0" not in lines  # no_new_privs: sudo gains nothing
+
+
+def test_a_job_without_a_uid_runs_as_the_unprivileged_job_user(portal: Any) -> None:
+    backend, _, _ = portal
+    if os.geteuid() != 0:
+        pytest.skip("only root can run a job as another user; here jobs run as the portal's user")
+    _, log = run(backend, "id -un", RunAs("carol"))
+
+    assert log.strip() == "nobody"
