@@ -48,7 +48,7 @@ from typing import Any, ClassVar
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState
+from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState, RunAs
 from scheduler.backends.kubernetes_api import Conflict, KubeApi, NotFound, Obj
 from scheduler.backends.kubernetes_objects import (
     CANCELLED_ANNOTATION,
@@ -88,6 +88,8 @@ _CONFIG_KEYS = frozenset(
         "kill_grace_seconds",
         "timeout_seconds",
         "record_seconds",
+        "run_as_owner",
+        "min_uid",
     }
 )
 DEFAULT_IMAGE = "ubuntu:24.04"
@@ -122,8 +124,6 @@ class KubernetesBackend:
     """
 
     kind: ClassVar[str] = "kubernetes"
-    requires_identity: bool = False
-
     def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path, instance: str = "") -> None:
         reader = _Reader(name)
         if instance and not is_label_value(instance):
@@ -166,6 +166,10 @@ class KubernetesBackend:
         if self.timeout_seconds == 0:
             raise reader.bad("config.timeout_seconds must be positive")
         self.record_seconds = reader.number(config.get("record_seconds", 86400), "config.record_seconds")
+        #: Pods run as their owner's uid/gid (``run_as_owner``, default true): a spec whose
+        #: owner has no identity with both is refused.
+        self.requires_identity = reader.flag(config, "run_as_owner", True)
+        self.min_uid = reader.integer(config, "min_uid", "config", default=1000)
         self._api: KubeApi | None = None
 
     # -- connection -------------------------------------------------------------------------
@@ -234,7 +238,9 @@ class KubernetesBackend:
                 nodes[placement.node] = node_from_object(self.api.read_node(placement.node), self.name)
             except NotFound:
                 raise self._reject(spec, f"placement on unknown node {placement.node!r}") from None
-        target = JobTarget(self.name, namespace, name, self.image, self.kill_grace_seconds, nodes, self.instance)
+        target = JobTarget(
+            self.name, namespace, name, self.image, self.kill_grace_seconds, nodes, self.instance, self._run_as(spec)
+        )
         try:
             manifest = build_job(spec, target)
         except ValueError as exc:
@@ -377,12 +383,24 @@ class KubernetesBackend:
     def _reject(self, spec: JobSpec, message: str) -> BackendError:
         return BackendError(f"kubernetes {self.name!r}: job {spec.key!r}: {message}", permanent=True)
 
+    def _run_as(self, spec: JobSpec) -> RunAs | None:
+        """The owner's uid/gid the pod runs as (None when pods run as their image says)."""
+        if not self.requires_identity:
+            return None
+        run_as = spec.run_as
+        if run_as is None or run_as.uid is None or run_as.gid is None:
+            raise self._reject(spec, "its owner has no cluster identity with a uid and gid, and pods run as their owner")
+        if run_as.uid < self.min_uid or run_as.gid < self.min_uid:
+            raise self._reject(spec, f"uid/gid {run_as.uid}/{run_as.gid} is below {self.min_uid}: a system account")
+        return run_as
+
     def _check(self, spec: JobSpec) -> None:
         if not spec.key or not is_label_value(spec.key):
             raise self._reject(spec, "key must be a label value (63 characters: A-Z a-z 0-9 . _ -)")
         problem = spec_problem(spec)
         if problem:
             raise self._reject(spec, problem)
+        self._run_as(spec)
 
     def _existing(self, spec: JobSpec, namespace: str, name: str) -> bool:
         """Whether the Job for ``spec`` exists; a same-named Job of another key is an error."""

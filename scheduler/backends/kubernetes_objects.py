@@ -32,7 +32,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
-from scheduler.backends.base import GpuInfo, JobSpec, NodeInfo, PollResult, RemoteState
+from scheduler.backends.base import GpuInfo, JobSpec, NodeInfo, PollResult, RemoteState, RunAs
 
 Obj = dict[str, Any]
 
@@ -250,6 +250,9 @@ class JobTarget:
     kill_grace_seconds: int
     nodes: Mapping[str, KubeNode]
     instance: str = ""
+    #: The owner's uid/gid the pod runs as; None: as the image says (a site whose
+    #: cluster runs every job as the portal, ``run_as_owner: false``).
+    run_as: RunAs | None = None
 
 
 def _same_label(nodes: Sequence[KubeNode], label: str) -> list[str] | None:
@@ -258,6 +261,18 @@ def _same_label(nodes: Sequence[KubeNode], label: str) -> list[str] | None:
     if any(v is None for v in values):
         return None
     return sorted({str(v) for v in values})
+
+
+def pod_security(run_as: RunAs | None) -> Obj:
+    """The pod's security context: the owner's uid and gid (and ``fsGroup``, so volumes
+    are theirs), never root, the runtime's default seccomp profile. Every container also
+    drops all capabilities and may not escalate (see :func:`build_job`)."""
+    context: Obj = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if run_as is not None and run_as.uid is not None and run_as.gid is not None:
+        context.update(
+            {"runAsUser": run_as.uid, "runAsGroup": run_as.gid, "fsGroup": run_as.gid, "runAsNonRoot": True}
+        )
+    return context
 
 
 def build_job(spec: JobSpec, target: JobTarget) -> Obj:
@@ -321,6 +336,7 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
             "spec": {
                 "restartPolicy": "Never",
                 "terminationGracePeriodSeconds": target.kill_grace_seconds,
+                "securityContext": pod_security(target.run_as),
                 "containers": [
                     {
                         "name": CONTAINER,
@@ -328,6 +344,10 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
                         "command": ["/bin/bash", "-c", spec.script or spec.command],
                         "env": [{"name": k, "value": v} for k, v in env.items()],
                         "resources": resources,
+                        "securityContext": {
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
                     }
                 ],
                 "affinity": affinity,

@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from scheduler.backends.base import BackendError, JobSpec, Placement, PollResult, RemoteState
+from scheduler.backends.base import BackendError, JobSpec, Placement, PollResult, RemoteState, RunAs
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes_objects import (
     RECORD_FINALIZER,
@@ -52,11 +52,16 @@ def backend(kube: FakeKube, tmp_path: Path) -> KubernetesBackend:
     return backend_for(kube, tmp_path)
 
 
+#: The owner's cluster identity: pods run as it.
+ALICE = RunAs("alice", 20001, 20001)
+
+
 def spec(command: str = "true", *placements: Placement, **fields: Any) -> JobSpec:
     values: dict[str, Any] = {
         "key": f"{uuid.uuid4()}.1",
         "name": "train",
         "owner": "alice",
+        "run_as": ALICE,
         "account": "lab",
         "command": command,
         "script": "",
@@ -71,7 +76,7 @@ def spec(command: str = "true", *placements: Placement, **fields: Any) -> JobSpe
 
 def manifest(job: JobSpec, image: str = "ubuntu:24.04") -> dict[str, Any]:
     nodes = {n["metadata"]["name"]: node_from_object(n, "k8s") for n in contract_nodes()}
-    return build_job(job, JobTarget("k8s", "default", job_name(job.key), image, 30, nodes))
+    return build_job(job, JobTarget("k8s", "default", job_name(job.key), image, 30, nodes, run_as=job.run_as))
 
 
 def wait(backend: KubernetesBackend, external_id: str, state: RemoteState | None = None) -> PollResult:
@@ -591,3 +596,54 @@ def test_read_log_joins_the_pods_of_a_multi_node_job(backend: KubernetesBackend)
 
     assert log.count("==> ") == 2 and log.count("hello from") == 2
     assert backend.read_log(external_id, max_bytes=5) == log[-5:]
+
+
+# --- Pods run as their owner ------------------------------------------------------------------
+
+
+def test_the_pod_runs_as_its_owner_never_root_with_no_capabilities(kube: FakeKube, backend: KubernetesBackend) -> None:
+    job = spec()
+    backend.submit(job)
+
+    [stored] = kube.jobs()
+    pod = stored["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {
+        "runAsUser": 20001,
+        "runAsGroup": 20001,
+        "fsGroup": 20001,
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    [container] = pod["containers"]
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    jsonschema.Draft202012Validator(JOB_SCHEMA).validate(stored)
+
+
+@pytest.mark.parametrize(
+    ("run_as", "message"),
+    [
+        (None, "no cluster identity with a uid and gid"),
+        (RunAs("alice"), "no cluster identity with a uid and gid"),
+        (RunAs("root", 0, 0), "below 1000: a system account"),
+        (RunAs("daemon", 1, 1), "below 1000: a system account"),
+    ],
+    ids=["no identity", "no uid", "root", "system account"],
+)
+def test_a_pod_never_runs_without_its_owners_ids_or_as_a_system_account(
+    kube: FakeKube, backend: KubernetesBackend, run_as: RunAs | None, message: str
+) -> None:
+    with pytest.raises(BackendError) as caught:
+        backend.submit(spec(run_as=run_as))
+
+    assert caught.value.permanent and message in caught.value.message
+    assert kube.jobs() == []
+
+
+def test_a_cluster_that_runs_pods_as_their_image_says_still_drops_privileges(kube: FakeKube, tmp_path: Path) -> None:
+    backend = backend_for(kube, tmp_path, run_as_owner=False)
+    backend.submit(spec(run_as=None))
+
+    [stored] = kube.jobs()
+    pod = stored["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}

@@ -268,8 +268,9 @@ def supervised(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]
         yield built
 
 
-#: Whom the contract's jobs run as (a user of the Slurm dev cluster, in account lab).
-OWNER = RunAs("alice")
+#: Whom the contract's jobs run as: a user of the Slurm dev cluster (in account lab); the
+#: uid and gid are what a Kubernetes pod and the local backend, as root, run with.
+OWNER = RunAs("alice", 20001, 20001)
 
 
 def job(case: Case, command: str = "true", **fields: Any) -> JobSpec:
