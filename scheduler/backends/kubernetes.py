@@ -389,7 +389,7 @@ class KubernetesBackend:
             return None
         run_as = spec.run_as
         if run_as is None or run_as.uid is None or run_as.gid is None:
-            raise self._reject(spec, "its owner has no cluster identity with a uid and gid, and pods run as their owner")
+            raise self._reject(spec, "its owner has no cluster identity with a uid and gid; pods run as their owner")
         if run_as.uid < self.min_uid or run_as.gid < self.min_uid:
             raise self._reject(spec, f"uid/gid {run_as.uid}/{run_as.gid} is below {self.min_uid}: a system account")
         return run_as
