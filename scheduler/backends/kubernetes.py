@@ -124,6 +124,7 @@ class KubernetesBackend:
     """
 
     kind: ClassVar[str] = "kubernetes"
+
     def __init__(self, *, name: str, config: Mapping[str, Any], work_dir: Path, instance: str = "") -> None:
         reader = _Reader(name)
         if instance and not is_label_value(instance):

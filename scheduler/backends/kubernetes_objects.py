@@ -269,9 +269,7 @@ def pod_security(run_as: RunAs | None) -> Obj:
     drops all capabilities and may not escalate (see :func:`build_job`)."""
     context: Obj = {"seccompProfile": {"type": "RuntimeDefault"}}
     if run_as is not None and run_as.uid is not None and run_as.gid is not None:
-        context.update(
-            {"runAsUser": run_as.uid, "runAsGroup": run_as.gid, "fsGroup": run_as.gid, "runAsNonRoot": True}
-        )
+        context.update({"runAsUser": run_as.uid, "runAsGroup": run_as.gid, "fsGroup": run_as.gid, "runAsNonRoot": True})
     return context
 
 
