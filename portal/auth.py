@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from django.utils import timezone
 from rest_framework import authentication, exceptions
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 
 from portal.models import ApiToken, HashedToken
@@ -46,7 +47,8 @@ def bearer_token(request: Request, model: type[T], related: str, what: str) -> T
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
-    """Personal API tokens (see :func:`bearer_token`)."""
+    """Personal API tokens (see :func:`bearer_token`): refused once expired or once their
+    user is disabled, and a read-only token may only read."""
 
     def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
         record = bearer_token(request, ApiToken, "user", "API token")
@@ -54,6 +56,10 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             return None
         if not record.user.is_active:
             raise exceptions.AuthenticationFailed("User inactive.")
+        if record.expired:
+            raise exceptions.AuthenticationFailed(f"API token expired at {record.expires_at:%Y-%m-%d %H:%M} UTC.")
+        if record.read_only and request.method not in SAFE_METHODS:
+            raise exceptions.PermissionDenied("This API token is read-only.")
         return record.user, record
 
     def authenticate_header(self, request: Request) -> str:

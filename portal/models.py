@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from portal.choices import IdentitySource, Role
 
@@ -150,12 +151,20 @@ class ApiToken(HashedToken):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=64)
+    #: After this the token no longer authenticates (None: until revoked).
+    expires_at = models.DateTimeField(null=True, blank=True)
+    #: Reads only: any request that would change something is refused.
+    read_only = models.BooleanField(default=False)
 
     class Meta(HashedToken.Meta):
         pass
 
     def __str__(self) -> str:
         return f"{self.name} ({self.key_prefix}…)"
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
 
 
 #: A POSIX user name in the portable form Debian's ``adduser`` accepts by default, at most

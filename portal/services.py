@@ -3,6 +3,7 @@ saved with its audit entry (:func:`record_audit`) in one transaction."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from django.db import models, transaction
@@ -13,10 +14,24 @@ from portal.models import Account, ApiToken, AuditEntry, ClusterIdentity, Member
 Audited = TypeVar("Audited", Account, Quota, Membership, ClusterIdentity)
 
 
-def create_api_token(user: Any, name: str) -> tuple[ApiToken, str]:
-    """Create a token and return it with its secret, which is not stored and not shown again."""
+def create_api_token(
+    user: Any, name: str, *, expires_in_days: int | None = None, read_only: bool = False
+) -> tuple[ApiToken, str]:
+    """Create a token and return it with its secret, which is not stored and not shown again.
+
+    Callers make sure the request came from a signed-in session, never from a token: a
+    token that could mint tokens would outlive its own revocation in its children.
+    """
     prefix, secret = ApiToken.new_secret()
-    token = ApiToken.objects.create(user=user, name=name, key_prefix=prefix, digest=ApiToken.hash(secret))
+    expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+    token = ApiToken.objects.create(
+        user=user,
+        name=name,
+        key_prefix=prefix,
+        digest=ApiToken.hash(secret),
+        expires_at=expires_at,
+        read_only=read_only,
+    )
     return token, secret
 
 

@@ -153,10 +153,29 @@ class ClusterIdentitySerializer(serializers.ModelSerializer):
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):
+    expires_in_days = serializers.IntegerField(
+        min_value=1,
+        max_value=3650,
+        required=False,
+        allow_null=True,
+        write_only=True,
+        help_text="Days until the token stops working (none: until revoked).",
+    )
+
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "key_prefix", "created_at", "last_used_at", "revoked_at"]
-        read_only_fields = ["key_prefix", "created_at", "last_used_at", "revoked_at"]
+        fields = [
+            "id",
+            "name",
+            "key_prefix",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+            "expires_at",
+            "read_only",
+            "expires_in_days",
+        ]
+        read_only_fields = ["key_prefix", "created_at", "last_used_at", "revoked_at", "expires_at"]
 
 
 class NewApiTokenSerializer(ApiTokenSerializer):

@@ -9,6 +9,7 @@ from typing import Any, cast
 from django.db.models import Model, QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, mixins, status, viewsets
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -128,9 +129,21 @@ class ApiTokenViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewset
 
     @extend_schema(request=ApiTokenSerializer, responses={201: NewApiTokenSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """A new token, from a signed-in session only: a token that could mint tokens
+        would keep its holder in after it was revoked."""
+        if isinstance(request.auth, ApiToken):
+            raise PermissionDenied(
+                "Tokens are created from a signed-in session (the API tokens page), not with a token."
+            )
         body = ApiTokenSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        token, secret = services.create_api_token(request.user, body.validated_data["name"])
+        data = body.validated_data
+        token, secret = services.create_api_token(
+            request.user,
+            data["name"],
+            expires_in_days=data.get("expires_in_days"),
+            read_only=data.get("read_only", False),
+        )
         data = NewApiTokenSerializer(token).data | {"token": secret}
         return Response(data, status=status.HTTP_201_CREATED)
 

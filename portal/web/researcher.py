@@ -433,6 +433,14 @@ def job_verb(request: HttpRequest, job_id: int, verb: str) -> HttpResponse:
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=64, help_text="Where you will use it, for example 'laptop'.")
+    expires_in_days = forms.IntegerField(
+        label="Expires after (days)",
+        min_value=1,
+        max_value=3650,
+        required=False,
+        help_text="Empty: until you revoke it.",
+    )
+    read_only = forms.BooleanField(label="Read-only", required=False, help_text="It can read, never submit or change.")
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"]
@@ -449,7 +457,10 @@ def tokens(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = TokenForm(request.POST)
         if form.is_valid():
-            _, secret = create_api_token(request.user, form.cleaned_data["name"])
+            data = form.cleaned_data
+            _, secret = create_api_token(
+                request.user, data["name"], expires_in_days=data["expires_in_days"], read_only=data["read_only"]
+            )
             form = TokenForm()
     else:
         form = TokenForm()

@@ -72,7 +72,7 @@ MUST_SUCCEED = {
         "GET /api/v1/jobs/",
         "GET /api/v1/jobs/{id}/",
         "GET /api/v1/accounts/{id}/",
-        "POST /api/v1/tokens/",
+        "GET /api/v1/tokens/",  # creating one takes a signed-in session, never a token
     },
     "admin": {"POST /api/v1/jobs/", "GET /api/v1/nodes/{id}/", "POST /api/v1/accounts/", "PATCH /api/v1/qos/{id}/"},
 }
