@@ -5,16 +5,19 @@
   coordinate.
 - Staff see everything.
 Anything not visible answers 404, so ids of other people's jobs leak nothing.
+
+Also here: which QOS an account's jobs may use (``usable_qos``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from portal.choices import Role
-from portal.models import Account, Membership, Quota
+from portal.models import Account, Membership, Qos, Quota
 
 
 def member_account_ids(user: Any) -> list[int]:
@@ -45,3 +48,30 @@ def visible_quotas(user: Any) -> QuerySet[Quota]:
 
 def may_submit_to(user: Any, account: Account) -> bool:
     return bool(user.is_staff) or Membership.objects.filter(user_id=user.pk, account=account).exists()
+
+
+def usable_qos(account: Account) -> tuple[list[Qos], Qos | None]:
+    """The QOS ``account``'s jobs may use, and the one a job that names none gets.
+
+    As Slurm's association QOS: an account's own list, else its nearest ancestor's; an
+    account tree with no list anywhere may use only the site's default QOS
+    (``SCHEDULER_DEFAULT_QOS``, "normal"), so a privileged QOS (one that preempts) is
+    never open to everyone by omission. The default is the account's own, else its
+    nearest ancestor's, else the site's, and always one of the usable ones.
+    """
+    allowed: list[Qos] | None = None
+    default: Qos | None = None
+    node: Account | None = account
+    while node is not None and (allowed is None or default is None):
+        if allowed is None:
+            own = list(node.allowed_qos.all())
+            allowed = own or None
+        if default is None and node.default_qos_id is not None:
+            default = node.default_qos
+        node = node.parent
+    site = Qos.objects.filter(name=settings.SCHEDULER_DEFAULT_QOS).first()
+    if allowed is None:
+        allowed = [site] if site is not None else []
+    if default is None or default not in allowed:
+        default = site if site in allowed else (allowed[0] if allowed else None)
+    return allowed, default

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -26,6 +27,13 @@ class Account(models.Model):
     shares = models.PositiveIntegerField(default=1)
     description = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    #: The QOS its jobs may use (Slurm's association QOS list); empty: the parent's list,
+    #: and at the root the site's default QOS only (see ``portal.access.usable_qos``).
+    allowed_qos: models.ManyToManyField[Qos, Any] = models.ManyToManyField(
+        "Qos", blank=True, related_name="allowed_for"
+    )
+    #: The QOS of a job that names none; empty: the parent's default, then the site's.
+    default_qos = models.ForeignKey("Qos", null=True, blank=True, on_delete=models.SET_NULL, related_name="default_for")
 
     class Meta:
         ordering = ["name"]

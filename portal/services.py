@@ -124,6 +124,8 @@ def audit_state(instance: Account | Quota | Membership | ClusterIdentity) -> dic
             "parent": instance.parent.name if instance.parent else None,
             "shares": instance.shares,
             "description": instance.description,
+            "allowed_qos": sorted(q.name for q in instance.allowed_qos.all()) if instance.pk else [],
+            "default_qos": instance.default_qos.name if instance.default_qos else None,
         }
     if isinstance(instance, Quota):
         return {
@@ -161,9 +163,13 @@ def _save_audited(actor: Any, instance: Audited, fields: dict[str, Any]) -> Audi
     with transaction.atomic():
         stored = model.objects.select_for_update().filter(pk=instance.pk).first() if instance.pk else None
         before = audit_state(stored) if stored is not None else {}
+        related = {f.name for f in model._meta.many_to_many}
         for name, value in fields.items():
-            setattr(instance, name, value)
+            if name not in related:
+                setattr(instance, name, value)
         instance.save()
+        for name in related & set(fields):
+            getattr(instance, name).set(fields[name])  # after the save: the row needs its id
         after = audit_state(instance)
         record_audit(actor, "update" if stored is not None else "create", instance, field_changes(before, after))
     return instance

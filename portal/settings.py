@@ -225,6 +225,8 @@ QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
 #: The lowest uid a job may run as: cluster identities below it (root, system accounts)
 #: are refused, in the API and again by the backends (Debian's FIRST_UID).
 QM_MIN_JOB_UID = env_int("QM_MIN_JOB_UID", 1000, minimum=1)
+#: The QOS of jobs whose account tree sets no QOS list or default (Slurm's "normal").
+SCHEDULER_DEFAULT_QOS = env_str("SCHEDULER_DEFAULT_QOS", "normal")
 
 # --- Monitoring ------------------------------------------------------------------
 #: Raw samples are kept this long, then only their rollups.

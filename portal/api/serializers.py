@@ -19,11 +19,37 @@ class AccountSerializer(serializers.ModelSerializer):
         slug_field="name", queryset=Account.objects.all(), allow_null=True, required=False
     )
     shares = serializers.IntegerField(min_value=0, max_value=MAX_INT, default=1)
+    allowed_qos = SlugRelatedField(
+        slug_field="name",
+        queryset=Qos.objects.all(),
+        many=True,
+        required=False,
+        help_text="QOS its jobs may use; empty: the parent's, and at the root the site's default QOS only.",
+    )
+    default_qos = SlugRelatedField(
+        slug_field="name",
+        queryset=Qos.objects.all(),
+        allow_null=True,
+        required=False,
+        help_text="QOS of a job that names none; empty: the parent's default, then the site's.",
+    )
 
     class Meta:
         model = Account
-        fields = ["id", "name", "parent", "shares", "description", "created_at"]
+        fields = ["id", "name", "parent", "shares", "description", "allowed_qos", "default_qos", "created_at"]
         read_only_fields = ["created_at"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A default QOS must be one the account may use (its own list, when it gives one)."""
+        default = attrs.get("default_qos", getattr(self.instance, "default_qos", None))
+        if "allowed_qos" in attrs:
+            allowed = list(attrs["allowed_qos"])
+        else:
+            allowed = list(self.instance.allowed_qos.all()) if self.instance is not None else []
+        if default is not None and allowed and default not in allowed:
+            names = ", ".join(q.name for q in allowed)
+            raise serializers.ValidationError({"default_qos": f"{default.name!r} is not in allowed_qos ({names})."})
+        return attrs
 
     def validate_parent(self, parent: Account | None) -> Account | None:
         """Refuse cycles: an account cannot sit under itself or its descendants."""

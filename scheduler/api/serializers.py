@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.access import may_submit_to, visible_jobs
+from portal.access import may_submit_to, usable_qos, visible_jobs
 from portal.api.fields import SlugRelatedField
 from portal.api.validators import no_nul_characters
 from portal.models import Account, ClusterIdentity, Qos
@@ -229,8 +229,13 @@ class JobSubmitSerializer(serializers.Serializer):
         elif not may_submit_to(user, account):
             errors["account"] = f"You are not a member of account {account.name!r}."
         qos = attrs.get("qos")
-        if qos is None:
-            attrs["qos"] = qos = Qos.objects.filter(name="normal").first()
+        if account is not None:
+            allowed, default = usable_qos(account)
+            if qos is None:
+                attrs["qos"] = qos = default
+            elif qos not in allowed and not user.is_staff:
+                names = ", ".join(q.name for q in allowed) or "none"
+                errors["qos"] = f"Account {account.name!r} may not use QOS {qos.name!r} (it may use: {names})."
         if qos is not None and qos.max_walltime_seconds and attrs["walltime_seconds"] > qos.max_walltime_seconds:
             errors["walltime_seconds"] = (
                 f"{attrs['walltime_seconds']}s exceeds the maximum of QOS {qos.name!r} ({qos.max_walltime_seconds}s)."

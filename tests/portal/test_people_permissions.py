@@ -103,4 +103,5 @@ def test_me_lists_memberships(world, client_for):
         "email": "bob@example.org",
         "is_staff": False,
         "memberships": [{"account": "lab", "role": "coordinator"}],
+        "cluster_identity": None,
     }

@@ -38,6 +38,10 @@ USERS = [
     ("bob", False, [("nlp", Role.COORDINATOR)]),
 ]
 
+#: Which QOS each part of the tree may use (the rest inherit): only the research side may
+#: use "high", which preempts "low".
+QOS_ACCESS = {"root": ["low", "normal"], "ai-research": ["low", "normal", "high"]}
+
 #: The demo researchers' cluster identities: the uid (and gid) their jobs run as when the
 #: portal runs as root. No such Unix users need to exist: the local backend sets the ids.
 DEMO_UIDS = {"alice": 20001, "bob": 20002}
@@ -71,6 +75,9 @@ class Command(BaseCommand):
                     defaults={"username": username, "uid": uid, "gid": uid},
                 )
             normal = self._qos()
+            for account, names in QOS_ACCESS.items():
+                if not accounts[account].allowed_qos.exists():
+                    accounts[account].allowed_qos.set(Qos.objects.filter(name__in=names))
             Quota.objects.get_or_create(
                 account=accounts["nlp"],
                 defaults={"max_pending_jobs": 100, "max_gpus": 48, "guaranteed_gpus": 24, "borrowing_limit_gpus": 16},

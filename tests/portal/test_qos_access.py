@@ -1,0 +1,72 @@
+"""Which QOS an account's jobs may use (Slurm's association QOS list and default QOS)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from portal.models import Account, AuditEntry, Qos
+from scheduler.models import Job
+
+pytestmark = pytest.mark.django_db
+
+JOB = {"name": "train", "command": "true", "walltime_seconds": 600, "gpus_per_node": 1}
+
+
+@pytest.fixture
+def qos(world: Any) -> dict[str, Qos]:
+    return {name: Qos.objects.create(name=name, priority=p) for name, p in (("low", 0), ("normal", 10), ("high", 100))}
+
+
+def submit(client: Any, **fields: Any) -> Any:
+    return client.post("/api/v1/jobs/", {**JOB, **fields}, format="json")
+
+
+def test_with_no_list_anywhere_an_account_gets_only_the_sites_default_qos(world, qos, client_for):
+    alice = client_for(world.alice)
+
+    refused = submit(alice, qos="high")
+    assert refused.status_code == 400
+    assert refused.json()["qos"] == ["Account 'lab' may not use QOS 'high' (it may use: normal)."]
+    assert Job.objects.get(pk=submit(alice).json()["id"]).qos == qos["normal"]
+
+
+def test_an_accounts_list_is_inherited_by_its_children_and_its_default_is_used(world, qos, client_for):
+    parent = Account.objects.create(name="ai")
+    parent.allowed_qos.set([qos["low"], qos["high"]])
+    parent.default_qos = qos["low"]
+    parent.save()
+    world.lab.parent = parent
+    world.lab.save()
+    alice = client_for(world.alice)
+
+    assert submit(alice, qos="high").status_code == 201
+    assert submit(alice, qos="normal").json()["qos"] == [
+        "Account 'lab' may not use QOS 'normal' (it may use: high, low)."
+    ]
+    assert Job.objects.get(pk=submit(alice).json()["id"]).qos == qos["low"]
+    world.lab.allowed_qos.set([qos["normal"]])  # its own list wins over the parent's
+    assert submit(alice, qos="high").status_code == 400
+
+
+def test_staff_may_use_any_qos(world, qos, client_for):
+    from portal.models import Membership
+
+    Membership.objects.create(user=world.admin, account=world.lab)
+    assert submit(client_for(world.admin), account="lab", qos="high").status_code == 201
+
+
+def test_staff_set_an_accounts_qos_over_the_api_and_it_is_audited(world, qos, client_for):
+    admin = client_for(world.admin)
+    url = f"/api/v1/accounts/{world.lab.pk}/"
+
+    changed = admin.patch(url, {"allowed_qos": ["normal", "high"], "default_qos": "normal"}, format="json")
+
+    assert changed.status_code == 200, changed.json()
+    assert (sorted(changed.json()["allowed_qos"]), changed.json()["default_qos"]) == (["high", "normal"], "normal")
+    entry = AuditEntry.objects.get(target_type="account", action="update")
+    assert entry.changes["allowed_qos"] == [[], ["high", "normal"]]
+    refused = admin.patch(url, {"default_qos": "low"}, format="json")
+    assert refused.status_code == 400 and "not in allowed_qos" in refused.json()["default_qos"][0]
+    assert client_for(world.alice).patch(url, {"allowed_qos": ["high"]}, format="json").status_code == 403
