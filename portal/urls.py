@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from monitoring.views import metrics
 
 handler400 = "portal.api.errors.bad_request_handler"
+handler403 = "portal.api.errors.forbidden"
 handler404 = "portal.api.errors.not_found"
 
 urlpatterns = [

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.validators import UniqueValidator
 
 from portal.api.fields import SlugRelatedField
-from portal.api.validators import no_nul_characters
+from portal.api.validators import no_nul_characters, plain_name
 from portal.choices import IdentitySource
 from portal.models import Account, ApiToken, ClusterIdentity, Membership, Qos, Quota
 
@@ -202,6 +202,7 @@ class ApiTokenSerializer(serializers.ModelSerializer):
             "expires_in_days",
         ]
         read_only_fields = ["key_prefix", "created_at", "last_used_at", "revoked_at", "expires_at"]
+        extra_kwargs = {"name": {"validators": [plain_name]}}
 
 
 class NewApiTokenSerializer(ApiTokenSerializer):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 
@@ -24,3 +26,21 @@ def no_nul_characters(value: Any) -> None:
             pending.extend(item.values())
         elif isinstance(item, list):
             pending.extend(item)
+
+
+#: Characters that reorder or hide the text around them (Unicode's bidirectional
+#: embeddings, overrides and isolates, and the directional marks): in a name shown to
+#: other people, "\u202eevil" reads as "live".
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def plain_name(value: str) -> None:
+    """Refuse control characters (tabs and newlines too), line and paragraph separators
+    and bidirectional controls in a name others will read: on pages, in ``qm jobs``, in
+    Slurm's job name. Raises Django's ``ValidationError`` (DRF and forms both take it)."""
+    for position, char in enumerate(value):
+        if char in BIDI_CONTROLS or unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+            raise DjangoValidationError(
+                f"Character {position + 1} (U+{ord(char):04X}) is a control or text-direction character; "
+                "names must be plain text."
+            )

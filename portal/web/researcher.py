@@ -26,6 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 from monitoring import charts, readings
 from monitoring.services import health_notes_for_job
 from portal.access import visible_jobs
+from portal.api.validators import plain_name
 from portal.models import Account, ApiToken, JobTemplate
 from portal.services import create_api_token, revoke_api_token
 from portal.web import figures
@@ -233,8 +234,13 @@ def shown_blockers(blockers: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _save_template(request: HttpRequest, form: JobForm) -> HttpResponse:
     name = request.POST.get("template_name", "").strip()[:64].replace("\x00", "")
-    if not name:
-        messages.error(request, "Give the template a name.")
+    problem = "Give the template a name." if not name else ""
+    try:
+        plain_name(name)
+    except DjangoValidationError as exc:
+        problem = exc.messages[0]
+    if problem:
+        messages.error(request, problem)
         return render(
             request,
             "portal/jobs/submit.html",
@@ -243,7 +249,7 @@ def _save_template(request: HttpRequest, form: JobForm) -> HttpResponse:
                 "presets": PRESETS,
                 "saved": JobTemplate.objects.filter(owner=request.user),  # type: ignore[misc]
                 "gpu_models": form.gpu_models,
-                "template_error": "Give the template a name.",
+                "template_error": problem,
             },
         )
     # NUL cannot be stored (PostgreSQL text and JSON refuse it) and no field needs it.
@@ -432,7 +438,9 @@ def job_verb(request: HttpRequest, job_id: int, verb: str) -> HttpResponse:
 
 
 class TokenForm(forms.Form):
-    name = forms.CharField(max_length=64, help_text="Where you will use it, for example 'laptop'.")
+    name = forms.CharField(
+        max_length=64, help_text="Where you will use it, for example 'laptop'.", validators=[plain_name]
+    )
     expires_in_days = forms.IntegerField(
         label="Expires after (days)",
         min_value=1,

@@ -13,7 +13,7 @@ from rest_framework import serializers
 
 from portal.access import may_submit_to, usable_qos, visible_jobs
 from portal.api.fields import SlugRelatedField
-from portal.api.validators import no_nul_characters
+from portal.api.validators import no_nul_characters, plain_name
 from portal.models import Account, ClusterIdentity, Qos
 from scheduler.backends import BackendError, available_kinds, load_backend
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
@@ -119,7 +119,7 @@ class JobSubmitSerializer(serializers.Serializer):
     limits; a test checks none is missing) plus what to run and who pays. Every problem
     is reported against the field that causes it."""
 
-    name = serializers.CharField(max_length=128)
+    name = serializers.CharField(max_length=128, validators=[plain_name])
     account = SlugRelatedField(
         slug_field="name",
         queryset=Account.objects.all(),

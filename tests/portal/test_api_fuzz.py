@@ -265,7 +265,7 @@ ONCE_SERVER_ERRORS = [
         "post",
         "/api/v1/jobs/",
         {"name": "big", "script": "é" * 999_999, "walltime_seconds": 60},
-        400,
+        413,
         id="body-too-large",
     ),
     pytest.param("post", "/api/v1/jobs/", "[" * 100_000 + "]" * 100_000, 400, id="nested-too-deep"),
