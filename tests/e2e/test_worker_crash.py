@@ -16,6 +16,7 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
+from portal.models import ClusterIdentity
 from scheduler.choices import JobState
 from scheduler.clusters.poll import poll_cluster
 from scheduler.jobs.remote import cancel_remote
@@ -54,9 +55,11 @@ def slurm_jobs_with_key(key: str) -> list[str]:
 def test_a_worker_killed_right_after_sbatch_leaves_exactly_one_slurm_job(world, spawn, tmp_path):
     world.cluster.enabled = False
     world.cluster.save()
+    output = f"{{home}}/.quartermaster/test-{uuid.uuid4().hex[:12]}"  # jobs run as alice, output in her home
     cluster = Cluster.objects.create(
-        name="devcluster", kind="slurm", config={"slurm_conf": slurm_dev.slurm_conf(), "log_dir": str(tmp_path)}
+        name="devcluster", kind="slurm", config={"slurm_conf": slurm_dev.slurm_conf(), "output_dir": output}
     )
+    ClusterIdentity.objects.create(user=world.alice, username="alice")
     poll_cluster(cluster)
     env = child_env(
         CELERY_BROKER_URL=redis_url(),
