@@ -4,6 +4,7 @@ after AXES_FAILURE_LIMIT wrong passwords, and the page says what to do."""
 from __future__ import annotations
 
 import html
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -11,7 +12,7 @@ from django.test import Client
 pytestmark = pytest.mark.django_db
 
 
-def login(client: Client, username: str, password: str, address: str = "10.9.8.7") -> object:
+def login(client: Client, username: str, password: str, address: str = "10.9.8.7") -> Any:
     return client.post("/login/", {"username": username, "password": password}, REMOTE_ADDR=address)
 
 
