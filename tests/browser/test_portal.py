@@ -167,12 +167,28 @@ def test_admin_changes_a_quota_and_sees_the_audit_entry(site, login, shot, conso
     assert errors == []
 
 
-def test_researcher_cannot_open_admin_pages_or_another_users_job(site, login, live_server):
+def test_researcher_cannot_open_admin_pages_or_another_users_job(site, login, live_server, shot):
     theirs = submit(site.charlie, site.other, name="charlies-job")
     page = login("alice")
     assert page.goto("/manage/accounts/").status == 403
+    expect(page.locator("#error h1")).to_have_text("Not allowed")
+    expect(page.locator("#error")).to_contain_text("ask your account's coordinator")
+    below_the_header(page)
+    shot(page, "15-forbidden")
     assert page.goto("/manage/nodes/").status == 403
     assert page.goto(f"/jobs/{theirs.id}/").status == 404
+    expect(page.locator("#error h1")).to_have_text("Not found")
+    below_the_header(page)
+    shot(page, "16-not-found")
     expect(page.locator("body")).not_to_contain_text("charlies-job")
     page.goto("/jobs/")
     expect(page.locator("#jobs")).not_to_contain_text("charlies-job")
+
+
+def below_the_header(page) -> None:
+    """The error message sits in the page's own layout: below the header, inside the
+    viewport's width, not hidden under or beside anything."""
+    header, message = page.locator("header").bounding_box(), page.locator("#error").bounding_box()
+    assert header is not None and message is not None
+    assert message["y"] >= header["y"] + header["height"]
+    assert 0 <= message["x"] and message["x"] + message["width"] <= page.viewport_size["width"]
