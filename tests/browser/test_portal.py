@@ -191,4 +191,4 @@ def below_the_header(page) -> None:
     header, message = page.locator("header").bounding_box(), page.locator("#error").bounding_box()
     assert header is not None and message is not None
     assert message["y"] >= header["y"] + header["height"]
-    assert 0 <= message["x"] and message["x"] + message["width"] <= page.viewport_size["width"]
+    assert message["x"] >= 0 and message["x"] + message["width"] <= page.viewport_size["width"]
