@@ -7,10 +7,13 @@ HOST ?= 127.0.0.1
 
 .PHONY: venv native demo test check bench clean
 
-$(BIN)/.installed: requirements.txt requirements-dev.txt
+$(BIN)/.installed: requirements.txt requirements-dev.txt requirements-ldap.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	@# LDAP login builds python-ldap against libldap (libldap2-dev, libsasl2-dev): optional.
+	$(BIN)/pip install --quiet -r requirements-ldap.txt || \
+	  echo "make venv: LDAP login unavailable (apt-get install libldap2-dev libsasl2-dev, then make venv)"
 	touch $@
 
 venv: $(BIN)/.installed

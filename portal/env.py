@@ -118,3 +118,17 @@ def env_rate(name: str, default: str) -> str:
     if not (count.isdigit() and int(count) > 0 and period[:1] in _RATE_PERIODS):
         raise ImproperlyConfigured(f"{name} must look like 30/minute (a positive count per s/m/h/d), got {raw!r}")
     return raw
+
+
+def env_group_map(name: str) -> dict[str, tuple[str, str]]:
+    """Directory groups to accounts: ``<group DN>=<account>:<member|coordinator>`` entries
+    separated by ``;`` (a DN has its own ``=`` and ``,``, so the last ``=`` splits; the
+    role defaults to member). DNs compare in lower case, as django-auth-ldap gives them."""
+    mapping: dict[str, tuple[str, str]] = {}
+    for entry in filter(None, (part.strip() for part in os.environ.get(name, "").split(";"))):
+        dn, sep, target = entry.rpartition("=")
+        account, colon, role = target.partition(":")
+        if not sep or not dn.strip() or not account.strip() or (colon and role not in ("member", "coordinator")):
+            raise ImproperlyConfigured(f"{name}: {entry!r}: write <group DN>=<account>:<member|coordinator>")
+        mapping[dn.strip().lower()] = (account.strip(), role or "member")
+    return mapping

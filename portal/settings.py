@@ -16,6 +16,7 @@ from portal.env import (
     env_bool,
     env_choice,
     env_float,
+    env_group_map,
     env_int,
     env_int_list,
     env_list,
@@ -76,6 +77,29 @@ AXES_COOLOFF_TIME = timedelta(minutes=AXES_COOLOFF_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+
+# --- Logins from the site's LDAP directory (portal/directory.py) -------------------------
+#: Empty: local accounts only. Set, users sign in with their directory password, and each
+#: login brings their POSIX identity and their groups' accounts (LDAP_ACCOUNT_GROUPS).
+LDAP_SERVER_URI = env_str("LDAP_SERVER_URI", "")
+#: ``<group DN>=<account>:<member|coordinator>`` entries separated by ``;``.
+LDAP_ACCOUNT_GROUPS = env_group_map("LDAP_ACCOUNT_GROUPS")
+if LDAP_SERVER_URI:
+    from portal.ldap_settings import ldap_settings
+
+    globals().update(
+        ldap_settings(
+            uri=LDAP_SERVER_URI,
+            user_base=env_str("LDAP_USER_BASE", ""),
+            group_base=env_str("LDAP_GROUP_BASE", ""),
+            bind_dn=env_str("LDAP_BIND_DN", ""),
+            bind_password=env_str("LDAP_BIND_PASSWORD", ""),
+            user_filter=env_str("LDAP_USER_FILTER", "(uid=%(user)s)"),
+            group_type=env_choice("LDAP_GROUP_TYPE", "posix", ["posix", "groupofnames"]),
+            staff_group=env_str("LDAP_STAFF_GROUP", ""),
+        )
+    )
+    AUTHENTICATION_BACKENDS.insert(1, "portal.directory.DirectoryBackend")
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"

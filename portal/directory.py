@@ -1,0 +1,121 @@
+"""Logins from a site's directory (LDAP now; OIDC's claims carry the same facts): who
+the user is on the clusters and which accounts they belong to, read at every login.
+
+Why at every login: the directory is where a site adds and removes people, so a user
+removed from a group loses the account it maps to the next time they sign in, and a
+changed uid follows them; staff do not keep two lists in step by hand.
+
+What the directory decides, and nothing else:
+
+1. The user's cluster identity (POSIX name, uid, gid), marked ``source`` ldap; one
+   that would take another user's name or uid, or a system uid, is refused and logged.
+2. Memberships of the accounts its groups map to (``LDAP_ACCOUNT_GROUPS``, read by
+   ``portal.env.env_group_map``: group DN -> account and role; several groups of one
+   account: the highest role wins). An account
+   in the map that none of the user's groups names loses the user. Memberships of
+   accounts outside the map are staff's, and stay.
+3. The staff flag, through django-auth-ldap's ``AUTH_LDAP_USER_FLAGS_BY_GROUP``.
+
+Every change is written through ``portal.services`` and so audited, by "ldap".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django_auth_ldap.backend import LDAPBackend, _LDAPUser
+
+from portal import services
+from portal.choices import IdentitySource, Role
+from portal.models import Account, ClusterIdentity, Membership, not_a_system_id
+
+log = logging.getLogger(__name__)
+
+#: Roles from least to most: a user in several groups of one account gets the last.
+_RANK = [Role.MEMBER, Role.COORDINATOR]
+
+
+class DirectoryBackend(LDAPBackend):
+    """django-auth-ldap's backend that also applies the directory's facts (see the
+    module docstring) each time a user signs in."""
+
+    def authenticate_ldap_user(self, ldap_user: _LDAPUser, password: str) -> Any:
+        user = super().authenticate_ldap_user(ldap_user, password)
+        if user is not None:
+            attrs = ldap_user.attrs
+            apply_directory_facts(
+                user,
+                posix_user=_first(attrs.get("uid")) or user.get_username(),
+                uid=_number(_first(attrs.get("uidnumber"))),
+                gid=_number(_first(attrs.get("gidnumber"))),
+                groups=ldap_user.group_dns,
+                group_map=settings.LDAP_ACCOUNT_GROUPS,
+                source=IdentitySource.LDAP,
+            )
+        return user
+
+
+def apply_directory_facts(
+    user: Any,
+    *,
+    posix_user: str,
+    uid: int | None,
+    gid: int | None,
+    groups: Iterable[str],
+    group_map: Mapping[str, tuple[str, str]],
+    source: str,
+) -> None:
+    """Bring the user's cluster identity and mapped memberships in line with what the
+    directory says (see the module docstring). Idempotent."""
+    actor = str(source)
+    _apply_identity(user, posix_user, uid, gid, source, actor)
+    wanted: dict[str, str] = {}
+    for dn in (g.lower() for g in groups):
+        if dn in group_map:
+            name, role = group_map[dn]
+            if _RANK.index(Role(role)) >= _RANK.index(Role(wanted.get(name, Role.MEMBER))):
+                wanted[name] = role
+    mapped = {name for name, _ in group_map.values()}
+    accounts = {a.name: a for a in Account.objects.filter(name__in=mapped)}
+    current = {m.account.name: m for m in Membership.objects.filter(user=user, account__name__in=mapped)}
+    with transaction.atomic():
+        for name, role in wanted.items():
+            account = accounts.get(name)
+            if account is None:
+                log.warning("directory group maps to account %r, which does not exist", name)
+            elif name not in current:
+                services.save_membership(actor, None, user=user, account=account, role=role)
+            elif current[name].role != role:
+                services.save_membership(actor, current[name], role=role)
+        for name, membership in current.items():
+            if name not in wanted:
+                services.delete_membership(actor, membership)
+
+
+def _apply_identity(user: Any, posix_user: str, uid: int | None, gid: int | None, source: str, actor: str) -> None:
+    stored = ClusterIdentity.objects.filter(user=user).first()
+    fields = {"username": posix_user, "uid": uid, "gid": gid, "source": source}
+    if stored is not None and all(getattr(stored, k) == v for k, v in fields.items()):
+        return
+    try:
+        for value in (uid, gid):
+            not_a_system_id(value)
+        candidate = ClusterIdentity(user=user, **fields)
+        candidate.full_clean(exclude=["user"], validate_unique=False)
+        with transaction.atomic():
+            services.save_identity(actor, stored, user=user, **fields)
+    except (IntegrityError, ValidationError) as exc:  # a clash or a system id: staff must look
+        log.warning("directory identity %s (uid %s) not applied to %s: %s", posix_user, uid, user, exc)
+
+
+def _first(values: list[str] | None) -> str:
+    return values[0] if values else ""
+
+
+def _number(text: str) -> int | None:
+    return int(text) if text.isdigit() else None

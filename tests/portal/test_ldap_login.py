@@ -1,0 +1,146 @@
+"""Signing in with the site's LDAP directory: a REAL slapd (Debian's, started by
+scripts/ldap-dev.sh on a free port with scripts/ldap-dev/people.ldif), never a mock.
+
+Each login brings the user's POSIX identity and their groups' accounts; a group
+removed in the directory removes the account at the next login. Skips here without
+slapd or python-ldap, fails in CI (QM_REQUIRE_SERVICES=1).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from portal.models import Account, AuditEntry, ClusterIdentity, Membership
+from tests.conftest import _missing
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = "dc=qm,dc=test"
+GROUPS = {
+    f"cn=nlp,ou=groups,{BASE}": ("nlp", "member"),
+    f"cn=nlp-leads,ou=groups,{BASE}": ("nlp", "coordinator"),
+}
+
+
+@pytest.fixture(scope="module")
+def slapd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    try:
+        import django_auth_ldap  # noqa: F401
+        import ldap  # noqa: F401
+    except ImportError:
+        _missing("python-ldap is not installed (needs libldap2-dev and libsasl2-dev; see requirements-ldap.txt)")
+    if not shutil.which("slapd") and not shutil.which("apt-get"):
+        _missing("slapd is not installed (apt-get install slapd ldap-utils)")
+    home = tmp_path_factory.mktemp("slapd")
+    script = ROOT / "scripts/ldap-dev.sh"
+    started = subprocess.run(["bash", str(script), "start", str(home)], capture_output=True, text=True, timeout=300)
+    if started.returncode != 0:
+        _missing(f"could not start slapd: {started.stderr.strip()[-500:]}")
+    yield started.stdout.strip()
+    subprocess.run(["bash", str(script), "stop", str(home)], check=False, timeout=30)
+
+
+@pytest.fixture
+def directory(slapd: str, settings: Any, db: None) -> str:
+    """The portal signs people in against the dev directory (its settings as the settings
+    module builds them from LDAP_* variables)."""
+    from portal.ldap_settings import ldap_settings
+
+    for name, value in ldap_settings(
+        uri=slapd,
+        user_base=f"ou=people,{BASE}",
+        group_base=f"ou=groups,{BASE}",
+        bind_dn=f"cn=admin,{BASE}",
+        bind_password="admin-pw",
+        staff_group=f"cn=hpc-admins,ou=groups,{BASE}",
+    ).items():
+        setattr(settings, name, value)
+    settings.AUTHENTICATION_BACKENDS = [
+        "axes.backends.AxesStandaloneBackend",
+        "portal.directory.DirectoryBackend",
+        "django.contrib.auth.backends.ModelBackend",
+    ]
+    settings.LDAP_ACCOUNT_GROUPS = GROUPS
+    Account.objects.create(name="nlp")
+    return slapd
+
+
+def sign_in(username: str, password: str) -> Client:
+    client = Client()
+    response = client.post("/login/", {"username": username, "password": password})
+    assert response.status_code == 302, f"{username} could not sign in"
+    return client
+
+
+def test_a_directory_user_signs_in_with_their_posix_identity_and_their_groups_account(directory):
+    client = sign_in("ada", "ada-ldap-pw")
+
+    me = client.get("/api/v1/me/").json()
+    assert (me["username"], me["email"], me["is_staff"]) == ("ada", "ada@qm.test", False)
+    assert me["memberships"] == [{"account": "nlp", "role": "member"}]
+    assert me["cluster_identity"] == {"username": "ada", "uid": 30001, "gid": 30001, "source": "ldap"}
+    assert AuditEntry.objects.filter(actor_name="ldap", target_type="cluster identity", action="create").exists()
+
+
+def test_the_highest_role_of_a_users_groups_wins_and_staff_come_from_their_group(directory):
+    sign_in("grace", "grace-ldap-pw")
+    sign_in("linus", "linus-ldap-pw")
+
+    grace = Membership.objects.get(user__username="grace")
+    assert (grace.account.name, grace.role) == ("nlp", "coordinator")
+    assert Membership.objects.filter(user__username="linus").count() == 0
+    from django.contrib.auth import get_user_model
+
+    assert get_user_model().objects.get(username="linus").is_staff
+
+
+def test_a_wrong_directory_password_signs_nobody_in(directory):
+    response = Client().post("/login/", {"username": "ada", "password": "guess"})
+
+    assert response.status_code == 200 and "_auth_user_id" not in response.wsgi_request.session
+
+
+def test_a_group_removed_in_the_directory_removes_the_account_at_the_next_login(directory, tmp_path):
+    sign_in("ada", "ada-ldap-pw")
+    assert Membership.objects.filter(user__username="ada", account__name="nlp").exists()
+    change = tmp_path / "remove.ldif"
+    change.write_text(f"dn: cn=nlp,ou=groups,{BASE}\nchangetype: modify\ndelete: memberUid\nmemberUid: ada\n")
+    subprocess.run(
+        ["ldapmodify", "-x", "-H", directory, "-D", f"cn=admin,{BASE}", "-w", "admin-pw", "-f", str(change)],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    try:
+        sign_in("ada", "ada-ldap-pw")
+
+        assert not Membership.objects.filter(user__username="ada").exists()
+        [removed] = AuditEntry.objects.filter(actor_name="ldap", target_type="membership", action="delete")
+        assert removed.changes["account"] == ["nlp", None]
+    finally:
+        change.write_text(f"dn: cn=nlp,ou=groups,{BASE}\nchangetype: modify\nadd: memberUid\nmemberUid: ada\n")
+        subprocess.run(
+            ["ldapmodify", "-x", "-H", directory, "-D", f"cn=admin,{BASE}", "-w", "admin-pw", "-f", str(change)],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+
+
+def test_an_identity_that_would_take_another_users_uid_is_not_applied(directory, world):
+    ClusterIdentity.objects.create(user=world.alice, username="alice", uid=30001)
+
+    sign_in("ada", "ada-ldap-pw")
+
+    assert not ClusterIdentity.objects.filter(user__username="ada").exists()  # staff must look
+    assert Membership.objects.filter(user__username="ada", account__name="nlp").exists()
+
+
+def test_local_accounts_still_sign_in_beside_the_directory(directory, world):
+    sign_in("alice", "pw-alice")
