@@ -7,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.validators import UniqueValidator
 
 from portal.api.fields import SlugRelatedField
+from portal.api.strict import RejectUnknownFields
 from portal.api.validators import no_nul_characters, plain_name
 from portal.choices import IdentitySource
 from portal.models import Account, ApiToken, ClusterIdentity, Membership, Qos, Quota
@@ -14,7 +15,7 @@ from portal.models import Account, ApiToken, ClusterIdentity, Membership, Qos, Q
 MAX_INT = 2**31 - 1
 
 
-class AccountSerializer(serializers.ModelSerializer):
+class AccountSerializer(RejectUnknownFields, serializers.ModelSerializer):
     parent = SlugRelatedField(  # type: ignore[assignment]  # a field named like Field.parent
         slug_field="name", queryset=Account.objects.all(), allow_null=True, required=False
     )
@@ -61,7 +62,7 @@ class AccountSerializer(serializers.ModelSerializer):
         return parent
 
 
-class MembershipSerializer(serializers.ModelSerializer):
+class MembershipSerializer(RejectUnknownFields, serializers.ModelSerializer):
     user = SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all())
     account = SlugRelatedField(slug_field="name", queryset=Account.objects.all())
 
@@ -70,7 +71,7 @@ class MembershipSerializer(serializers.ModelSerializer):
         fields = ["id", "user", "account", "role"]
 
 
-class QosSerializer(serializers.ModelSerializer):
+class QosSerializer(RejectUnknownFields, serializers.ModelSerializer):
     may_preempt = SlugRelatedField(slug_field="name", queryset=Qos.objects.all(), many=True, required=False)
     priority = serializers.IntegerField(min_value=-1_000_000, max_value=1_000_000, default=0)
     max_walltime_seconds = serializers.IntegerField(min_value=1, max_value=MAX_INT, allow_null=True, required=False)
@@ -94,7 +95,7 @@ def _limit() -> serializers.IntegerField:
     return serializers.IntegerField(min_value=0, max_value=MAX_INT, allow_null=True, required=False)
 
 
-class QuotaSerializer(serializers.ModelSerializer):
+class QuotaSerializer(RejectUnknownFields, serializers.ModelSerializer):
     """Limits for one account or one user; empty means unlimited."""
 
     account = SlugRelatedField(slug_field="name", queryset=Account.objects.all(), allow_null=True, required=False)
@@ -150,7 +151,7 @@ class QuotaSerializer(serializers.ModelSerializer):
         return attrs
 
 
-class ClusterIdentitySerializer(serializers.ModelSerializer):
+class ClusterIdentitySerializer(RejectUnknownFields, serializers.ModelSerializer):
     """Who a portal user is on the clusters. Staff set it here; one read from LDAP or
     OIDC (``source``) is set again at the user's next login."""
 
@@ -178,7 +179,7 @@ class ClusterIdentitySerializer(serializers.ModelSerializer):
         return attrs
 
 
-class ApiTokenSerializer(serializers.ModelSerializer):
+class ApiTokenSerializer(RejectUnknownFields, serializers.ModelSerializer):
     expires_in_days = serializers.IntegerField(
         min_value=1,
         max_value=3650,

@@ -13,6 +13,7 @@ from rest_framework import serializers
 
 from portal.access import may_submit_to, usable_qos, visible_jobs
 from portal.api.fields import SlugRelatedField
+from portal.api.strict import RejectUnknownFields
 from portal.api.validators import no_nul_characters, plain_name
 from portal.models import Account, ClusterIdentity, Qos
 from scheduler.backends import BackendError, available_kinds, load_backend
@@ -38,7 +39,7 @@ class AllocationSerializer(serializers.Serializer):
     memory_mib = serializers.IntegerField()
 
 
-class DependencySerializer(serializers.Serializer):
+class DependencySerializer(RejectUnknownFields, serializers.Serializer):
     """One dependency, as ``sbatch --dependency=<type>:<job>``."""
 
     type = serializers.ChoiceField(choices=list(DEPENDENCY_KINDS))
@@ -114,10 +115,49 @@ class JobSerializer(serializers.ModelSerializer):
         return list(BlockerSerializer(blockers, many=True).data)
 
 
-class JobSubmitSerializer(serializers.Serializer):
+def _slurm_name(ours: str) -> str:
+    return f"Slurm's name for it; here it is {ours!r}."
+
+
+def _not_yet(what: str) -> str:
+    return f"Not supported yet: {what}. The job was not submitted."
+
+
+#: What a Slurm (or Kubernetes) user may write on submit, and what it is here.
+SUBMIT_FIELD_HINTS: dict[str, str] = {
+    "gpus": _slurm_name("gpus_per_node"),
+    "gres": _slurm_name("gpus_per_node") + " (and gpu_model for the type)",
+    "gpus_per_task": _slurm_name("gpus_per_node"),
+    "time": _slurm_name("walltime_seconds") + " (in seconds)",
+    "walltime": "Here it is 'walltime_seconds' (in seconds).",
+    "mem": _slurm_name("memory_mib_per_node") + " (in MiB)",
+    "cpus_per_task": _slurm_name("cpus_per_node"),
+    "ntasks_per_node": "Jobs here start one task per node; ask for CPUs with 'cpus_per_node'.",
+    "constraint": _slurm_name("node_labels") + ' ({"label": "value"})',
+    "dependency": _slurm_name("dependencies") + ' ([{"type": "afterok", "job": 12}])',
+    "job_name": _slurm_name("name"),
+    "comment": "Not a field here: put notes in 'name' or in the script.",
+    "array": _not_yet("job arrays (Slurm's --array); submit one job per task"),
+    "mail_type": _not_yet("e-mail notifications (Slurm's --mail-type)"),
+    "mail_user": _not_yet("e-mail notifications (Slurm's --mail-user)"),
+    "reservation": _not_yet("reservations (Slurm's --reservation)"),
+    "exclusive": _not_yet("exclusive nodes (Slurm's --exclusive)"),
+    "begin": _not_yet("a deferred start (Slurm's --begin)"),
+    "chdir": _not_yet("a working directory (Slurm's --chdir)"),
+    "output": _not_yet("choosing the output file (Slurm's --output); read it with GET .../log/"),
+    "error": _not_yet("choosing the error file (Slurm's --error); stderr is in the job's log"),
+    "partition": "The scheduler chooses where a job runs; ask for hardware with gpu_model and node_labels.",
+    "nodelist": "The scheduler chooses the nodes; narrow them with node_labels.",
+}
+
+
+class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
     """A job request: every entry of ``REQUEST_FIELDS`` (each declared here with its
     limits; a test checks none is missing) plus what to run and who pays. Every problem
-    is reported against the field that causes it."""
+    is reported against the field that causes it; a field it does not know too
+    (:data:`SUBMIT_FIELD_HINTS` for the names Slurm users write)."""
+
+    field_hints = SUBMIT_FIELD_HINTS
 
     name = serializers.CharField(max_length=128, validators=[plain_name])
     account = SlugRelatedField(
@@ -312,11 +352,11 @@ class NodeSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "cluster", "state", "reason", "cpus", "memory_mib", "labels", "last_heartbeat", "gpus"]
 
 
-class DrainSerializer(serializers.Serializer):
+class DrainSerializer(RejectUnknownFields, serializers.Serializer):
     reason = serializers.CharField(max_length=200)
 
 
-class ClusterSerializer(serializers.ModelSerializer):
+class ClusterSerializer(RejectUnknownFields, serializers.ModelSerializer):
     """Clusters are checked by building their backend: a bad config is a 400, not a
     broken scheduler later."""
 
