@@ -80,5 +80,6 @@ class AutoSchema(openapi.AutoSchema):
         if self.method == "DELETE":
             errors["409"] = "Still in use by other records."
         if "requestBody" in operation:
+            errors["413"] = "Request body over the portal's limit (DATA_UPLOAD_MAX_MEMORY_SIZE)."
             errors["415"] = "Unsupported request media type."
         return errors
