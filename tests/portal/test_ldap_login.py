@@ -71,6 +71,20 @@ def directory(slapd: str, settings: Any, db: None) -> str:
     return slapd
 
 
+def ldap_modify(uri: str, tmp_path: Path, dn: str, operation: str, value: str) -> None:
+    """Change the directory as its admin would, with ldapmodify (``operation``: add or
+    delete ``value``, an ``attribute: value`` line, on ``dn``)."""
+    change = tmp_path / f"{operation}.ldif"
+    attribute = value.split(":", 1)[0]
+    change.write_text(f"dn: {dn}\nchangetype: modify\n{operation}: {attribute}\n{value}\n")
+    subprocess.run(
+        ["ldapmodify", "-x", "-H", uri, "-D", f"cn=admin,{BASE}", "-w", "admin-pw", "-f", str(change)],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+
+
 def sign_in(username: str, password: str) -> Client:
     client = Client()
     response = client.post("/login/", {"username": username, "password": password})
@@ -109,14 +123,7 @@ def test_a_wrong_directory_password_signs_nobody_in(directory):
 def test_a_group_removed_in_the_directory_removes_the_account_at_the_next_login(directory, tmp_path):
     sign_in("ada", "ada-ldap-pw")
     assert Membership.objects.filter(user__username="ada", account__name="nlp").exists()
-    change = tmp_path / "remove.ldif"
-    change.write_text(f"dn: cn=nlp,ou=groups,{BASE}\nchangetype: modify\ndelete: memberUid\nmemberUid: ada\n")
-    subprocess.run(
-        ["ldapmodify", "-x", "-H", directory, "-D", f"cn=admin,{BASE}", "-w", "admin-pw", "-f", str(change)],
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )
+    ldap_modify(directory, tmp_path, f"cn=nlp,ou=groups,{BASE}", "delete", "memberUid: ada")
     try:
         sign_in("ada", "ada-ldap-pw")
 
@@ -124,13 +131,7 @@ def test_a_group_removed_in_the_directory_removes_the_account_at_the_next_login(
         [removed] = AuditEntry.objects.filter(actor_name="ldap", target_type="membership", action="delete")
         assert removed.changes["account"] == ["nlp", None]
     finally:
-        change.write_text(f"dn: cn=nlp,ou=groups,{BASE}\nchangetype: modify\nadd: memberUid\nmemberUid: ada\n")
-        subprocess.run(
-            ["ldapmodify", "-x", "-H", directory, "-D", f"cn=admin,{BASE}", "-w", "admin-pw", "-f", str(change)],
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
+        ldap_modify(directory, tmp_path, f"cn=nlp,ou=groups,{BASE}", "add", "memberUid: ada")
 
 
 def test_an_identity_that_would_take_another_users_uid_is_not_applied(directory, world):
