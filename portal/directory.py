@@ -17,6 +17,10 @@ What the directory decides, and nothing else:
 3. The staff flag, through django-auth-ldap's ``AUTH_LDAP_USER_FLAGS_BY_GROUP``.
 
 Every change is written through ``portal.services`` and so audited, by "ldap".
+
+Between logins, :func:`sync_directory` (a periodic job, ``LDAP_SYNC_SECONDS``) applies
+the same facts to every user who came from the directory, and disables one whose entry
+is gone: their sessions and API tokens stop working then, not at their next login.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import ldap
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -42,22 +47,72 @@ _RANK = [Role.MEMBER, Role.COORDINATOR]
 
 class DirectoryBackend(LDAPBackend):
     """django-auth-ldap's backend that also applies the directory's facts (see the
-    module docstring) each time a user signs in."""
+    module docstring) each time a user signs in, and when :func:`sync_directory` reads
+    them without a password (``populate_user``)."""
 
     def authenticate_ldap_user(self, ldap_user: _LDAPUser, password: str) -> Any:
         user = super().authenticate_ldap_user(ldap_user, password)
         if user is not None:
-            attrs = ldap_user.attrs
-            apply_directory_facts(
-                user,
-                posix_user=_first(attrs.get("uid")) or user.get_username(),
-                uid=_number(_first(attrs.get("uidnumber"))),
-                gid=_number(_first(attrs.get("gidnumber"))),
-                groups=ldap_user.group_dns,
-                group_map=settings.LDAP_ACCOUNT_GROUPS,
-                source=IdentitySource.LDAP,
-            )
+            _apply(user, ldap_user)
         return user
+
+    def populate_user(self, username: str) -> Any:
+        ldap_user = _LDAPUser(self, username=username)
+        user = ldap_user.populate_user()
+        if user is not None:
+            _apply(user, ldap_user)
+        return user
+
+
+def _apply(user: Any, ldap_user: _LDAPUser) -> None:
+    attrs = ldap_user.attrs or {}
+    apply_directory_facts(
+        user,
+        posix_user=_first(attrs.get("uid")) or user.get_username(),
+        uid=_number(_first(attrs.get("uidnumber"))),
+        gid=_number(_first(attrs.get("gidnumber"))),
+        groups=ldap_user.group_dns,
+        group_map=settings.LDAP_ACCOUNT_GROUPS,
+        source=IdentitySource.LDAP,
+    )
+
+
+def sync_directory() -> dict[str, int]:
+    """Read every active user who came from the directory (cluster identity from LDAP)
+    again: apply their facts, and disable those whose entry is gone (audited; staff
+    enable them again). Returns counts. Does nothing while LDAP is off. A directory that
+    does not answer changes nothing (``refused: 1``): django-auth-ldap would find no one
+    there, and disabling everyone would lock the site out."""
+    if not settings.LDAP_SERVER_URI:
+        return {"users": 0, "disabled": 0}
+    users = [i.user for i in ClusterIdentity.objects.filter(source=IdentitySource.LDAP, user__is_active=True)]
+    backend = DirectoryBackend()
+    if not _directory_answers(backend):
+        log.error("directory sync: %s does not answer; nothing changed", backend.settings.SERVER_URI)
+        return {"users": len(users), "disabled": 0, "refused": 1}
+    missing = [user for user in users if backend.populate_user(user.get_username()) is None]
+    for user in missing:
+        with transaction.atomic():
+            type(user).objects.filter(pk=user.pk).update(is_active=False)
+            services.record_audit("ldap", "disable", user, {"is_active": [True, False]})
+        log.warning("directory sync: %s is no longer in the directory; disabled", user)
+    return {"users": len(users), "disabled": len(missing)}
+
+
+def _directory_answers(backend: DirectoryBackend) -> bool:
+    """Whether the directory takes the portal's search bind and answers a search of the
+    people base (django-auth-ldap's own lookups cannot tell "gone" from "unreachable")."""
+    config = backend.settings  # django-auth-ldap's view of the AUTH_LDAP_* settings
+    connection = ldap.initialize(config.SERVER_URI)
+    connection.set_option(ldap.OPT_NETWORK_TIMEOUT, 5)
+    try:
+        connection.simple_bind_s(config.BIND_DN, config.BIND_PASSWORD)
+        connection.search_s(config.USER_SEARCH.base_dn, ldap.SCOPE_BASE, attrlist=["1.1"])
+    except ldap.LDAPError:
+        return False
+    finally:
+        connection.unbind_s()
+    return True
 
 
 def apply_directory_facts(

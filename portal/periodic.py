@@ -36,6 +36,9 @@ def periodic_jobs(settings: Any) -> tuple[PeriodicJob, ...]:
         PeriodicJob("monitoring-record-queue", "monitoring.record_queue", 60.0),
         PeriodicJob("monitoring-rollup", "monitoring.rollup", settings.MONITORING_ROLLUP_SECONDS),
         PeriodicJob("monitoring-prune", "monitoring.prune", 3600.0),
+        PeriodicJob("portal-sync-directory", "portal.sync_directory", settings.LDAP_SYNC_SECONDS)
+        if settings.LDAP_SERVER_URI
+        else None,
     ]
     return tuple(job for job in jobs if job is not None)
 

@@ -84,6 +84,8 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 LDAP_SERVER_URI = env_str("LDAP_SERVER_URI", "")
 #: ``<group DN>=<account>:<member|coordinator>`` entries separated by ``;``.
 LDAP_ACCOUNT_GROUPS = env_group_map("LDAP_ACCOUNT_GROUPS")
+#: How often directory users are read again between logins (a user gone is disabled).
+LDAP_SYNC_SECONDS = env_float("LDAP_SYNC_SECONDS", 900.0, minimum=10.0)
 if LDAP_SERVER_URI:
     from portal.ldap_settings import ldap_settings
 

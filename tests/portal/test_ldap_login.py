@@ -145,3 +145,48 @@ def test_an_identity_that_would_take_another_users_uid_is_not_applied(directory,
 
 def test_local_accounts_still_sign_in_beside_the_directory(directory, world):
     sign_in("alice", "pw-alice")
+
+
+def test_a_user_removed_from_the_directory_is_disabled_by_the_sync_and_their_tokens_stop(directory, tmp_path, settings):
+    from rest_framework.test import APIClient
+
+    from portal.directory import sync_directory
+
+    settings.LDAP_SERVER_URI = directory
+    secret = sign_in("ada", "ada-ldap-pw").post("/api/v1/tokens/", {"name": "laptop"}).json()["token"]
+    script = APIClient()
+    script.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert script.get("/api/v1/me/").status_code == 200
+    assert sync_directory() == {"users": 1, "disabled": 0}
+
+    entry = f"uid=ada,ou=people,{BASE}"
+    saved = subprocess.run(
+        ["ldapsearch", "-x", "-LLL", "-H", directory, "-D", f"cn=admin,{BASE}", "-w", "admin-pw", "-b", entry],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    admin = ["-x", "-H", directory, "-D", f"cn=admin,{BASE}", "-w", "admin-pw"]
+    subprocess.run(["ldapdelete", *admin, entry], check=True, capture_output=True, timeout=30)
+    try:
+        assert sync_directory() == {"users": 1, "disabled": 1}
+
+        assert script.get("/api/v1/me/").status_code == 401  # at once, not at a next login
+        assert AuditEntry.objects.filter(actor_name="ldap", action="disable").exists()
+    finally:
+        restore = tmp_path / "ada.ldif"
+        restore.write_text(saved)
+        subprocess.run(["ldapadd", *admin, "-f", str(restore)], check=True, capture_output=True, timeout=30)
+
+
+def test_a_directory_that_finds_nobody_disables_nobody(directory, settings):
+    from django.contrib.auth import get_user_model
+
+    from portal.directory import sync_directory
+
+    sign_in("ada", "ada-ldap-pw")
+    settings.LDAP_SERVER_URI = settings.AUTH_LDAP_SERVER_URI = "ldap://127.0.0.1:9"  # nothing listens there
+
+    assert sync_directory() == {"users": 1, "disabled": 0, "refused": 1}
+    assert get_user_model().objects.get(username="ada").is_active

@@ -14,12 +14,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 import monitoring.tasks
+import portal.tasks
 import scheduler.tasks
 from portal.celery import app as celery_app
 from portal.periodic import PeriodicJob, periodic_jobs
 
 #: The tasks the table names (imported above so that they are registered).
-TASK_MODULES = (scheduler.tasks, monitoring.tasks)
+TASK_MODULES = (scheduler.tasks, monitoring.tasks, portal.tasks)
 
 #: The jobs whose period ``--interval`` sets: the loop's heartbeat.
 HEARTBEAT = frozenset({"scheduler.tick", "scheduler.poll_backends"})
