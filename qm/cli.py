@@ -366,6 +366,12 @@ def main(
     except ApiError as exc:
         print(f"qm: {exc.describe()}", file=err)
         return 1
+    except BrokenPipeError:
+        # The reader went away (``qm jobs | head``): stop quietly, as Unix tools do, and
+        # keep the interpreter's final flush of stdout from complaining too.
+        if out is sys.stdout:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool ended by a closed pipe
     except (urllib.error.URLError, OSError) as exc:
         print(f"qm: cannot reach {args.url}: {exc}", file=err)
         return 1

@@ -66,6 +66,22 @@ def test_submit_wait_shows_progress_until_the_job_ends(qm, world, settings):
     assert "PENDING" in out and "COMPLETED" in out and "exit code 0" in out
 
 
+class ClosedPipe(io.StringIO):
+    """Standard output whose reader has gone away (``qm jobs | head`` after head's lines)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_reader_that_goes_away_ends_qm_quietly_not_as_a_network_error(live_server, world):
+    _, secret = create_api_token(world.alice, "cli")
+    err = io.StringIO()
+
+    code = main(["--url", live_server.url, "--token", secret, "jobs"], out=ClosedPipe(), err=err)
+
+    assert (code, err.getvalue()) == (141, "")
+
+
 def test_unreachable_server_is_a_clear_error():
     err = io.StringIO()
     assert main(["--url", "http://127.0.0.1:9", "jobs"], out=io.StringIO(), err=err) == 1
