@@ -19,6 +19,7 @@ from django import forms
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest
 
+from portal.access import usable_qos
 from portal.models import Account, Qos
 from scheduler.api.serializers import JobSubmitSerializer
 from scheduler.jobs.request import REQUEST_FIELDS, request_values
@@ -209,6 +210,14 @@ def _as_text(name: str, value: Any) -> str:
     return "" if not value and not default else str(value)
 
 
+def _offered_qos(user: Any, accounts: Any) -> list[str]:
+    """The QOS names the form offers: every one to staff, else those some account of the
+    user may use (``portal.access.usable_qos``); the API refuses any other."""
+    if user.is_staff:
+        return list(Qos.objects.order_by("name").values_list("name", flat=True))
+    return sorted({qos.name for account in accounts for qos in usable_qos(account)[0]})
+
+
 def _text(label: str, help_text: str = "", **kwargs: Any) -> forms.CharField:
     return forms.CharField(label=label, required=False, help_text=help_text, strip=True, **kwargs)
 
@@ -255,7 +264,7 @@ class JobForm(forms.Form):
         if len(names) == 1:
             account_field.initial = names[0]
         qos_field: Any = self.fields["qos"]
-        qos_field.choices = [("", "default")] + [(n, n) for n in Qos.objects.values_list("name", flat=True)]
+        qos_field.choices = [("", "default")] + [(n, n) for n in _offered_qos(user, accounts)]
         self.gpu_models = load_inventory().models
         self.api_data: dict[str, Any] = {}
         self.validated: dict[str, Any] = {}

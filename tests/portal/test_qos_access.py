@@ -70,3 +70,20 @@ def test_staff_set_an_accounts_qos_over_the_api_and_it_is_audited(world, qos, cl
     refused = admin.patch(url, {"default_qos": "low"}, format="json")
     assert refused.status_code == 400 and "not in allowed_qos" in refused.json()["default_qos"][0]
     assert client_for(world.alice).patch(url, {"allowed_qos": ["high"]}, format="json").status_code == 403
+
+
+def test_the_submit_form_offers_only_the_qos_the_users_accounts_may_use(world, qos, client):
+    import re
+
+    def offered() -> list[str]:
+        page = client.get("/jobs/new/").content.decode()
+        select = re.search(r'<select name="qos"[^>]*>(.*?)</select>', page, re.S)
+        assert select is not None
+        return re.findall(r'<option value="([^"]*)"', select[1])
+
+    client.force_login(world.alice)
+    assert offered() == ["", "normal"]
+    world.lab.allowed_qos.set([qos["normal"], qos["high"]])
+    assert offered() == ["", "high", "normal"]
+    client.force_login(world.admin)
+    assert offered() == ["", "high", "low", "normal"]
