@@ -201,7 +201,9 @@ class SlurmBackend:
         if isinstance(min_uid, bool) or not isinstance(min_uid, int) or min_uid < 1:
             raise _bad(name, f"min_uid must be a positive integer, got {min_uid!r}")
         self.owners = OwnerCommands(sudo=sudo, min_uid=min_uid, output_dir=output_dir)
-        #: Each job's owner as Slurm reports it (it never changes), for the verbs after submit.
+        #: Each job's user as Slurm reports it, for this instance's verbs (a requeue asks
+        #: twice). Deliberately not per process: were Slurm's ids ever reused (its state
+        #: wiped), a stale entry would read one user's output for another's job.
         self._job_users: dict[str, str] = {}
         self._inventory_key = (name, str(self.slurm_conf or os.environ.get("SLURM_CONF", "")))
 
@@ -215,8 +217,7 @@ class SlurmBackend:
            squeue and, if this host tried the key before, in accounting too.
         3. Otherwise ``sbatch --parsable`` and return the id it prints.
         """
-        argv, env, script = self.sbatch_request(spec)
-        owner = self._owner(spec)
+        argv, env, script, owner = self._sbatch(spec)
         with self._key_lock(spec.key) as tried_here_before:
             existing = self._find_by_key(spec, in_accounting=tried_here_before)
             if existing is not None:
@@ -374,6 +375,11 @@ class SlurmBackend:
         owners), environment and batch script that :meth:`submit` runs for ``spec``
         (validated; permanent BackendError otherwise). Public so a benchmark can run the
         very same sbatch without the adapter around it."""
+        argv, env, script, _ = self._sbatch(spec)
+        return argv, env, script
+
+    def _sbatch(self, spec: JobSpec) -> tuple[list[str], dict[str, str], str, Owner | None]:
+        """:meth:`sbatch_request`, and the owner it runs as (None: as the portal)."""
         if not _SAFE_NAME.fullmatch(spec.key):
             raise self._reject(spec, f"key must match {_SAFE_NAME.pattern}")
         problem = spec_problem(spec)
@@ -442,7 +448,7 @@ class SlurmBackend:
             f"export {key}={shlex.quote(value)}\n" for key, value in [*sorted(spec.env.items()), *ours.items()]
         )
         script = f"#!/bin/bash\n: Quartermaster job {spec.key}\n{exports}{spec.script or spec.command}\n"
-        return self._command_line(["sbatch", "--parsable", *args], owner), env, script
+        return self._command_line(["sbatch", "--parsable", *args], owner), env, script, owner
 
     @contextmanager
     def _key_lock(self, key: str) -> Iterator[bool]:
