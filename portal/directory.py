@@ -37,7 +37,7 @@ from django_auth_ldap.backend import LDAPBackend, _LDAPUser
 
 from portal import services
 from portal.choices import IdentitySource, Role
-from portal.models import Account, ClusterIdentity, Membership, not_a_system_id
+from portal.models import Account, ClusterIdentity, Membership
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def apply_directory_facts(
     """Bring the user's cluster identity and mapped memberships in line with what the
     directory says (see the module docstring). Idempotent."""
     actor = str(source)
-    _apply_identity(user, posix_user, uid, gid, source, actor)
+    _apply_identity(user, posix_user, uid, gid, source)
     wanted: dict[str, str] = {}
     for dn in (g.lower() for g in groups):
         if dn in group_map:
@@ -152,18 +152,18 @@ def apply_directory_facts(
                 services.delete_membership(actor, membership)
 
 
-def _apply_identity(user: Any, posix_user: str, uid: int | None, gid: int | None, source: str, actor: str) -> None:
+def _apply_identity(user: Any, posix_user: str, uid: int | None, gid: int | None, source: str) -> None:
+    """Set the identity the directory gives, checked by the model's own validators (a
+    POSIX name, not root, no system uid or gid); a clash with another user's name or uid
+    is the database's refusal."""
     stored = ClusterIdentity.objects.filter(user=user).first()
     fields = {"username": posix_user, "uid": uid, "gid": gid, "source": source}
     if stored is not None and all(getattr(stored, k) == v for k, v in fields.items()):
         return
     try:
-        for value in (uid, gid):
-            not_a_system_id(value)
-        candidate = ClusterIdentity(user=user, **fields)
-        candidate.full_clean(exclude=["user"], validate_unique=False)
+        ClusterIdentity(user=user, **fields).full_clean(exclude=["user"], validate_unique=False)
         with transaction.atomic():
-            services.save_identity(actor, stored, user=user, **fields)
+            services.save_identity(str(source), stored, user=user, **fields)
     except (IntegrityError, ValidationError) as exc:  # a clash or a system id: staff must look
         log.warning("directory identity %s (uid %s) not applied to %s: %s", posix_user, uid, user, exc)
 

@@ -190,3 +190,11 @@ def test_a_directory_that_finds_nobody_disables_nobody(directory, settings):
 
     assert sync_directory() == {"users": 1, "disabled": 0, "refused": 1}
     assert get_user_model().objects.get(username="ada").is_active
+
+
+def test_a_system_uid_from_the_directory_is_not_applied(directory, world):
+    from portal.directory import apply_directory_facts
+
+    apply_directory_facts(world.alice, posix_user="daemon", uid=1, gid=1, groups=[], group_map=GROUPS, source="ldap")
+
+    assert not ClusterIdentity.objects.filter(user=world.alice).exists()
