@@ -13,6 +13,8 @@ from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
+from portal.choices import Role
+
 N = TypeVar("N", int, float)
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -128,7 +130,7 @@ def env_group_map(name: str) -> dict[str, tuple[str, str]]:
     for entry in filter(None, (part.strip() for part in os.environ.get(name, "").split(";"))):
         dn, sep, target = entry.rpartition("=")
         account, colon, role = target.partition(":")
-        if not sep or not dn.strip() or not account.strip() or (colon and role not in ("member", "coordinator")):
-            raise ImproperlyConfigured(f"{name}: {entry!r}: write <group DN>=<account>:<member|coordinator>")
-        mapping[dn.strip().lower()] = (account.strip(), role or "member")
+        if not sep or not dn.strip() or not account.strip() or (colon and role not in Role.values):
+            raise ImproperlyConfigured(f"{name}: {entry!r}: write <group DN>=<account>:<{'|'.join(Role.values)}>")
+        mapping[dn.strip().lower()] = (account.strip(), role or Role.MEMBER.value)
     return mapping

@@ -22,7 +22,17 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_secret, env_weights
+from portal.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_group_map,
+    env_int,
+    env_list,
+    env_rate,
+    env_secret,
+    env_weights,
+)
 
 
 @pytest.mark.parametrize("raw,expected", [("1", True), ("yes", True), ("ON", True), ("0", False), ("off", False)])
@@ -75,6 +85,18 @@ def test_choice_names_the_allowed_values(monkeypatch):
         env_choice("MODE", "a", ["a", "b"])
     monkeypatch.setenv("MODE", "b")
     assert env_choice("MODE", "a", ["a", "b"]) == "b"
+
+
+def test_directory_groups_map_to_accounts_and_roles_and_bad_entries_stop_start_up(monkeypatch):
+    monkeypatch.setenv("G", "CN=nlp,ou=groups,dc=x=nlp; cn=leads,ou=groups,dc=x=nlp:coordinator;")
+    assert env_group_map("G") == {
+        "cn=nlp,ou=groups,dc=x": ("nlp", "member"),
+        "cn=leads,ou=groups,dc=x": ("nlp", "coordinator"),
+    }
+    for bad in ("nlp", "=nlp", "cn=a,dc=x=nlp:boss", "cn=a,dc=x=:member"):
+        monkeypatch.setenv("G", bad)
+        with pytest.raises(ImproperlyConfigured, match=r"G: .*<member\|coordinator>"):
+            env_group_map("G")
 
 
 def test_weights_parse_names_and_refuse_bad_entries(monkeypatch):
