@@ -125,6 +125,12 @@ def test_researcher_submits_from_a_template_and_watches_the_job_finish(site, log
     page.fill("#id_name", "laptop")
     page.click("#token-form button")
     expect(page.locator("#token-secret")).to_contain_text("qm_")
+    # The read-only box sits under its own label, above the button, not beside it.
+    label, box = page.locator("label[for=id_read_only]").bounding_box(), page.locator("#id_read_only").bounding_box()
+    button, secret = page.locator("#token-form button").bounding_box(), page.locator("#new-token").bounding_box()
+    assert label and box and button and secret
+    assert label["y"] < box["y"] < button["y"] and box["y"] + box["height"] <= button["y"]
+    assert page.locator("#token-form").bounding_box()["y"] > secret["y"] + secret["height"]  # type: ignore[index]
     shot(page, "07-tokens")
 
 
