@@ -1,19 +1,16 @@
-"""Logins from a site's directory (LDAP now; OIDC's claims carry the same facts): who
-the user is on the clusters and which accounts they belong to, read at every login.
+"""Logins from a site's LDAP directory: who the user is on the clusters and which
+accounts they belong to, read at every login (``portal.oidc`` does the same from an
+OIDC provider's claims).
 
 Why at every login: the directory is where a site adds and removes people, so a user
 removed from a group loses the account it maps to the next time they sign in, and a
 changed uid follows them; staff do not keep two lists in step by hand.
 
-What the directory decides, and nothing else:
+What the directory decides (``portal.identity_facts`` applies the first two):
 
-1. The user's cluster identity (POSIX name, uid, gid), marked ``source`` ldap; one
-   that would take another user's name or uid, or a system uid, is refused and logged.
+1. The user's cluster identity (``uid``, ``uidNumber``, ``gidNumber``), source ldap.
 2. Memberships of the accounts its groups map to (``LDAP_ACCOUNT_GROUPS``, read by
-   ``portal.env.env_group_map``: group DN -> account and role; several groups of one
-   account: the highest role wins). An account
-   in the map that none of the user's groups names loses the user. Memberships of
-   accounts outside the map are staff's, and stay.
+   ``portal.env.env_group_map``: group DN -> account and role).
 3. The staff flag, through django-auth-ldap's ``AUTH_LDAP_USER_FLAGS_BY_GROUP``.
 
 Every change is written through ``portal.services`` and so audited, by "ldap".
@@ -26,23 +23,19 @@ is gone: their sessions and API tokens stop working then, not at their next logi
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 import ldap
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django_auth_ldap.backend import LDAPBackend, _LDAPUser
 
 from portal import services
-from portal.choices import IdentitySource, Role
-from portal.models import Account, ClusterIdentity, Membership
+from portal.choices import IdentitySource
+from portal.identity_facts import apply_directory_facts, posix_id
+from portal.models import ClusterIdentity
 
 log = logging.getLogger(__name__)
-
-#: Roles from least to most: a user in several groups of one account gets the last.
-_RANK = [Role.MEMBER, Role.COORDINATOR]
 
 
 class DirectoryBackend(LDAPBackend):
@@ -69,8 +62,8 @@ def _apply(user: Any, ldap_user: _LDAPUser) -> None:
     apply_directory_facts(
         user,
         posix_user=_first(attrs.get("uid")) or user.get_username(),
-        uid=_number(_first(attrs.get("uidnumber"))),
-        gid=_number(_first(attrs.get("gidnumber"))),
+        uid=posix_id(_first(attrs.get("uidnumber"))),
+        gid=posix_id(_first(attrs.get("gidnumber"))),
         groups=ldap_user.group_dns,
         group_map=settings.LDAP_ACCOUNT_GROUPS,
         source=IdentitySource.LDAP,
@@ -115,62 +108,5 @@ def _directory_answers(backend: DirectoryBackend) -> bool:
     return True
 
 
-def apply_directory_facts(
-    user: Any,
-    *,
-    posix_user: str,
-    uid: int | None,
-    gid: int | None,
-    groups: Iterable[str],
-    group_map: Mapping[str, tuple[str, str]],
-    source: str,
-) -> None:
-    """Bring the user's cluster identity and mapped memberships in line with what the
-    directory says (see the module docstring). Idempotent."""
-    actor = str(source)
-    _apply_identity(user, posix_user, uid, gid, source)
-    wanted: dict[str, str] = {}
-    for dn in (g.lower() for g in groups):
-        if dn in group_map:
-            name, role = group_map[dn]
-            if _RANK.index(Role(role)) >= _RANK.index(Role(wanted.get(name, Role.MEMBER))):
-                wanted[name] = role
-    mapped = {name for name, _ in group_map.values()}
-    accounts = {a.name: a for a in Account.objects.filter(name__in=mapped)}
-    current = {m.account.name: m for m in Membership.objects.filter(user=user, account__name__in=mapped)}
-    with transaction.atomic():
-        for name, role in wanted.items():
-            account = accounts.get(name)
-            if account is None:
-                log.warning("directory group maps to account %r, which does not exist", name)
-            elif name not in current:
-                services.save_membership(actor, None, user=user, account=account, role=role)
-            elif current[name].role != role:
-                services.save_membership(actor, current[name], role=role)
-        for name, membership in current.items():
-            if name not in wanted:
-                services.delete_membership(actor, membership)
-
-
-def _apply_identity(user: Any, posix_user: str, uid: int | None, gid: int | None, source: str) -> None:
-    """Set the identity the directory gives, checked by the model's own validators (a
-    POSIX name, not root, no system uid or gid); a clash with another user's name or uid
-    is the database's refusal."""
-    stored = ClusterIdentity.objects.filter(user=user).first()
-    fields = {"username": posix_user, "uid": uid, "gid": gid, "source": source}
-    if stored is not None and all(getattr(stored, k) == v for k, v in fields.items()):
-        return
-    try:
-        ClusterIdentity(user=user, **fields).full_clean(exclude=["user"], validate_unique=False)
-        with transaction.atomic():
-            services.save_identity(str(source), stored, user=user, **fields)
-    except (IntegrityError, ValidationError) as exc:  # a clash or a system id: staff must look
-        log.warning("directory identity %s (uid %s) not applied to %s: %s", posix_user, uid, user, exc)
-
-
 def _first(values: list[str] | None) -> str:
     return values[0] if values else ""
-
-
-def _number(text: str) -> int | None:
-    return int(text) if text.isdigit() else None

@@ -103,6 +103,37 @@ if LDAP_SERVER_URI:
     )
     AUTHENTICATION_BACKENDS.insert(1, "portal.directory.DirectoryBackend")
 
+# --- Logins from the site's OpenID Connect provider (portal/oidc.py) -----------------------
+#: Empty: no OIDC. Set, the login page offers "Sign in with OIDC_PROVIDER_NAME", and each
+#: login brings the claims' POSIX identity and their groups' accounts (OIDC_ACCOUNT_GROUPS).
+OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID", "")
+OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")
+OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_POSIX_USERNAME_CLAIM = env_str("OIDC_POSIX_USERNAME_CLAIM", "")
+OIDC_UID_CLAIM = env_str("OIDC_UID_CLAIM", "")
+OIDC_GID_CLAIM = env_str("OIDC_GID_CLAIM", "")
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+OIDC_STAFF_GROUP = env_str("OIDC_STAFF_GROUP", "")
+#: ``<group>=<account>:<member|coordinator>`` entries separated by ``;``.
+OIDC_ACCOUNT_GROUPS = env_group_map("OIDC_ACCOUNT_GROUPS")
+if OIDC_ENABLED:
+    from portal.oidc_settings import oidc_settings
+
+    globals().update(
+        oidc_settings(
+            client_id=OIDC_RP_CLIENT_ID,
+            client_secret=env_str("OIDC_RP_CLIENT_SECRET", ""),
+            authorization_endpoint=env_str("OIDC_OP_AUTHORIZATION_ENDPOINT", ""),
+            token_endpoint=env_str("OIDC_OP_TOKEN_ENDPOINT", ""),
+            userinfo_endpoint=env_str("OIDC_OP_USER_ENDPOINT", ""),
+            jwks_endpoint=env_str("OIDC_OP_JWKS_ENDPOINT", ""),
+            sign_algo=env_choice("OIDC_RP_SIGN_ALGO", "RS256", ["RS256", "ES256", "HS256"]),
+            scopes=env_str("OIDC_RP_SCOPES", "openid email profile"),
+        )
+    )
+    AUTHENTICATION_BACKENDS.insert(1, "portal.oidc.ClaimsBackend")
+
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
 

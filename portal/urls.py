@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from monitoring.views import metrics
+from portal.web.signin import oidc_urlpatterns
 
 handler400 = "portal.api.errors.bad_request_handler"
 handler403 = "portal.api.errors.forbidden"
@@ -10,6 +11,7 @@ handler404 = "portal.api.errors.not_found"
 
 urlpatterns = [
     path("", include("portal.web.urls")),
+    *oidc_urlpatterns,
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
     path("api/v1/", include("monitoring.api.urls")),

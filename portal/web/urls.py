@@ -3,13 +3,13 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.web import researcher, staff
+from portal.web import researcher, signin, staff
 
 app_name = "web"
 
 urlpatterns = [
     path("", researcher.dashboard, name="home"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", signin.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/", researcher.job_list, name="job-list"),
     path("jobs/new/", researcher.submit, name="job-submit"),

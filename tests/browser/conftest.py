@@ -45,15 +45,28 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def login(browser: Any, live_server: Any) -> Iterator[Callable[[str], Any]]:
-    """``login("alice")`` -> a Playwright page logged in through the real login form."""
+def fresh_page(browser: Any, live_server: Any) -> Iterator[Callable[[], Any]]:
+    """``fresh_page()`` -> a page in a new browser context (no cookies: nobody logged in)
+    on the live server, at a desktop size; closed at the end of the test."""
     contexts: list[Any] = []
 
-    def open_as(username: str) -> Any:
+    def open_page() -> Any:
         context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=live_server.url)
         context.set_default_timeout(15_000)
         contexts.append(context)
-        page = context.new_page()
+        return context.new_page()
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def login(fresh_page: Callable[[], Any], live_server: Any) -> Callable[[str], Any]:
+    """``login("alice")`` -> a Playwright page logged in through the real login form."""
+
+    def open_as(username: str) -> Any:
+        page = fresh_page()
         page.goto("/login/")
         page.fill("#id_username", username)
         page.fill("#id_password", f"pw-{username}")
@@ -61,9 +74,7 @@ def login(browser: Any, live_server: Any) -> Iterator[Callable[[str], Any]]:
         page.wait_for_url(f"{live_server.url}/")
         return page
 
-    yield open_as
-    for context in contexts:
-        context.close()
+    return open_as
 
 
 @pytest.fixture

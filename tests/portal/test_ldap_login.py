@@ -193,7 +193,7 @@ def test_a_directory_that_finds_nobody_disables_nobody(directory, settings):
 
 
 def test_a_system_uid_from_the_directory_is_not_applied(directory, world):
-    from portal.directory import apply_directory_facts
+    from portal.identity_facts import apply_directory_facts
 
     apply_directory_facts(world.alice, posix_user="daemon", uid=1, gid=1, groups=[], group_map=GROUPS, source="ldap")
 
