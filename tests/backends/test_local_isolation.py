@@ -90,6 +90,7 @@ def test_a_job_finds_nothing_of_the_portal_or_of_another_users_job(portal: Any) 
     jobs = backend.state_dir / "jobs"
 
     _, log = run(backend, ATTACK.format(secret=SECRET, jobs=jobs, victim=jobs / bobs, database=database), ALICE)
+    print(log)  # the attack's own words, for a reader of -s output
 
     assert "found " not in log  # no SQLite file at all, the portal's least of all
     assert "secrets=0" in log  # no process with the portal's secret in its environment
