@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.forms",  # its widget templates, for the FORM_RENDERER below
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -133,6 +134,9 @@ if OIDC_ENABLED:
         )
     )
     AUTHENTICATION_BACKENDS.insert(1, "portal.oidc.ClaimsBackend")
+
+#: Each form field rendered as one box: label, control, help and errors (portal/web/rendering.py).
+FORM_RENDERER = "portal.web.rendering.FieldBoxes"
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"

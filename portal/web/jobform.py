@@ -284,11 +284,12 @@ class JobForm(forms.Form):
                 body[name] = parse(raw)
             except ValueError as exc:
                 self.add_error(name, str(exc))
-        if self.errors:
-            return data
+        # Validated even when a field above failed, so that every error shows at once; a
+        # field that already has its own error does not get the API's second word on it.
         serializer = JobSubmitSerializer(data=body, context={"request": self.request})
         if not serializer.is_valid():
-            self._add_api_errors(serializer.errors)
+            self._add_api_errors({k: v for k, v in serializer.errors.items() if k not in self.errors})
+        if self.errors:
             return data
         self.api_data = body
         self.validated = dict(serializer.validated_data)

@@ -1,0 +1,89 @@
+"""The submit form as a person sees it: every label above its own control, help and
+errors under their field, no field over another, at a desktop width and on a phone;
+and every mistake of a submission shown at once, each under its field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.slow]
+
+WIDTHS = {"desktop": 1400, "narrow": 390}
+#: One mistake per field, of different kinds: the form's own check, the parser of a
+#: typed field, and the API serializer's rules.
+MISTAKES = {
+    "name": "",
+    "gpus_per_node": "abc",
+    "walltime_seconds": "soon",
+    "gpu_share": "2",
+    "dependencies": "whenever:12",
+}
+
+
+def box(locator: Any) -> dict[str, float]:
+    found = locator.bounding_box()
+    assert found is not None, f"{locator} is not visible"
+    return dict(found)
+
+
+def inside(inner: dict[str, float], outer: dict[str, float], slack: float = 1.0) -> bool:
+    return (
+        inner["x"] >= outer["x"] - slack
+        and inner["y"] >= outer["y"] - slack
+        and inner["x"] + inner["width"] <= outer["x"] + outer["width"] + slack
+        and inner["y"] + inner["height"] <= outer["y"] + outer["height"] + slack
+    )
+
+
+def overlap(a: dict[str, float], b: dict[str, float], slack: float = 1.0) -> bool:
+    return (
+        a["x"] + a["width"] > b["x"] + slack
+        and b["x"] + b["width"] > a["x"] + slack
+        and a["y"] + a["height"] > b["y"] + slack
+        and b["y"] + b["height"] > a["y"] + slack
+    )
+
+
+def assert_fields_laid_out(page: Any) -> int:
+    """Each field's label, control, help and errors sit in the field's own box, the control
+    under its label and in its column, and no two fields' boxes overlap."""
+    fields = page.locator("#submit-form .field")
+    boxes = []
+    for i in range(fields.count()):
+        field = fields.nth(i)
+        name = field.get_attribute("id")
+        outer = box(field)
+        label, control = box(field.locator("label").first), box(field.locator("input, select, textarea").first)
+        assert inside(label, outer) and inside(control, outer), f"{name}: label or control outside its field"
+        assert control["y"] >= label["y"] + label["height"] - 1, f"{name}: the control is not under its label"
+        assert abs(control["x"] - label["x"]) <= 2, f"{name}: the control is not in its label's column"
+        for extra in ("helptext", "errorlist"):
+            for j in range(field.locator(f".{extra}").count()):
+                part = box(field.locator(f".{extra}").nth(j))
+                assert inside(part, outer), f"{name}: its {extra} is outside the field"
+                assert part["y"] >= control["y"] + control["height"] - 1, f"{name}: its {extra} is above the control"
+        boxes.append((name, outer))
+    for i, (a, first) in enumerate(boxes):
+        for b, second in boxes[i + 1 :]:
+            assert not overlap(first, second), f"{a} and {b} overlap"
+    return len(boxes)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_label_sits_over_its_own_control_and_errors_under_their_field(world, login, shot, width):
+    page = login("alice")
+    page.set_viewport_size({"width": WIDTHS[width], "height": 1000})
+    page.goto("/jobs/new/?template=script")
+    assert assert_fields_laid_out(page) >= 18
+    shot(page, f"submit-form-{width}")
+
+    for name, value in MISTAKES.items():
+        page.fill(f"#id_{name}", value)
+    page.click("button[value=submit]")
+    page.wait_for_selector("#submit-form .has-errors")
+    assert assert_fields_laid_out(page) >= 18
+    shot(page, f"submit-form-{width}-errors")
+    with_errors = page.eval_on_selector_all("#submit-form .has-errors", "fields => fields.map(f => f.id)")
+    assert sorted(with_errors) == sorted(f"field-{name}" for name in MISTAKES)  # all at once, each its own
