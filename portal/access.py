@@ -46,6 +46,15 @@ def visible_quotas(user: Any) -> QuerySet[Quota]:
     return Quota.objects.filter(Q(user_id=user.pk) | Q(account_id__in=member_account_ids(user)))
 
 
+def default_account(user: Any) -> Account | None:
+    """Where a submission that names no account goes: the membership the user marked
+    default, else their first (the oldest), as Slurm's DefaultAccount; None without one."""
+    membership = (
+        Membership.objects.filter(user_id=user.pk).select_related("account").order_by("-is_default", "id").first()
+    )
+    return membership.account if membership else None
+
+
 def may_submit_to(user: Any, account: Account) -> bool:
     return bool(user.is_staff) or Membership.objects.filter(user_id=user.pk, account=account).exists()
 

@@ -48,9 +48,17 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    #: The account a submission without one is charged to (at most one per user; none
+    #: marked: the user's first membership), as Slurm's DefaultAccount.
+    is_default = models.BooleanField(default=False)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "account"], name="membership_unique_user_account")]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "account"], name="membership_unique_user_account"),
+            models.UniqueConstraint(
+                fields=["user"], condition=models.Q(is_default=True), name="membership_one_default_per_user"
+            ),
+        ]
         ordering = ["account__name", "user__username"]
 
     def __str__(self) -> str:

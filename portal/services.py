@@ -105,6 +105,17 @@ def delete_membership(actor: Any, membership: Membership) -> None:
     _delete_audited(actor, membership)
 
 
+def set_default_account(actor: Any, membership: Membership) -> None:
+    """Make ``membership`` its user's default account (where submissions without an
+    account go), unmarking the one before; both changes audited, in one transaction."""
+    with transaction.atomic():
+        before = Membership.objects.select_for_update().filter(user_id=membership.user_id, is_default=True)
+        for old in before.exclude(pk=membership.pk):
+            _save_audited(actor, old, {"is_default": False})
+        if not membership.is_default:
+            _save_audited(actor, membership, {"is_default": True})
+
+
 def save_identity(actor: Any, identity: ClusterIdentity | None = None, **fields: Any) -> ClusterIdentity:
     """Set who a user is on the clusters (the POSIX user their jobs run as), and audit it."""
     return _save_audited(actor, identity or ClusterIdentity(), fields)
@@ -147,7 +158,12 @@ def audit_state(instance: Account | Quota | Membership | ClusterIdentity) -> dic
             "gid": instance.gid,
             "source": instance.source,
         }
-    return {"user": instance.user.get_username(), "account": instance.account.name, "role": instance.role}
+    return {
+        "user": instance.user.get_username(),
+        "account": instance.account.name,
+        "role": instance.role,
+        "is_default": instance.is_default,
+    }
 
 
 def _save_audited(actor: Any, instance: Audited, fields: dict[str, Any]) -> Audited:

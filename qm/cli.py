@@ -147,7 +147,11 @@ def _request_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image")
     parser.add_argument("--env", "-e", type=_env, action="append", default=[], help="KEY=value (repeatable)")
     parser.add_argument("--script", type=argparse.FileType("r"), help="a script file to run instead of a command")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command line")
+    parser.add_argument(
+        "--wrap",
+        help="a shell command line run as written, as sbatch --wrap: 'cd data && python train.py $QM_NODE_RANK'",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command and its arguments, each quoted")
 
 
 def _request_body(args: argparse.Namespace) -> dict[str, Any]:
@@ -174,9 +178,12 @@ def _request_body(args: argparse.Namespace) -> dict[str, Any]:
         body["env"] = dict(args.env)
     if args.script is not None:
         body["script"] = args.script.read()
-    if command:
+    if args.wrap is not None:
+        body["command"] = args.wrap
+    elif command:  # words, as a shell would have split them: quoted again, run as they are
         body["command"] = " ".join(_quote(c) for c in command)
-    body["name"] = args.name or (os.path.basename(command[0]) if command else "script")[:128]
+    default = os.path.basename(command[0]) if command else "wrap" if args.wrap is not None else "script"
+    body["name"] = (args.name or default)[:128]
     return body
 
 
@@ -357,9 +364,11 @@ def main(
     """Run one command; returns the exit status (see the module docstring)."""
     out, err = out or sys.stdout, err or sys.stderr
     args = build_parser().parse_args(argv)
-    if args.verb in ("submit", "estimate") and not args.command and args.script is None:
-        print("qm: give a command after -- or --script FILE", file=err)
-        return 2
+    if args.verb in ("submit", "estimate"):
+        given = [bool(args.command and args.command != ["--"]), args.script is not None, args.wrap is not None]
+        if sum(given) != 1:
+            print("qm: give exactly one of: a command after --, --wrap 'command line', --script FILE", file=err)
+            return 2
     cli = Cli(api or Api(args.url, args.token), out, err, sleep)
     try:
         return int(getattr(cli, args.verb)(args))

@@ -57,3 +57,4 @@ class EventKind(models.TextChoices):
     RELEASED = "released", "Released"
     REQUEUED = "requeued", "Requeued"
     PREEMPTED = "preempted", "Preempted"
+    EDITED = "edited", "Edited"

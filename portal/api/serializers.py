@@ -218,7 +218,7 @@ class MeMembershipSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Membership
-        fields = ["account", "role"]
+        fields = ["account", "role", "is_default"]
 
 
 class MeIdentitySerializer(serializers.ModelSerializer):
@@ -235,3 +235,19 @@ class MeSerializer(serializers.Serializer):
     cluster_identity = MeIdentitySerializer(
         allow_null=True, help_text="The POSIX user your jobs run as (null: none set; ask staff)."
     )
+    default_account = serializers.CharField(
+        allow_null=True, help_text="Where a job that names no account goes (null: you belong to no account)."
+    )
+
+
+class MeUpdateSerializer(RejectUnknownFields, serializers.Serializer):
+    default_account = serializers.CharField(
+        max_length=64, help_text="One of your accounts: jobs that name no account go there (Slurm's DefaultAccount)."
+    )
+
+    def validate_default_account(self, value: str) -> Membership:
+        user = self.context["request"].user
+        membership = Membership.objects.filter(user_id=user.pk, account__name=value).first()
+        if membership is None:
+            raise serializers.ValidationError(f"You are not a member of account {value!r}.")
+        return membership

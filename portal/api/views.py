@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from portal import services
-from portal.access import member_account_ids, visible_accounts, visible_quotas
+from portal.access import default_account, member_account_ids, visible_accounts, visible_quotas
 from portal.api.permissions import IsStaffOrReadOnly
 from portal.api.serializers import (
     AccountSerializer,
@@ -24,6 +24,7 @@ from portal.api.serializers import (
     ClusterIdentitySerializer,
     MembershipSerializer,
     MeSerializer,
+    MeUpdateSerializer,
     NewApiTokenSerializer,
     QosSerializer,
     QuotaSerializer,
@@ -159,6 +160,7 @@ class MeView(generics.GenericAPIView):
     def get(self, request: Request) -> Response:
         user = request.user
         memberships = Membership.objects.filter(user_id=cast(int, user.pk)).select_related("account")
+        default = default_account(user)
         return Response(
             MeSerializer(
                 {
@@ -167,6 +169,15 @@ class MeView(generics.GenericAPIView):
                     "is_staff": user.is_staff,
                     "memberships": memberships,
                     "cluster_identity": ClusterIdentity.objects.filter(user_id=cast(int, user.pk)).first(),
+                    "default_account": default.name if default else None,
                 }
             ).data
         )
+
+    @extend_schema(request=MeUpdateSerializer, responses=MeSerializer)
+    def patch(self, request: Request) -> Response:
+        """Set your default account."""
+        body = MeUpdateSerializer(data=request.data, context={"request": request})
+        body.is_valid(raise_exception=True)
+        services.set_default_account(request.user, body.validated_data["default_account"])
+        return self.get(request)

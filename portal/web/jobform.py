@@ -19,7 +19,7 @@ from django import forms
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest
 
-from portal.access import usable_qos
+from portal.access import default_account, usable_qos
 from portal.models import Account, Qos
 from scheduler.api.serializers import JobSubmitSerializer
 from scheduler.jobs.request import REQUEST_FIELDS, request_values
@@ -138,7 +138,11 @@ PRESETS = (
             "memory_mib_per_node": "262144",
             "walltime_seconds": "24:00:00",
             "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-            "command": 'torchrun --nnodes "$QM_NNODES" --nproc-per-node gpu train.py --config config.yaml',
+            # The job-environment contract (scheduler/backends/job_env.py), set on every backend.
+            "command": (
+                'torchrun --nnodes "$QM_NNODES" --node-rank "$QM_NODE_RANK" --nproc-per-node "$QM_GPUS_PER_NODE"'
+                ' --master-addr "$QM_MASTER_ADDR" --master-port "$QM_MASTER_PORT" train.py --config config.yaml'
+            ),
             "env": "NCCL_DEBUG=WARN\nOMP_NUM_THREADS=8",
         },
     ),
@@ -261,8 +265,9 @@ class JobForm(forms.Form):
         names = list(accounts.order_by("name").values_list("name", flat=True))
         account_field: Any = self.fields["account"]
         account_field.choices = [(n, n) for n in names]
-        if len(names) == 1:
-            account_field.initial = names[0]
+        default = default_account(user)
+        if default is not None and default.name in names:
+            account_field.initial = default.name
         qos_field: Any = self.fields["qos"]
         qos_field.choices = [("", "default")] + [(n, n) for n in _offered_qos(user, accounts)]
         self.gpu_models = load_inventory().models

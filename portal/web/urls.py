@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.web import researcher, signin, staff
+from portal.web import profile, researcher, signin, staff
 
 app_name = "web"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     path("", researcher.dashboard, name="home"),
     path("login/", signin.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("profile/", profile.profile, name="profile"),
     path("jobs/", researcher.job_list, name="job-list"),
     path("jobs/new/", researcher.submit, name="job-submit"),
     path("jobs/cancel/", researcher.bulk_cancel, name="job-bulk-cancel"),

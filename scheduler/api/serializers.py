@@ -11,12 +11,13 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.access import may_submit_to, usable_qos, visible_jobs
+from portal.access import default_account, may_submit_to, usable_qos, visible_jobs
 from portal.api.fields import SlugRelatedField
 from portal.api.strict import RejectUnknownFields
 from portal.api.validators import no_nul_characters, plain_name
 from portal.models import Account, ClusterIdentity, Qos
 from scheduler.backends import BackendError, available_kinds, load_backend
+from scheduler.backends.job_env import RESERVED_WORDS, is_reserved
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.reason_words import reason_words
 from scheduler.core.types import parse_compute_capability
@@ -164,7 +165,7 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
         slug_field="name",
         queryset=Account.objects.all(),
         required=False,
-        help_text="Account to charge; may be omitted when you belong to exactly one.",
+        help_text="Account to charge; omitted: your default account (GET /api/v1/me/).",
     )
     qos = SlugRelatedField(slug_field="name", queryset=Qos.objects.all(), required=False, allow_null=True)
     command = serializers.CharField(required=False, allow_blank=True, max_length=100_000, default="")
@@ -230,6 +231,9 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
             raise serializers.ValidationError(f"Invalid variable names: {', '.join(sorted(bad)[:5])}.")
         if any("\x00" in v for v in value.values()):
             raise serializers.ValidationError("Values may not contain NUL characters.")
+        reserved = sorted(k for k in value if is_reserved(k))
+        if reserved:
+            raise serializers.ValidationError(f"You may not set {', '.join(reserved[:5])}: {RESERVED_WORDS}.")
         return value
 
     def validate_node_labels(self, value: dict[str, str]) -> dict[str, str]:
@@ -261,11 +265,9 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
             errors["script"] = "Give a command or a script, not both."
         account = attrs.get("account")
         if account is None:
-            accounts = list(Account.objects.filter(memberships__user=user)[:2])
-            if len(accounts) == 1:
-                attrs["account"] = account = accounts[0]
-            else:
-                errors["account"] = "This field is required (you belong to several accounts or none)."
+            attrs["account"] = account = default_account(user)
+            if account is None:
+                errors["account"] = "This field is required (you belong to no account: ask staff to add you to one)."
         elif not may_submit_to(user, account):
             errors["account"] = f"You are not a member of account {account.name!r}."
         qos = attrs.get("qos")

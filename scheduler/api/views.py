@@ -23,6 +23,7 @@ from portal.api.errors import Conflict
 from portal.models import Account
 from portal.schema import ErrorSerializer
 from scheduler.api.filters import GpuFilter, JobFilter, NodeFilter
+from scheduler.api.job_edit import JobEditSerializer, validate_edit
 from scheduler.api.serializers import (
     ClusterSerializer,
     DrainSerializer,
@@ -44,6 +45,7 @@ from scheduler.clusters.logs import read_job_log
 from scheduler.clusters.nodes import drain_node, resume_node
 from scheduler.clusters.poll import poll_cluster
 from scheduler.jobs import verbs
+from scheduler.jobs.edit import edit_job
 from scheduler.models import Cluster, Gpu, Job, Node
 from scheduler.reads import reports
 from scheduler.tick import estimates
@@ -71,6 +73,20 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         serializer.is_valid(raise_exception=True)
         job = serializer.save()
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=JobEditSerializer,
+        responses={200: JobSerializer, 400: None, 409: ErrorSerializer},
+        description="Change a PENDING or HELD job (``scontrol update``): name, walltime (staff may raise it; "
+        "others only lower it), qos, nice, dependencies, node_labels, gpu_model. Validated as a submission; "
+        "409 once the job has started. Recorded in its events.",
+    )
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        job = self.get_object()
+        changes = validate_edit(job, request.data, request.user)
+        edit_job(job, changes, by=request.user.get_username())
+        job.refresh_from_db()
+        return Response(JobSerializer(job).data)
 
     def _verb(self, request: Request, verb: str) -> Response:
         job = self.get_object()

@@ -57,6 +57,7 @@ from scheduler.backends.kubernetes_objects import (
     JobTarget,
     KubeNode,
     build_job,
+    build_service,
     format_time,
     is_dns_label,
     is_label_value,
@@ -231,7 +232,9 @@ class KubernetesBackend:
         self._check(spec)
         namespace, name = self.namespace_for(spec.account), job_name(spec.key)
         external_id = f"{namespace}/{name}"
-        if self._existing(spec, namespace, name):
+        existing = self._existing(spec, namespace, name)
+        if existing is not None:
+            self._ensure_service(spec, existing)  # a retry after the Job but before its Service
             return external_id
         nodes: dict[str, KubeNode] = {}
         for placement in spec.placements:
@@ -247,15 +250,27 @@ class KubernetesBackend:
         except ValueError as exc:
             raise self._reject(spec, str(exc)) from exc
         try:
-            self.api.create_job(namespace, manifest)
+            created = self.api.create_job(namespace, manifest)
         except Conflict:
-            if not self._existing(spec, namespace, name):
+            found = self._existing(spec, namespace, name)
+            if found is None:
                 raise BackendError(
                     f"kubernetes {self.name!r}: {external_id} was created and deleted under us", permanent=False
                 ) from None
         except NotFound as exc:
             raise self._reject(spec, f"cannot create Job in namespace {namespace!r}: {exc}") from exc
+        else:
+            found = created
+        self._ensure_service(spec, found)
         return external_id
+
+    def _ensure_service(self, spec: JobSpec, job: Obj) -> None:
+        """A multi-node Job's headless Service (``build_service``), made after the Job so
+        that it can be the Service's owner; one that exists already is the same."""
+        if len(spec.placements) < 2:
+            return
+        with contextlib.suppress(Conflict):
+            self.api.create_service(job["metadata"]["namespace"], build_service(job))
 
     def cancel(self, external_id: str, *, grace_seconds: float | None = None) -> None:
         """Mark the Job cancelled and delete it with its pods. Idempotent.
@@ -403,16 +418,16 @@ class KubernetesBackend:
             raise self._reject(spec, problem)
         self._run_as(spec)
 
-    def _existing(self, spec: JobSpec, namespace: str, name: str) -> bool:
-        """Whether the Job for ``spec`` exists; a same-named Job of another key is an error."""
+    def _existing(self, spec: JobSpec, namespace: str, name: str) -> Obj | None:
+        """The Job for ``spec``, if it exists; a same-named Job of another key is an error."""
         try:
             job = self.api.read_job(namespace, name)
         except NotFound:
-            return False
+            return None
         found = (job.get("metadata", {}).get("labels") or {}).get(KEY_LABEL)
         if found != spec.key:
             raise self._reject(spec, f"Job {namespace}/{name} exists but belongs to key {found!r}")
-        return True
+        return job
 
     def _release_old_records(self, namespace: str, jobs: Collection[Obj], pods_by_key: Mapping[str, list[Obj]]) -> None:
         """Drop our finalizer from cancel records past ``record_seconds`` whose pods are gone."""

@@ -127,6 +127,11 @@ class KubeApi:
             propagation_policy=propagation,
         )
 
+    def create_service(self, namespace: str, manifest: Obj) -> Obj:
+        body = k8s.V1Service.from_dict(manifest)
+        name = manifest["metadata"]["name"]
+        return self._json(f"create Service {namespace}/{name}", self._core.create_namespaced_service, namespace, body)
+
     # -- Pods and Nodes -------------------------------------------------------------------
 
     def list_pods(self, namespace: str, selector: str) -> list[Obj]:

@@ -33,6 +33,7 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from scheduler.backends.base import GpuInfo, JobSpec, NodeInfo, PollResult, RemoteState, RunAs
+from scheduler.backends.job_env import DEFAULT_MASTER_PORT, job_env, master_env, rank_env
 
 Obj = dict[str, Any]
 
@@ -51,6 +52,8 @@ MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 CONTAINER = "job"
+#: The pod annotation an Indexed Job's controller sets to the pod's completion index.
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -294,12 +297,17 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
         "quartermaster.io/owner": spec.owner,
         "quartermaster.io/account": spec.account,
     }
-    env = {
-        **spec.env,
-        "QM_JOB_KEY": spec.key,
-        "QM_NODELIST": ",".join(p.node for p in spec.placements),
-        "QM_GPUS": ";".join(f"{p.node}:{','.join(str(i) for i in p.gpu_indices)}" for p in spec.placements),
-    }
+    count = len(spec.placements)
+    # Rank 0's pod is <name>-0 under the headless Service <name> (build_service); one
+    # pod alone talks to itself.
+    master = f"{target.name}-0.{target.name}" if count > 1 else "127.0.0.1"
+    env = {**spec.env, **job_env(spec), **master_env(master, str(DEFAULT_MASTER_PORT))}
+    env_vars: list[Obj] = [{"name": k, "value": v} for k, v in env.items()]
+    if count > 1:  # the completion index is the rank
+        index: Obj = {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}
+        env_vars += [{"name": k, "valueFrom": index} for k in rank_env("")]
+    else:
+        env_vars += [{"name": k, "value": v} for k, v in rank_env("0").items()]
     resources: Obj = {"requests": {"cpu": str(spec.cpus_per_node)}}
     if spec.memory_mib_per_node:
         resources["requests"]["memory"] = f"{spec.memory_mib_per_node}Mi"
@@ -317,7 +325,6 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
     if expressions:
         term["matchExpressions"] = expressions
     affinity: Obj = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
-    count = len(spec.placements)
     if count > 1:
         affinity["podAntiAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -340,7 +347,7 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
                         "name": CONTAINER,
                         "image": spec.image or target.image,
                         "command": ["/bin/bash", "-c", spec.script or spec.command],
-                        "env": [{"name": k, "value": v} for k, v in env.items()],
+                        "env": env_vars,
                         "resources": resources,
                         "securityContext": {
                             "allowPrivilegeEscalation": False,
@@ -355,11 +362,38 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
     }
     if count > 1:
         job_spec["completionMode"] = "Indexed"
+        job_spec["template"]["spec"]["subdomain"] = target.name
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": target.name, "namespace": target.namespace, "labels": labels, "annotations": annotations},
         "spec": job_spec,
+    }
+
+
+def build_service(job: Obj) -> Obj:
+    """The headless Service that gives a multi-node Job's pods DNS names (``<job>-<index>.
+    <job>``, with the pod template's ``subdomain``), so every rank finds rank 0. Owned by
+    the Job: Kubernetes deletes it with the Job, whoever deletes that."""
+    metadata = job["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "labels": dict(metadata.get("labels") or {}),
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": metadata["name"], "uid": metadata["uid"]}
+            ],
+        },
+        "spec": {
+            "clusterIP": "None",
+            # Ranks look rank 0 up while it starts, before any readiness.
+            "publishNotReadyAddresses": True,
+            "selector": {KEY_LABEL: metadata["labels"][KEY_LABEL]},
+            "ports": [{"name": "rendezvous", "port": DEFAULT_MASTER_PORT}],
+        },
     }
 
 

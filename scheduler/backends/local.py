@@ -43,6 +43,7 @@ import pwd
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,7 @@ from scheduler.backends.base import (
     PollResult,
     RemoteState,
 )
+from scheduler.backends.job_env import job_env, master_env, rank_env
 from scheduler.backends.spec_check import spec_problem
 
 #: A job whose runner has not announced itself this long after submit is NODE_FAIL.
@@ -496,17 +498,17 @@ class LocalBackend:
                     raise self._reject(
                         spec, f"GPU {index} on {node.name} is split into MIG slices; place the job on its slices"
                     )
-        env = dict(spec.env)
-        first = spec.placements[0]
-        env.update(
-            {
-                "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in first.gpu_indices),
-                "QM_JOB_KEY": spec.key,
-                "QM_NODELIST": ",".join(p.node for p in spec.placements),
-                "QM_GPUS": ";".join(f"{p.node}:{','.join(str(i) for i in p.gpu_indices)}" for p in spec.placements),
-            }
-        )
+        # Every node of this cluster is this machine: rank 0 listens on loopback.
+        env = {**spec.env, **job_env(spec), **master_env("127.0.0.1", str(_free_port()))}
         return argv, env
+
+    @staticmethod
+    def _ranks(spec: JobSpec) -> list[dict[str, str]]:
+        """What differs between the job's processes: one per placed node, its rank and GPUs."""
+        return [
+            {**rank_env(str(rank)), "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in placement.gpu_indices)}
+            for rank, placement in enumerate(spec.placements)
+        ]
 
     def _job_identity(self, spec: JobSpec) -> dict[str, Any] | None:
         """Whom the runner starts the job as: nobody in particular when the portal is not
@@ -553,6 +555,7 @@ class LocalBackend:
                 "walltime_seconds": spec.walltime_seconds,
                 "kill_grace_seconds": self.kill_grace_seconds,
                 "placements": [{"node": p.node, "gpu_indices": list(p.gpu_indices)} for p in spec.placements],
+                "ranks": self._ranks(spec),
                 "cpus_per_node": spec.cpus_per_node,
                 "memory_mib_per_node": spec.memory_mib_per_node,
                 "image": spec.image,  # recorded, not used: the local backend runs on the host
@@ -750,3 +753,11 @@ class LocalBackend:
             pass
         finally:
             staged.unlink(missing_ok=True)
+
+
+def _free_port() -> int:
+    """A TCP port free on loopback now, for a job's rank-0 rendezvous (the job binds it
+    a moment later; another job taking it first is as unlikely as with torchrun's own)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -165,14 +165,19 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _stop(child: subprocess.Popen[bytes], grace: float) -> None:
-    """SIGTERM the child's process group, then SIGKILL it if the leader outlives ``grace``."""
-    _killpg(child.pid, signal.SIGTERM)
+def _stop(children: list[subprocess.Popen[bytes]], grace: float) -> None:
+    """SIGTERM the job's process group (every rank), then SIGKILL it if a rank outlives
+    ``grace``."""
+    group = children[0].pid
+    _killpg(group, signal.SIGTERM)
+    deadline = time.monotonic() + grace
     try:
-        child.wait(timeout=grace)
+        for child in children:
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        _killpg(child.pid, signal.SIGKILL)
-        child.wait()
+        _killpg(group, signal.SIGKILL)
+        for child in children:
+            child.wait()
 
 
 def inherited_environment() -> dict[str, str]:
@@ -267,12 +272,16 @@ def _run(job_dir: Path) -> int:
 
     Steps:
     1. If cancel was requested before we start, record CANCELLED and run nothing.
-    2. Start the command in its own process group, output to output.log, and record
-       the child's identity and start time in started.json.
-    3. Wait, checking every CHECK_INTERVAL for cancel (signal or marker) and walltime;
-       either stops the whole group (SIGTERM, then SIGKILL after the grace period).
+    2. Start the command once per rank (one per placed node, each with its own rank
+       variables and GPUs: ``ranks`` in spec.json), all in one process group of their
+       own, output to output.log, and record the first rank's identity and start time
+       in started.json.
+    3. Wait, checking every CHECK_INTERVAL for cancel (signal or marker), walltime and a
+       rank that failed; each stops the whole group (SIGTERM, then SIGKILL after the
+       grace period): like ``srun --kill-on-bad-exit``, one failed rank ends the job,
+       since the others would wait for it forever in a collective.
     4. SIGKILL whatever is left in the group (background processes), then record
-       COMPLETED / FAILED(exit code) / TIMEOUT / CANCELLED.
+       COMPLETED / FAILED(exit code of the first rank that failed) / TIMEOUT / CANCELLED.
     """
     spec = read_json(job_dir / SPEC_FILE)
     if spec is None:
@@ -301,20 +310,29 @@ def _run(job_dir: Path) -> int:
         as_user = {"user": identity["uid"], "group": identity["gid"], "extra_groups": []}
     # In the sandbox, bubblewrap starts with SIGTERM ignored (see sandbox_argv); the
     # runner's own handler is back at once (a cancel in between is seen in its marker).
+    ranks: list[dict[str, str]] = spec.get("ranks") or [{}]
     term_handler = signal.signal(signal.SIGTERM, signal.SIG_IGN) if spec.get("sandbox") else None
+    children: list[subprocess.Popen[bytes]] = []
     with open(job_dir / OUTPUT_FILE, "ab") as log:  # the runner's file: the job has only the fd
         try:
-            child = subprocess.Popen(
-                argv,
-                cwd=work,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                process_group=0,
-                **as_user,
-            )
+            for rank in ranks:
+                children.append(
+                    subprocess.Popen(
+                        argv,
+                        cwd=work,
+                        env={**env, **{str(k): str(v) for k, v in rank.items()}},
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        process_group=children[0].pid if children else 0,
+                        **as_user,
+                    )
+                )
         except OSError as exc:
+            if children:
+                _killpg(children[0].pid, signal.SIGKILL)
+                for child in children:
+                    child.wait()
             _record(job_dir, "FAILED", exit_code=127, reason=f"could not start the command: {exc}")
             return 0
         finally:
@@ -322,33 +340,42 @@ def _run(job_dir: Path) -> int:
                 signal.signal(signal.SIGTERM, term_handler)
     started_at = time.time()
     deadline = time.monotonic() + walltime
+    leader = children[0]
+    returncodes: list[int] = []  # in the order the ranks ended
     try:
         atomic_write_json(
             job_dir / STARTED_FILE,
             {
-                "pid": child.pid,
-                "start_ticks": process_start_ticks(child.pid),
+                "pid": leader.pid,
+                "start_ticks": process_start_ticks(leader.pid),
                 "started_at": started_at,
+                "ranks": len(children),
             },
         )
         outcome: str | None = None
-        while True:
-            try:
-                returncode = child.wait(timeout=CHECK_INTERVAL)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if outcome is not None:
+        running = list(children)
+        while running:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                running[0].wait(timeout=CHECK_INTERVAL)
+            for child in [c for c in running if c.poll() is not None]:
+                running.remove(child)
+                returncodes.append(child.returncode)
+            if outcome is not None or not running:
                 continue
             if _cancel_requested(job_dir):
                 outcome = "CANCELLED"
-                _stop(child, _cancel_grace(job_dir, grace))
+                _stop(children, _cancel_grace(job_dir, grace))
             elif time.monotonic() >= deadline:
                 outcome = "TIMEOUT"
-                _stop(child, grace)
+                _stop(children, grace)
+            elif any(code != 0 for code in returncodes):
+                outcome = "RANK_FAILED"
+                _stop(children, grace)
     finally:
         # Runs on errors too: never leave the job's processes behind unrecorded.
-        _killpg(child.pid, signal.SIGKILL)
+        _killpg(leader.pid, signal.SIGKILL)
+    returncode = next((code for code in returncodes if code != 0), 0)
+    rank_note = "" if len(children) == 1 else f" (first of {len(children)} ranks to fail)"
 
     if outcome == "CANCELLED":
         _record(job_dir, outcome, reason="cancelled", started_at=started_at)
@@ -358,9 +385,11 @@ def _run(job_dir: Path) -> int:
         _record(job_dir, "COMPLETED", exit_code=0, started_at=started_at)
     elif returncode < 0:
         name = signal.Signals(-returncode).name
-        _record(job_dir, "FAILED", exit_code=128 - returncode, reason=f"killed by {name}", started_at=started_at)
+        reason = f"killed by {name}{rank_note}"
+        _record(job_dir, "FAILED", exit_code=128 - returncode, reason=reason, started_at=started_at)
     else:
-        _record(job_dir, "FAILED", exit_code=returncode, reason=f"exit code {returncode}", started_at=started_at)
+        reason = f"exit code {returncode}{rank_note}"
+        _record(job_dir, "FAILED", exit_code=returncode, reason=reason, started_at=started_at)
     return 0
 
 

@@ -64,6 +64,7 @@ from typing import Any, ClassVar
 
 from scheduler.backends import slurm_parse as parse
 from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState
+from scheduler.backends.job_env import job_env
 from scheduler.backends.slurm_owner import Owner, OwnerCommands, OwnerError
 from scheduler.backends.spec_check import spec_problem
 
@@ -86,7 +87,6 @@ _GPU_MODEL_KEYS = frozenset({"model", "memory_mib", "compute_capability"})
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 #: Environment variables a job may not set: sbatch reads SBATCH_* as options, and SLURM_*
 #: would confuse Slurm's own tools inside the job.
-_RESERVED_ENV = ("SBATCH_", "SLURM_", "QM_")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Slurm's own tools, found in ``bin_dir`` when it is set.
@@ -402,9 +402,6 @@ class SlurmBackend:
         for key, value in spec.env.items():
             if not _ENV_NAME.fullmatch(key) or "\x00" in value:
                 raise self._reject(spec, f"env name {key!r} is not a shell variable name (or its value has NUL)")
-            if key.startswith(_RESERVED_ENV):
-                reserved = ", ".join(_RESERVED_ENV)
-                raise self._reject(spec, f"env may not set {key} (names starting {reserved} are reserved)")
 
         owner = self._owner(spec)
         gpus = counts.pop()
@@ -437,17 +434,14 @@ class SlurmBackend:
         # LD_PRELOAD, say, must not load code into it; sudo would drop them anyway). The
         # job's own variables and ours are exported by the batch script, on the node.
         env = {"PATH": _JOB_PATH}
-        ours = {
-            "QM_JOB_KEY": spec.key,
-            "QM_NODELIST": ",".join(names),
-            "QM_GPUS": ";".join(f"{p.node}:{','.join(str(i) for i in p.gpu_indices)}" for p in spec.placements),
-        }
         # The first non-comment line ends sbatch's #SBATCH parsing, so directives in the
         # user's script cannot override the placement above. Scripts run with bash.
         exports = "".join(
-            f"export {key}={shlex.quote(value)}\n" for key, value in [*sorted(spec.env.items()), *ours.items()]
+            f"export {key}={shlex.quote(value)}\n" for key, value in [*sorted(spec.env.items()), *job_env(spec).items()]
         )
-        script = f"#!/bin/bash\n: Quartermaster job {spec.key}\n{exports}{spec.script or spec.command}\n"
+        script = (
+            f"#!/bin/bash\n: Quartermaster job {spec.key}\n{exports}{_ranks(spec.script or spec.command, len(names))}"
+        )
         return self._command_line(["sbatch", "--parsable", *args], owner), env, script, owner
 
     @contextmanager
@@ -646,3 +640,29 @@ class SlurmBackend:
         directory = str(self.owners.output_dir(owner))
         self._run(["mkdir", "-p", "-m", "0700", "--", directory], what=f"mkdir {directory}", as_owner=owner)
         self.owners.output_dir_made(owner)
+
+
+#: Rank 0's rendezvous port: one per job on a node (its id), above the ephemeral range's
+#: usual floor and below Linux's default ephemeral range (32768-60999).
+_MASTER_PORT = "$((20000 + SLURM_JOB_ID % 10000))"
+
+
+def _ranks(body: str, nodes: int) -> str:
+    """The batch script's tail: the job-environment contract (``job_env``) around the
+    user's command or script. One node: the batch step is the job, rank 0, master on
+    loopback. Several: ``srun`` starts one task per node, each taking its rank from
+    ``SLURM_NODEID`` and the master from ``SLURM_LAUNCH_NODE_IPADDR`` (the batch host,
+    node 0, where srun runs), and ``--kill-on-bad-exit`` ends every rank when one fails,
+    as the others would otherwise wait for it forever in a collective."""
+    port = f"export QM_MASTER_PORT={_MASTER_PORT} MASTER_PORT={_MASTER_PORT}\n"
+    if nodes == 1:
+        rank = "export QM_NODE_RANK=0 NODE_RANK=0 QM_MASTER_ADDR=127.0.0.1 MASTER_ADDR=127.0.0.1\n"
+        return f"{port}{rank}{body}\n"
+    rank = (
+        "export QM_NODE_RANK=$SLURM_NODEID NODE_RANK=$SLURM_NODEID"
+        " QM_MASTER_ADDR=$SLURM_LAUNCH_NODE_IPADDR MASTER_ADDR=$SLURM_LAUNCH_NODE_IPADDR; "
+        'exec bash -c "$1"'
+    )
+    return (
+        f"{port}srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote(rank)} qm-rank {shlex.quote(body)}\n"
+    )

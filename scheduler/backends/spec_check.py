@@ -4,13 +4,15 @@ with the same words.
 
 What is checked here holds for any workload manager (a positive whole walltime,
 something to run, at least one placement, no node or GPU placed twice, a string-to-string
-environment). What depends on the backend stays in it: how a key may be spelt (a file
-name, a Kubernetes label value) and whether a placed node or GPU exists in its inventory.
+environment that leaves the names of the job-environment contract, ``job_env``, to the
+backend). What depends on the backend stays in it: how a key may be spelt (a file name, a
+Kubernetes label value) and whether a placed node or GPU exists in its inventory.
 """
 
 from __future__ import annotations
 
 from scheduler.backends.base import JobSpec
+from scheduler.backends.job_env import RESERVED_WORDS, is_reserved
 
 
 def spec_problem(spec: JobSpec) -> str | None:
@@ -34,4 +36,6 @@ def spec_problem(spec: JobSpec) -> str | None:
     for key, value in spec.env.items():
         if not isinstance(key, str) or not isinstance(value, str):
             return f"env must map strings to strings, got {key!r}: {value!r}"
+        if is_reserved(key):
+            return f"env may not set {key}: {RESERVED_WORDS}"
     return None

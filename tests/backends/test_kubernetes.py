@@ -153,6 +153,53 @@ def test_multi_node_job_is_an_indexed_job_with_one_pod_per_node() -> None:
     assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
 
 
+def env_of(built: dict[str, Any]) -> dict[str, Any]:
+    """The container's env by name: a value, or where it comes from (``valueFrom``)."""
+    container = built["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_multi_node_ranks_are_completion_indexes_and_rank_0_has_a_dns_name() -> None:
+    job = spec("true", Placement("gpu-01", (0,)), Placement("gpu-02", (3,)))
+    built = manifest(job)
+    name, env = job_name(job.key), env_of(built)
+    index = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
+    assert env["QM_NODE_RANK"] == env["NODE_RANK"] == index
+    assert env["QM_MASTER_ADDR"] == env["MASTER_ADDR"] == f"{name}-0.{name}"
+    assert built["spec"]["template"]["spec"]["subdomain"] == name  # pods <name>-<index>.<name>
+    assert (env["QM_MASTER_PORT"], env["MASTER_PORT"]) == ("29500", "29500")
+    assert (env["QM_NNODES"], env["QM_GPUS_PER_NODE"], env["WORLD_SIZE"]) == ("2", "1", "2")
+
+
+def test_a_single_node_job_is_rank_0_on_loopback() -> None:
+    env = env_of(manifest(spec()))
+    assert (env["QM_NODE_RANK"], env["QM_MASTER_ADDR"], env["QM_NNODES"], env["WORLD_SIZE"]) == (
+        "0",
+        "127.0.0.1",
+        "1",
+        "2",
+    )
+
+
+def test_a_multi_node_submit_makes_one_headless_service_owned_by_its_job(
+    backend: KubernetesBackend, kube: FakeKube
+) -> None:
+    job = spec("true", Placement("gpu-01", (0,)), Placement("gpu-02", (3,)))
+    backend.submit(job)
+    backend.submit(job)  # a retry: still one Job and one Service
+
+    [created], [service] = kube.jobs(), kube.services()
+    assert service["metadata"]["name"] == created["metadata"]["name"]
+    assert service["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["selector"] == {"quartermaster.io/key": job.key}
+
+
+def test_a_single_node_submit_makes_no_service(backend: KubernetesBackend, kube: FakeKube) -> None:
+    backend.submit(spec())
+    assert kube.services() == []
+
+
 @pytest.mark.parametrize(
     ("placements", "message"),
     [

@@ -41,6 +41,7 @@ from tests import slurm_dev
 from tests.backends.kube.apiserver import FakeKube
 from tests.backends.kube.builders import contract_nodes
 from tests.backends.kube.real_cluster import real_cluster_case
+from tests.backends.multinode import rendezvous_script
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_INVENTORY = REPO_ROOT / "scheduler/backends/local_clusters/demo.yaml"
@@ -500,6 +501,8 @@ MALFORMED: list[tuple[str, Callable[[Case], dict[str, Any]], str]] = [
     ),
     ("same GPU twice", lambda c: {"placements": (Placement(c.node, (0, 0)),)}, "repeat: (0, 0)"),
     ("env value not a string", lambda c: {"env": {"SEED": 1}}, "env must map strings to strings"),
+    ("env sets the contract's rank", lambda c: {"env": {"QM_NODE_RANK": "1"}}, "env may not set QM_NODE_RANK"),
+    ("env sets the master port", lambda c: {"env": {"MASTER_PORT": "1"}}, "env may not set MASTER_PORT"),
 ]
 
 
@@ -546,7 +549,7 @@ def test_job_sees_its_assigned_gpus(executing: Case) -> None:
     first, second = case.node, case.other_node
     spec = job(
         case,
-        'echo "CVD=$CUDA_VISIBLE_DEVICES NODES=$QM_NODELIST GPUS=$QM_GPUS KEY=$QM_JOB_KEY FOO=$FOO"',
+        'echo "RANK=$QM_NODE_RANK CVD=$CUDA_VISIBLE_DEVICES NODES=$QM_NODELIST GPUS=$QM_GPUS KEY=$QM_JOB_KEY FOO=$FOO"',
         placements=(Placement(first, (1, 3)), Placement(second, (0, 2))),
         env={"FOO": "bar"},
     )
@@ -556,12 +559,44 @@ def test_job_sees_its_assigned_gpus(executing: Case) -> None:
 
     log = case.backend.read_log(external_id)
     assert f"NODES={first},{second} GPUS={first}:1,3;{second}:0,2 KEY={spec.key} FOO=bar" in log
-    visible = re.search(r"CVD=(\S*)", log)
-    assert visible is not None
+    visible = dict(re.findall(r"RANK=(\d) CVD=(\S*)", log))
+    assert set(visible) == {"0", "1"}  # one process per node
     if case.exact_gpu_indices:
-        assert visible[1] == "1,3"
-    else:  # the workload manager chose which two GPUs of the first node
-        assert len(set(visible[1].split(","))) == 2
+        assert visible == {"0": "1,3", "1": "0,2"}
+    else:  # the workload manager chose which two GPUs of each node
+        assert all(len(set(gpus.split(","))) == 2 for gpus in visible.values())
+
+
+@pytest.mark.parametrize("nodes", [1, 2], ids=["one node", "two nodes"])
+def test_every_node_runs_one_rank_and_the_ranks_meet_at_the_master(executing: Case, nodes: int) -> None:
+    """The multi-node training contract (scheduler/backends/job_env.py), proven with a
+    rendezvous in the manner of torch.distributed's: rank 0 listens at QM_MASTER_ADDR:
+    QM_MASTER_PORT and must hear from every other rank."""
+    case = executing
+    placements = (Placement(case.node, (0,)), Placement(case.other_node, (1,)))[:nodes]
+    external_id = case.backend.submit(job(case, command="", script=rendezvous_script(), placements=placements))
+
+    result = wait_for(case.backend, external_id, timeout=WAIT_SECONDS * 2)
+
+    log = case.backend.read_log(external_id)
+    assert result.state is RemoteState.COMPLETED, log
+    assert f"rendezvous ok: ranks {list(range(nodes))}" in log
+    assert all(f"rank {rank} of {nodes}:" in log for rank in range(nodes))
+
+
+def test_a_failed_rank_ends_every_rank_of_the_job(executing: Case) -> None:
+    case = executing
+    command = 'if [ "$QM_NODE_RANK" = 1 ]; then exit 3; fi; sleep 300'
+    placements = (Placement(case.node, (0,)), Placement(case.other_node, (1,)))
+    spec = job(case, command, placements=placements, walltime_seconds=600)
+    external_id = case.backend.submit(spec)
+
+    result = wait_for(case.backend, external_id, timeout=WAIT_SECONDS * 2)  # not the 600 s walltime
+
+    assert result.state is RemoteState.FAILED
+    if case.kind == "local":  # Slurm reports the signal that ended the step on the other rank
+        assert result.exit_code == 3
+    no_job_processes_left(spec.key)
 
 
 @pytest.mark.parametrize(

@@ -245,7 +245,7 @@ CHANGES = [
         no_subject,
         "create",
         ("membership", "dora in other (member)"),
-        {"account": [None, "other"], "role": [None, "member"], "user": [None, "dora"]},
+        {"account": [None, "other"], "is_default": [None, False], "role": [None, "member"], "user": [None, "dora"]},
     ),
     Change(
         "set_role",
@@ -259,7 +259,7 @@ CHANGES = [
         dora_in_other,
         "delete",
         ("membership", "dora in other (member)"),
-        {"account": ["other", None], "role": ["member", None], "user": ["dora", None]},
+        {"account": ["other", None], "is_default": [False, None], "role": ["member", None], "user": ["dora", None]},
     ),
     Change(
         "drain",

@@ -46,6 +46,8 @@ def post(client, url="/api/v1/jobs/", **changes):
         ({"script": "#!/bin/bash\ntrue"}, "script", "not both"),
         ({"env": {"1BAD": "x"}}, "env", "Invalid variable names"),
         ({"env": {"A\n": "x"}}, "env", "Invalid variable names"),
+        ({"env": {"MASTER_PORT": "1", "QM_NODE_RANK": "2"}}, "env", "You may not set MASTER_PORT, QM_NODE_RANK"),
+        ({"env": {"SLURM_JOB_ID": "1"}}, "env", "names starting QM_, SLURM_, SBATCH_ are set by the cluster"),
         ({"env": {"OK": "a\x00b"}}, "env", ""),
         ({"name": "x" * 200}, "name", ""),
         ({"gpus_per_node": 2**40}, "gpus_per_node", ""),

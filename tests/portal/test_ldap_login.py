@@ -97,7 +97,7 @@ def test_a_directory_user_signs_in_with_their_posix_identity_and_their_groups_ac
 
     me = client.get("/api/v1/me/").json()
     assert (me["username"], me["email"], me["is_staff"]) == ("ada", "ada@qm.test", False)
-    assert me["memberships"] == [{"account": "nlp", "role": "member"}]
+    assert me["memberships"] == [{"account": "nlp", "role": "member", "is_default": False}]
     assert me["cluster_identity"] == {"username": "ada", "uid": 30001, "gid": 30001, "source": "ldap"}
     assert AuditEntry.objects.filter(actor_name="ldap", target_type="cluster identity", action="create").exists()
 

@@ -102,6 +102,7 @@ def test_me_lists_memberships(world, client_for):
         "username": "bob",
         "email": "bob@example.org",
         "is_staff": False,
-        "memberships": [{"account": "lab", "role": "coordinator"}],
+        "memberships": [{"account": "lab", "role": "coordinator", "is_default": False}],
         "cluster_identity": None,
+        "default_account": "lab",
     }

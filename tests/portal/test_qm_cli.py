@@ -44,6 +44,23 @@ def test_submit_jobs_show_estimate_cancel(qm, world):
     assert code == 1 and "only" in err
 
 
+def test_wrap_sends_a_command_line_as_written_and_words_after_dashes_stay_words(qm):
+    code, _, _ = qm("submit", "-t", "1h", "--wrap", 'cd /tmp && echo "rank $QM_NODE_RANK"; true')
+    wrapped = Job.objects.get(name="wrap")
+    assert code == 0 and wrapped.command == 'cd /tmp && echo "rank $QM_NODE_RANK"; true'
+    code, _, _ = qm("submit", "--name", "words", "-t", "1h", "--", "echo", "a; b")
+    assert code == 0 and Job.objects.get(name="words").command == "echo 'a; b'"  # one argument, as typed
+
+
+@pytest.mark.parametrize(
+    "what", [[], ["--"], ["--wrap", "true", "--", "true"], ["--wrap", "true", "--script", "/dev/null"]]
+)
+def test_submit_needs_exactly_one_thing_to_run(qm, what):
+    code, _, err = qm("submit", "-t", "1h", *what)
+    assert code == 2 and "exactly one of" in err
+    assert not Job.objects.exists()
+
+
 def test_api_refusals_are_reported_per_field(qm):
     code, _, err = qm("submit", "-G", "64", "-t", "1h", "--", "true")
     assert code == 1 and "gpus_per_node: No node has 64 GPUs" in err

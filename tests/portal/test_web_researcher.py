@@ -90,6 +90,22 @@ def test_each_template_prefills_the_form(world, slug):
     assert f'value="{PRESETS_BY_SLUG[slug].fields["name"]}"' in html
 
 
+def test_the_ddp_template_starts_torchrun_from_the_job_environment_contract():
+    """Every multi-node variable torchrun needs comes from the contract every backend sets
+    (tests/contract: the rendezvous across nodes), none from a guess."""
+    from portal.web.jobform import PRESETS_BY_SLUG
+
+    command = PRESETS_BY_SLUG["pytorch-ddp"].fields["command"]
+    for flag, variable in [
+        ("--nnodes", "QM_NNODES"),
+        ("--node-rank", "QM_NODE_RANK"),
+        ("--nproc-per-node", "QM_GPUS_PER_NODE"),
+        ("--master-addr", "QM_MASTER_ADDR"),
+        ("--master-port", "QM_MASTER_PORT"),
+    ]:
+        assert f'{flag} "${variable}"' in command
+
+
 def test_submit_creates_the_job_and_shows_it(world):
     client = logged_in(world.alice)
     response = client.post("/jobs/new/", {**FORM, "env": "A=1\nB=two", "dependencies": ""})

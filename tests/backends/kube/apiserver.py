@@ -251,12 +251,12 @@ class Store:
         """Pods that were running terminate before they disappear; other objects do not wait."""
         return obj.get("kind") == "Pod" and (obj.get("status") or {}).get("phase") in ("Running", "Pending")
 
-    def owned_by(self, owner: Obj) -> list[Obj]:
+    def owned_by(self, owner: Obj, resource: str = "pods") -> list[Obj]:
         uid = owner["metadata"]["uid"]
         return [
             obj
-            for obj in self.objects.values()
-            if any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
+            for (kind, _, _), obj in self.objects.items()
+            if kind == resource and any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
         ]
 
 
@@ -324,6 +324,10 @@ class FakeKube:
         with self.store.lock:
             return copy.deepcopy(self.store.select("jobs", namespace))
 
+    def services(self, namespace: str = "default") -> list[Obj]:
+        with self.store.lock:
+            return copy.deepcopy(self.store.select("services", namespace))
+
     def pods(self, namespace: str = "default", selector: str = "") -> list[Obj]:
         with self.store.lock:
             return copy.deepcopy(self.store.select("pods", namespace, selector))
@@ -381,6 +385,8 @@ _ROUTES = [
     (re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$"), "node"),
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$"), "pods"),
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$"), "log"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/services$"), "services"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/services/(?P<name>[^/]+)$"), "service"),
     (re.compile(r"^/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs$"), "jobs"),
     (re.compile(r"^/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs/(?P<name>[^/]+)$"), "job"),
 ]
@@ -462,6 +468,15 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, _listing("JobList", "batch/v1", store.select("jobs", ns, selector), store)
         if (route, method) == ("jobs", "POST"):
             return 201, _create_job(store, ns, body)
+        if (route, method) == ("services", "GET"):
+            store.require_namespace(ns)
+            return 200, _listing("ServiceList", "v1", store.select("services", ns, selector), store)
+        if (route, method) == ("services", "POST"):
+            body.setdefault("apiVersion", "v1")
+            body.setdefault("kind", "Service")
+            return 201, store.create("services", ns, body)
+        if (route, method) == ("service", "GET"):
+            return 200, store.get("services", ns, name)
         if (route, method) == ("job", "GET"):
             return 200, store.get("jobs", ns, name)
         if (route, method) == ("job", "PATCH"):

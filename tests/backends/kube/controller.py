@@ -104,10 +104,10 @@ class Controller:
         for pod in self._all("pods"):
             self._sync_pod(pod, now)
         live = {job["metadata"]["uid"] for job in self._all("jobs")}
-        for pod in self._all("pods"):
-            owners = pod["metadata"].get("ownerReferences") or []
+        for owned in [*self._all("pods"), *self._all("services")]:  # the garbage collector
+            owners = owned["metadata"].get("ownerReferences") or []
             if owners and not any(ref["uid"] in live for ref in owners):
-                self.store.delete(pod, propagation="Background")
+                self.store.delete(owned, propagation="Background")
 
     def _all(self, resource: str) -> list[Obj]:
         return [obj for (kind, _, _), obj in list(self.store.objects.items()) if kind == resource]
