@@ -104,7 +104,7 @@ def format_labels(labels: dict[str, str] | None) -> str:
 
 #: The fields people type in a friendlier shape than the API's, with the parser that
 #: turns the text into the API's value and the formatter that turns a job's value back.
-_SHAPES: dict[str, tuple[Callable[[str], Any], Callable[[Any], str]]] = {
+FIELD_SHAPES: dict[str, tuple[Callable[[str], Any], Callable[[Any], str]]] = {
     "walltime_seconds": (parse_walltime, format_walltime),
     "env": (parse_env, format_env),
     "dependencies": (parse_dependencies, format_dependencies),
@@ -112,7 +112,7 @@ _SHAPES: dict[str, tuple[Callable[[str], Any], Callable[[Any], str]]] = {
 }
 #: Fields sent as typed, whose empty value means "the API's default", so they are left
 #: out of the body: the request fields without a shape of their own, what to run, the QOS.
-_OPTIONAL = ("qos", *(f for f in REQUEST_FIELDS if f not in _SHAPES), "command", "script", "image")
+_OPTIONAL = ("qos", *(f for f in REQUEST_FIELDS if f not in FIELD_SHAPES), "command", "script", "image")
 
 
 @dataclass(frozen=True)
@@ -205,11 +205,11 @@ def job_as_fields(job: Job) -> dict[str, str]:
 
 
 def _as_text(name: str, value: Any) -> str:
-    """One request field as typed on the form: in its shape (``_SHAPES``), else as text,
+    """One request field as typed on the form: in its shape (``FIELD_SHAPES``), else as text,
     left empty where nothing is asked (0, '') unless the API's default is something else
     (0 GPUs per node is a CPU-only job, not the default 1)."""
-    if name in _SHAPES:
-        return _SHAPES[name][1](value)
+    if name in FIELD_SHAPES:
+        return FIELD_SHAPES[name][1](value)
     default = JobSubmitSerializer._declared_fields[name].default
     return "" if not value and not default else str(value)
 
@@ -281,7 +281,7 @@ class JobForm(forms.Form):
         for name in _OPTIONAL:
             if data.get(name) not in (None, ""):
                 body[name] = data[name]
-        for name, (parse, _) in _SHAPES.items():
+        for name, (parse, _) in FIELD_SHAPES.items():
             raw = data.get(name) or ""
             if not raw:
                 continue

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.web import profile, researcher, signin, staff
+from portal.web import jobedit, profile, researcher, signin, staff
 
 app_name = "web"
 
@@ -18,6 +18,7 @@ urlpatterns = [
     path("jobs/templates/<int:template_id>/delete/", researcher.delete_template, name="job-template-delete"),
     path("jobs/<int:job_id>/", researcher.job_detail, name="job-detail"),
     path("jobs/<int:job_id>/log/", researcher.job_log, name="job-log"),
+    path("jobs/<int:job_id>/edit/", jobedit.job_edit, name="job-edit"),
     path("jobs/<int:job_id>/<slug:verb>/", researcher.job_verb, name="job-verb"),
     path("tokens/", researcher.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", researcher.revoke_token, name="token-revoke"),

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.builders import submit
+
 pytestmark = [pytest.mark.slow]
 
 WIDTHS = {"desktop": 1400, "narrow": 390}
@@ -46,10 +48,10 @@ def overlap(a: dict[str, float], b: dict[str, float], slack: float = 1.0) -> boo
     )
 
 
-def assert_fields_laid_out(page: Any) -> int:
+def assert_fields_laid_out(page: Any, form: str = "#submit-form") -> int:
     """Each field's label, control, help and errors sit in the field's own box, the control
     under its label and in its column, and no two fields' boxes overlap."""
-    fields = page.locator("#submit-form .field")
+    fields = page.locator(f"{form} .field")
     boxes = []
     for i in range(fields.count()):
         field = fields.nth(i)
@@ -87,3 +89,27 @@ def test_every_label_sits_over_its_own_control_and_errors_under_their_field(worl
     shot(page, f"submit-form-{width}-errors")
     with_errors = page.eval_on_selector_all("#submit-form .has-errors", "fields => fields.map(f => f.id)")
     assert sorted(with_errors) == sorted(f"field-{name}" for name in MISTAKES)  # all at once, each its own
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_waiting_job_is_edited_on_its_own_page_and_a_raise_is_refused_under_its_field(world, login, shot, width):
+    job = submit(world.alice, world.lab, name="to-edit", walltime_seconds=7200)
+    page = login("alice")
+    page.set_viewport_size({"width": WIDTHS[width], "height": 1000})
+    page.goto(f"/jobs/{job.id}/")
+    page.click("#edit-job")
+    assert assert_fields_laid_out(page, "#edit-form") == 7
+    page.fill("#id_walltime_seconds", "3h")
+    page.click("#edit-form button[type=submit]")
+    page.wait_for_selector("#edit-form .has-errors")
+    assert "Only staff may raise" in page.locator("#field-walltime_seconds .errorlist").inner_text()
+    assert assert_fields_laid_out(page, "#edit-form") == 7
+    shot(page, f"job-edit-{width}-error")
+
+    page.fill("#id_walltime_seconds", "1h")
+    page.fill("#id_name", "edited")
+    page.click("#edit-form button[type=submit]")
+    page.wait_for_url(f"**/jobs/{job.id}/")
+    assert "changed name, walltime_seconds" in page.locator(".messages").inner_text()
+    job.refresh_from_db()
+    assert (job.name, job.walltime_seconds) == ("edited", 3600)
