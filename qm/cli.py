@@ -1,18 +1,24 @@
-"""``qm``: Quartermaster from the command line, through the REST API only.
+"""``qm``: Quartermaster from the command line, through the REST API only, with the verbs
+of the Slurm commands a researcher uses.
 
 Configuration: ``QM_URL`` (default ``http://127.0.0.1:8000``) and ``QM_TOKEN`` (create one
 on the portal's API tokens page), or ``--url`` and ``--token``.
 
-    qm submit [options] -- COMMAND...     submit (``--wait`` follows it to the end)
+    qm submit [options] -- COMMAND...     submit (sbatch; ``--wait`` follows it to the end)
+    qm submit [options] --wrap 'CMD; CMD' a command line run by the shell as written
     qm estimate [options] -- COMMAND...   when would it start? nothing is submitted
-    qm jobs [--state S] [--account A]     list jobs you can see
-    qm show ID                            one job, with why it waits
-    qm cancel ID...                       cancel jobs
+    qm jobs [--state S] [--account A]     list jobs you can see (squeue)
+    qm show ID                            one job, with why it waits (scontrol show job)
+    qm edit ID [options]                  change a waiting job (scontrol update)
+    qm cancel|hold|release|requeue ID...  (scancel, scontrol hold|release|requeue)
+    qm log ID [--follow]                  the job's output, following it while it runs
+    qm priority ID                        a waiting job's priority factors (sprio)
+    qm fairshare                          the fair-share tree of your accounts (sshare)
     qm wait ID                            follow a job until it ends
 
 Exit status: 0 on success (``--wait``: the job completed), 1 when the API refused
 (the message says why, per field), 2 for bad usage, 3 when a waited-on job did not
-complete.
+complete, 141 when the reader of the output went away (``qm jobs | head``).
 """
 
 from __future__ import annotations
@@ -23,174 +29,21 @@ import os
 import sys
 import time
 import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from qm.api import Api, ApiError
+from qm.request import add_edit_options, add_request_options, edit_body, request_body
+
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"}
 SPINNER = "|/-\\"
-
-
-class ApiError(Exception):
-    """The API answered with an error status; ``body`` is its JSON (or text)."""
-
-    def __init__(self, status: int, body: Any) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-        self.body = body
-
-    def describe(self) -> str:
-        body = self.body
-        if isinstance(body, dict):
-            if set(body) == {"detail"}:
-                return str(body["detail"])
-            lines: list[str] = []
-            for field, problems in body.items():
-                items = problems if isinstance(problems, list) else [problems]
-                lines.extend(f"{field}: {p}" for p in items)
-            return "\n".join(lines)
-        return str(body) or f"HTTP {self.status}"
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """Redirects are not followed: urllib would carry the bearer token along, to any
-    host. A redirect comes back as an error naming where it pointed."""
-
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirects)
-
-
-class Api:
-    """A minimal JSON client for ``/api/v1/`` with a bearer token (stdlib only)."""
-
-    def __init__(self, url: str, token: str, timeout: float = 30.0) -> None:
-        self.base = url.rstrip("/") + "/api/v1/"
-        self.token = token
-        self.timeout = timeout
-
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """Send one request; return the decoded JSON; raise ``ApiError`` on 4xx/5xx."""
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base + path.lstrip("/"), data=data, method=method)
-        request.add_header("Accept", "application/json")
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with _OPENER.open(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            if 300 <= exc.code < 400:
-                where = exc.headers.get("Location", "?")
-                raise ApiError(exc.code, f"the server redirected to {where}; give that address with --url") from None
-            raw = exc.read()
-            try:
-                parsed: Any = json.loads(raw)
-            except ValueError:
-                parsed = raw.decode(errors="replace")[:500]
-            raise ApiError(exc.code, parsed) from None
-        return json.loads(raw) if raw else None
-
-    def get(self, path: str, **params: Any) -> Any:
-        query = urllib.parse.urlencode([(k, v) for k, v in params.items() if v not in (None, "")], doseq=True)
-        return self.request("GET", path + (f"?{query}" if query else ""))
-
-    def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
-        return self.request("POST", path, body)
-
-
-def parse_walltime(text: str) -> int:
-    """``3600``, ``90m``, ``2h``, ``1d`` or ``h:mm[:ss]`` -> seconds."""
-    text = text.strip().lower()
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if text[-1:] in units and text[:-1].isdigit():
-        return int(text[:-1]) * units[text[-1]]
-    if ":" in text:
-        parts = [int(p) for p in text.split(":")]
-        while len(parts) < 3:
-            parts.append(0)
-        return parts[0] * 3600 + parts[1] * 60 + parts[2]
-    return int(text)
-
-
-def _walltime(text: str) -> int:
-    try:
-        return parse_walltime(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad walltime {text!r}: use 2h, 90m, 1:30:00 or seconds") from None
-
-
-def _env(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"bad --env {text!r}: use KEY=value")
-    return key, value
-
-
-def _request_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--name", help="job name (default: the command's first word)")
-    parser.add_argument("--account", "-A")
-    parser.add_argument("--qos", "-q")
-    parser.add_argument("--nodes", "-N", type=int)
-    parser.add_argument("--gpus", "-G", type=int, dest="gpus_per_node", help="GPUs per node")
-    parser.add_argument("--gpu-model")
-    parser.add_argument("--min-gpu-memory", type=int, dest="min_gpu_memory_mib", help="MiB")
-    parser.add_argument("--min-compute-capability")
-    parser.add_argument("--cpus", type=int, dest="cpus_per_node", help="CPUs per node")
-    parser.add_argument("--memory", type=int, dest="memory_mib_per_node", help="MiB per node")
-    parser.add_argument("--walltime", "-t", type=_walltime, required=True, help="2h, 90m, 1:30:00 or seconds")
-    parser.add_argument("--image")
-    parser.add_argument("--env", "-e", type=_env, action="append", default=[], help="KEY=value (repeatable)")
-    parser.add_argument("--script", type=argparse.FileType("r"), help="a script file to run instead of a command")
-    parser.add_argument(
-        "--wrap",
-        help="a shell command line run as written, as sbatch --wrap: 'cd data && python train.py $QM_NODE_RANK'",
-    )
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command and its arguments, each quoted")
-
-
-def _request_body(args: argparse.Namespace) -> dict[str, Any]:
-    command = list(args.command)
-    if command[:1] == ["--"]:
-        command = command[1:]
-    body: dict[str, Any] = {"walltime_seconds": args.walltime}
-    for field in (
-        "account",
-        "qos",
-        "nodes",
-        "gpus_per_node",
-        "gpu_model",
-        "min_gpu_memory_mib",
-        "min_compute_capability",
-        "cpus_per_node",
-        "memory_mib_per_node",
-        "image",
-    ):
-        value = getattr(args, field)
-        if value is not None:
-            body[field] = value
-    if args.env:
-        body["env"] = dict(args.env)
-    if args.script is not None:
-        body["script"] = args.script.read()
-    if args.wrap is not None:
-        body["command"] = args.wrap
-    elif command:  # words, as a shell would have split them: quoted again, run as they are
-        body["command"] = " ".join(_quote(c) for c in command)
-    default = os.path.basename(command[0]) if command else "wrap" if args.wrap is not None else "script"
-    body["name"] = (args.name or default)[:128]
-    return body
-
-
-def _quote(word: str) -> str:
-    import shlex
-
-    return shlex.quote(word)
+#: The verbs that move jobs, as the API names them, with their Slurm command.
+VERBS = {
+    "cancel": "cancel jobs (scancel)",
+    "hold": "keep waiting jobs from starting (scontrol hold)",
+    "release": "let held jobs start (scontrol release)",
+    "requeue": "put jobs back in the queue as a new attempt (scontrol requeue)",
+}
 
 
 def _gpus(job: dict[str, Any]) -> str:
@@ -218,18 +71,42 @@ class Cli:
     def say(self, text: str = "") -> None:
         print(text, file=self.out)
 
-    def submit(self, args: argparse.Namespace) -> int:
-        job = self.api.post("jobs/", _request_body(args))
+    def table(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, right: Sequence[str] = ()) -> None:
+        """Rows under their column names, aligned by rich (colour on a terminal, plain
+        text in a pipe, never wrapped: one row per line, as squeue prints)."""
+        from rich.console import Console
+        from rich.table import Table
+
+        class PipeAware(Console):
+            def on_broken_pipe(self) -> None:  # rich exits the process; main() says 141
+                self.quiet = True
+                raise BrokenPipeError(32, "Broken pipe")
+
+        grid = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
+        for column in columns:
+            grid.add_column(column, justify="right" if column in right else "left", no_wrap=True)
+        for row in rows:
+            grid.add_row(*("" if cell is None else str(cell) for cell in row))
+        terminal = self.out.isatty()
+        PipeAware(file=self.out, width=None if terminal else 10_000, force_terminal=terminal, highlight=False).print(
+            grid
+        )
+
+    def json_or(self, data: Any, args: argparse.Namespace) -> bool:
+        """Print the API's JSON when ``--json`` was asked; True if it was."""
         if args.json:
-            self.say(json.dumps(job, indent=2))
-        else:
+            self.say(json.dumps(data, indent=2))
+        return bool(args.json)
+
+    def submit(self, args: argparse.Namespace) -> int:
+        job = self.api.post("jobs/", request_body(args))
+        if not self.json_or(job, args):
             self.say(f"Submitted job {job['id']} ({job['name']}): {job['state']}")
         return self.wait_for(job["id"], args.interval) if args.wait else 0
 
     def estimate(self, args: argparse.Namespace) -> int:
-        answer = self.api.post("jobs/estimate/", _request_body(args))
-        if args.json:
-            self.say(json.dumps(answer, indent=2))
+        answer = self.api.post("jobs/estimate/", request_body(args))
+        if self.json_or(answer, args):
             return 0
         if answer["would_start_now"]:
             self.say("Would start now.")
@@ -245,24 +122,34 @@ class Cli:
             self.say(f"  - {blocker['code']}: {blocker['message']}")
         return 0
 
+    def edit(self, args: argparse.Namespace) -> int:
+        body = edit_body(args)
+        if not body:
+            print("qm: say what to change (qm edit ID --walltime 1h --name x ...)", file=self.err)
+            return 2
+        job = self.api.patch(f"jobs/{args.id}/", body)
+        if not self.json_or(job, args):
+            self.say(f"Job {job['id']} ({job['name']}): {', '.join(sorted(body))} changed")
+        return 0
+
     def jobs(self, args: argparse.Namespace) -> int:
         page = self.api.get("jobs/", state=args.state, account=args.account, owner=args.owner, page_size=args.limit)
         rows = page["results"] if isinstance(page, dict) else page
-        if args.json:
-            self.say(json.dumps(rows, indent=2))
+        if self.json_or(rows, args):
             return 0
-        self.say(f"{'ID':>8}  {'STATE':<11} {'GPUS':<6} {'ACCOUNT':<14} {'OWNER':<12} {'REASON':<16} NAME")
-        for job in rows:
-            self.say(
-                f"{job['id']:>8}  {job['state']:<11} {_gpus(job):<6} {job['account']:<14} {job['owner']:<12} "
-                f"{job['pending_reason'] or '':<16} {job['name']}"
-            )
+        self.table(
+            ["ID", "STATE", "GPUS", "ACCOUNT", "OWNER", "REASON", "NAME"],
+            [
+                [job["id"], job["state"], _gpus(job), job["account"], job["owner"], job["pending_reason"], job["name"]]
+                for job in rows
+            ],
+            right=["ID"],
+        )
         return 0
 
     def show(self, args: argparse.Namespace) -> int:
         job = self.api.get(f"jobs/{args.id}/")
-        if args.json:
-            self.say(json.dumps(job, indent=2))
+        if self.json_or(job, args):
             return 0
         self.say(f"Job {job['id']}: {job['name']}  [{job['state']}]")
         self.say(f"  owner {job['owner']}, account {job['account']}, qos {job['qos'] or '-'}")
@@ -279,16 +166,64 @@ class Cli:
             self.say(f"  exit code {job['exit_code']}")
         return 0
 
-    def cancel(self, args: argparse.Namespace) -> int:
+    def verb(self, args: argparse.Namespace) -> int:
+        """cancel, hold, release, requeue: each job in turn; 1 if any was refused."""
         status = 0
         for job_id in args.ids:
             try:
-                job = self.api.post(f"jobs/{job_id}/cancel/")
+                job = self.api.post(f"jobs/{job_id}/{args.verb}/")
                 self.say(f"Job {job['id']}: {job['state']}")
             except ApiError as exc:
                 print(f"qm: job {job_id}: {exc.describe()}", file=self.err)
                 status = 1
         return status
+
+    def log(self, args: argparse.Namespace) -> int:
+        """The job's output; ``--follow`` prints what it adds until it ends (tail -f)."""
+        shown = ""
+        while True:
+            text = self.api.get(f"jobs/{args.id}/log/", max_bytes=args.bytes)["log"]
+            self.out.write(_new_part(shown, text))
+            self.out.flush()
+            shown = text
+            if not args.follow or self.api.get(f"jobs/{args.id}/")["state"] in TERMINAL:
+                if args.follow:  # what it wrote between the last read and its end
+                    self.out.write(_new_part(shown, self.api.get(f"jobs/{args.id}/log/", max_bytes=args.bytes)["log"]))
+                return 0
+            self.sleep(args.interval)
+
+    def priority(self, args: argparse.Namespace) -> int:
+        factors = self.api.get(f"jobs/{args.id}/priority/")
+        if not self.json_or(factors, args):
+            names = ["job_id", "total", "age", "fairshare", "jobsize", "qos", "nice"]
+            self.table(
+                ["JOBID", "PRIORITY", "AGE", "FAIRSHARE", "JOBSIZE", "QOS", "NICE"],
+                [[_number(factors[name]) for name in names]],
+                right=["JOBID", "PRIORITY", "AGE", "FAIRSHARE", "JOBSIZE", "QOS", "NICE"],
+            )
+        return 0
+
+    def fairshare(self, args: argparse.Namespace) -> int:
+        rows = self.api.get("fairshare/")
+        if not self.json_or(rows, args):
+            numbers = ["RAWSHARES", "NORMSHARES", "RAWUSAGE", "EFFECTVUSAGE", "FAIRSHARE"]
+            self.table(
+                ["ACCOUNT", "USER", *numbers],
+                [
+                    [
+                        " " * row["depth"] + row["account"],
+                        row["user"],
+                        row["raw_shares"],
+                        _number(row["norm_shares"]),
+                        _number(row["raw_usage"]),
+                        _number(row["effective_usage"]),
+                        _number(row["fairshare"]),
+                    ]
+                    for row in rows
+                ],
+                right=numbers,
+            )
+        return 0
 
     def wait(self, args: argparse.Namespace) -> int:
         return self.wait_for(args.id, args.interval)
@@ -326,27 +261,54 @@ class Cli:
             self.sleep(interval)
 
 
+def _number(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _new_part(shown: str, text: str) -> str:
+    """What ``text`` (a log's tail now) adds to ``shown`` (its tail before): the tail
+    window moves as the log grows, so find where the old tail's end lies in the new."""
+    if text.startswith(shown):
+        return text[len(shown) :]
+    for cut in range(len(shown)):  # the old tail's longest suffix the new one starts with
+        if text.startswith(shown[cut:]):
+            return text[len(shown) - cut :]
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qm", description="Quartermaster from the command line (REST API).")
     parser.add_argument("--url", default=os.environ.get("QM_URL", "http://127.0.0.1:8000"))
     parser.add_argument("--token", default=os.environ.get("QM_TOKEN", ""))
     parser.add_argument("--json", action="store_true", help="print the API's JSON")
     sub = parser.add_subparsers(dest="verb", required=True)
-    submit = sub.add_parser("submit", help="submit a job")
-    _request_options(submit)
+    submit = sub.add_parser("submit", help="submit a job (sbatch)")
+    add_request_options(submit)
     submit.add_argument("--wait", action="store_true", help="follow the job until it ends")
     submit.add_argument("--interval", type=float, default=2.0, help="seconds between polls")
     estimate = sub.add_parser("estimate", help="when would a job start? (nothing is submitted)")
-    _request_options(estimate)
-    jobs = sub.add_parser("jobs", help="list jobs")
+    add_request_options(estimate)
+    add_edit_options(sub.add_parser("edit", help="change a waiting job (scontrol update)"))
+    jobs = sub.add_parser("jobs", help="list jobs (squeue)")
     jobs.add_argument("--state", action="append")
     jobs.add_argument("--account")
     jobs.add_argument("--owner")
     jobs.add_argument("--limit", type=int, default=50)
     show = sub.add_parser("show", help="show one job")
     show.add_argument("id", type=int)
-    cancel = sub.add_parser("cancel", help="cancel jobs")
-    cancel.add_argument("ids", type=int, nargs="+")
+    for verb, help_text in VERBS.items():
+        moves = sub.add_parser(verb, help=help_text)
+        moves.add_argument("ids", type=int, nargs="+")
+    log = sub.add_parser("log", help="a job's output")
+    log.add_argument("id", type=int)
+    log.add_argument("--follow", "-f", action="store_true", help="keep printing what it writes until it ends")
+    log.add_argument("--bytes", type=int, default=65536, help="how much of the end to read (at most 1048576)")
+    log.add_argument("--interval", type=float, default=2.0)
+    priority = sub.add_parser("priority", help="a waiting job's priority factors (sprio)")
+    priority.add_argument("id", type=int)
+    sub.add_parser("fairshare", help="the fair-share tree of your accounts (sshare)")
     wait = sub.add_parser("wait", help="follow a job until it ends")
     wait.add_argument("id", type=int)
     wait.add_argument("--interval", type=float, default=2.0)
@@ -371,7 +333,7 @@ def main(
             return 2
     cli = Cli(api or Api(args.url, args.token), out, err, sleep)
     try:
-        return int(getattr(cli, args.verb)(args))
+        return int(getattr(cli, "verb" if args.verb in VERBS else args.verb)(args))
     except ApiError as exc:
         print(f"qm: {exc.describe()}", file=err)
         return 1

@@ -8,7 +8,9 @@ import json
 import pytest
 
 from portal.services import create_api_token
-from qm.cli import Api, main, parse_walltime
+from qm.api import Api
+from qm.cli import _new_part, main
+from qm.request import parse_walltime
 from scheduler.clusters.poll import poll_backends
 from scheduler.models import Job
 from scheduler.tick.run import run_tick
@@ -83,6 +85,78 @@ def test_submit_wait_shows_progress_until_the_job_ends(qm, world, settings):
     assert "PENDING" in out and "COMPLETED" in out and "exit code 0" in out
 
 
+def test_the_slurm_options_reach_the_request(qm, world):
+    first = Job.objects.get(pk=int(qm("submit", "--name", "a", "-t", "1h", "--", "true")[1].split()[2]))
+    code, _, err = qm(
+        "submit", "--name", "b", "-t", "1h", "--nice", "5", "--dependency", f"afterok:{first.id}",
+        "--gpus", "1", "--gpu-model", "L4", "--", "true",
+    )  # fmt: skip
+    assert code == 0, err
+    job = Job.objects.get(name="b")
+    assert (job.nice, job.dependencies, job.gpu_model) == (5, [{"type": "afterok", "job": first.id}], "L4")
+    code, _, err = qm("submit", "-t", "1h", "--gpus", "1", "--gpu-share", "0.5", "--", "true")
+    assert code == 1 and "gpu_share: No node has a shared GPU" in err
+    code, _, err = qm("submit", "-t", "1h", "--node-label", "rack=nowhere", "--", "true")
+    assert code == 1 and "node_labels: No node has the labels rack=nowhere" in err
+
+
+def test_hold_release_requeue_and_edit_a_waiting_job(qm, world):
+    qm("submit", "--name", "w", "-t", "2h", "--", "true")
+    job = Job.objects.get(name="w")
+    assert qm("hold", str(job.id))[1].strip() == f"Job {job.id}: HELD"
+    code, out, _ = qm("edit", str(job.id), "--walltime", "1h", "--name", "w2", "--nice", "3")
+    assert code == 0 and "name, nice, walltime_seconds changed" in out
+    job.refresh_from_db()
+    assert (job.name, job.walltime_seconds, job.nice, job.state) == ("w2", 3600, 3, "HELD")
+    code, _, err = qm("edit", str(job.id), "--walltime", "5h")
+    assert code == 1 and "Only staff may raise" in err
+    assert qm("edit", str(job.id))[0] == 2  # nothing to change
+    assert qm("release", str(job.id))[1].strip() == f"Job {job.id}: PENDING"
+    code, _, err = qm("requeue", str(job.id))
+    assert code == 1 and "only" in err
+
+
+def test_priority_and_fairshare_print_sprio_and_sshare_tables(qm, world):
+    qm("submit", "--name", "p", "-t", "1h", "--", "true")
+    job = Job.objects.get(name="p")
+    code, out, _ = qm("priority", str(job.id))
+    header, row = out.splitlines()
+    assert code == 0 and header.split() == ["JOBID", "PRIORITY", "AGE", "FAIRSHARE", "JOBSIZE", "QOS", "NICE"]
+    assert row.split()[0] == str(job.id)
+    code, out, _ = qm("fairshare")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split()[:2] == ["ACCOUNT", "USER"]
+    assert any(line.split()[:2] == ["lab", "alice"] for line in lines[1:])
+    assert not any(line.split()[0] == "other" for line in lines[1:])  # alice is not in other
+
+
+def test_log_follow_prints_each_part_once_until_the_job_ends(qm, world):
+    world.cluster.config = {**world.cluster.config, "simulate": 0}
+    world.cluster.save()
+    qm("submit", "--name", "l", "-t", "1h", "--", "true")
+    job = Job.objects.get(name="l")
+    steps = iter(range(100))
+
+    def advance(_seconds: float) -> None:
+        step = next(steps)
+        if step == 0:
+            run_tick()
+        else:
+            poll_backends()
+
+    code, out, _ = qm("log", str(job.id), "--follow", "--interval", "0", sleep=advance)
+    assert code == 0 and out.count("simulated") == 1
+
+
+@pytest.mark.parametrize(
+    ("shown", "now", "new"),
+    [("", "abc", "abc"), ("abc", "abcdef", "def"), ("abcdef", "cdefgh", "gh"), ("xyz", "123", "123")],
+    ids=["first read", "grew", "the tail window moved", "nothing in common"],
+)
+def test_a_followed_log_prints_only_what_is_new(shown, now, new):
+    assert _new_part(shown, now) == new
+
+
 class ClosedPipe(io.StringIO):
     """Standard output whose reader has gone away (``qm jobs | head`` after head's lines)."""
 
@@ -105,7 +179,9 @@ def test_unreachable_server_is_a_clear_error():
     assert "cannot reach" in err.getvalue()
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("3600", 3600), ("90m", 5400), ("2h", 7200), ("1:30:00", 5400)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("3600", 3600), ("90m", 5400), ("2h", 7200), ("1:30:00", 5400), ("1-00:00:00", 86400)]
+)
 def test_walltime_forms(text, seconds):
     assert parse_walltime(text) == seconds
 

@@ -1,0 +1,156 @@
+"""What ``qm submit``, ``qm estimate`` and ``qm edit`` say about a job: their options and
+the API body they make, in the shapes a Slurm user types (``2h``, ``afterok:12``,
+``rack=r1``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+from typing import Any
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_CLOCK = re.compile(r"^(?:(?P<d>\d+)-)?(?P<h>\d+):(?P<m>\d{1,2})(?::(?P<s>\d{1,2}))?$")
+
+
+def parse_walltime(text: str) -> int:
+    """``3600``, ``90m``, ``2h``, ``1d``, ``h:mm[:ss]`` or Slurm's ``d-hh:mm:ss`` -> seconds."""
+    text = text.strip().lower()
+    if text[-1:] in _UNITS and text[:-1].isdigit():
+        return int(text[:-1]) * _UNITS[text[-1]]
+    if clock := _CLOCK.match(text):
+        return int(clock["d"] or 0) * 86400 + int(clock["h"]) * 3600 + int(clock["m"]) * 60 + int(clock["s"] or 0)
+    if text.isascii() and text.isdigit():
+        return int(text)
+    raise ValueError(text)
+
+
+def _walltime(text: str) -> int:
+    try:
+        return parse_walltime(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad walltime {text!r}: use 2h, 90m, 1:30:00 or seconds") from None
+
+
+def _pair(what: str, example: str) -> Any:
+    def parse(text: str) -> tuple[str, str]:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"bad {what} {text!r}: use {example}")
+        return key, value
+
+    return parse
+
+
+def _dependencies(text: str) -> list[dict[str, Any]]:
+    """``afterok:12,afterany:13`` (sbatch's --dependency, ``:`` between several ids too)."""
+    found: list[dict[str, Any]] = []
+    for item in filter(None, re.split(r"[,\s]+", text.strip())):
+        kind, *ids = item.split(":")
+        if not ids or not all(i.isascii() and i.isdigit() for i in ids):
+            raise argparse.ArgumentTypeError(f"bad dependency {item!r}: use afterok:12 (or afterok:12:13)")
+        found += [{"type": kind, "job": int(i)} for i in ids]
+    return found
+
+
+def _add_shared_options(parser: argparse.ArgumentParser, *, walltime_required: bool) -> None:
+    """Options a job's request and an edit have alike."""
+    parser.add_argument("--name", help="job name (default: the command's first word)")
+    parser.add_argument("--qos", "-q")
+    parser.add_argument(
+        "--walltime", "-t", type=_walltime, required=walltime_required, help="2h, 90m, 1:30:00 or seconds"
+    )
+    parser.add_argument("--gpu-model", help="e.g. H100-80GB, or A100-40GB/3g.20gb for MIG slices")
+    parser.add_argument("--nice", type=int, help="lower the job's priority by this much")
+    parser.add_argument("--dependency", "-d", type=_dependencies, help="afterok:12,afterany:13 (sbatch's --dependency)")
+    parser.add_argument(
+        "--node-label",
+        type=_pair("node label", "rack=r1"),
+        action="append",
+        dest="node_labels",
+        help="label=value every node must carry (repeatable; Slurm's --constraint)",
+    )
+
+
+def add_request_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a submission (``qm submit``, ``qm estimate``)."""
+    _add_shared_options(parser, walltime_required=True)
+    parser.add_argument("--account", "-A", help="default: your default account (GET /api/v1/me/)")
+    parser.add_argument("--nodes", "-N", type=int)
+    parser.add_argument("--gpus", "-G", type=int, dest="gpus_per_node", help="GPUs per node")
+    parser.add_argument("--gpu-share", type=float, help="a fraction of one shared GPU (0 < share < 1)")
+    parser.add_argument("--gpu-share-memory", type=int, dest="gpu_memory_mib_share", help="MiB of the shared GPU")
+    parser.add_argument("--min-gpu-memory", type=int, dest="min_gpu_memory_mib", help="MiB")
+    parser.add_argument("--min-compute-capability")
+    parser.add_argument("--cpus", type=int, dest="cpus_per_node", help="CPUs per node")
+    parser.add_argument("--memory", type=int, dest="memory_mib_per_node", help="MiB per node")
+    parser.add_argument("--image")
+    parser.add_argument("--env", "-e", type=_pair("--env", "KEY=value"), action="append", default=[], help="KEY=value")
+    parser.add_argument("--script", type=argparse.FileType("r"), help="a script file to run instead of a command")
+    parser.add_argument(
+        "--wrap",
+        help="a shell command line run as written, as sbatch --wrap: 'cd data && python train.py $QM_NODE_RANK'",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command and its arguments, each quoted")
+
+
+def add_edit_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``qm edit`` (what ``PATCH /api/v1/jobs/{id}/`` may change)."""
+    parser.add_argument("id", type=int)
+    _add_shared_options(parser, walltime_required=False)
+
+
+#: Options sent as they are, under the API's name for them.
+_PLAIN = (
+    "account",
+    "qos",
+    "nodes",
+    "gpus_per_node",
+    "gpu_model",
+    "gpu_share",
+    "gpu_memory_mib_share",
+    "min_gpu_memory_mib",
+    "min_compute_capability",
+    "cpus_per_node",
+    "memory_mib_per_node",
+    "image",
+    "nice",
+)
+
+
+def _shared_body(args: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {name: getattr(args, name) for name in _PLAIN if getattr(args, name, None) is not None}
+    if args.walltime is not None:
+        body["walltime_seconds"] = args.walltime
+    if args.dependency is not None:
+        body["dependencies"] = args.dependency
+    if args.node_labels:
+        body["node_labels"] = dict(args.node_labels)
+    if args.name:
+        body["name"] = args.name
+    return body
+
+
+def request_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``POST /api/v1/jobs/`` body of a submission's options."""
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    body = _shared_body(args)
+    if args.env:
+        body["env"] = dict(args.env)
+    if args.script is not None:
+        body["script"] = args.script.read()
+    if args.wrap is not None:
+        body["command"] = args.wrap
+    elif command:  # words, as a shell would have split them: quoted again, run as they are
+        body["command"] = " ".join(shlex.quote(c) for c in command)
+    default = os.path.basename(command[0]) if command else "wrap" if args.wrap is not None else "script"
+    body["name"] = (args.name or default)[:128]
+    return body
+
+
+def edit_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``PATCH /api/v1/jobs/{id}/`` body of ``qm edit``'s options."""
+    return _shared_body(args)
