@@ -161,3 +161,27 @@ class NodeToken(HashedToken):
 
     def __str__(self) -> str:
         return f"{self.node_id} ({self.key_prefix}…)"
+
+
+class JobEfficiency(models.Model):
+    """How well a finished job used what it held (Slurm's ``seff``, for GPUs): written once
+    per attempt, shortly after it ends (``monitoring.efficiency``), from its GPUs' samples.
+
+    ``samples`` 0 means unmeasured (no agent reported those GPUs while it ran): the
+    utilization and memory figures are then null, never shown as 0% or 100%.
+    """
+
+    job = models.OneToOneField("scheduler.Job", on_delete=models.CASCADE, related_name="efficiency")
+    attempt = models.PositiveIntegerField(help_text="The attempt these figures are of.")
+    gpu_hours = models.FloatField(help_text="GPUs held x elapsed (a share counts as its fraction).")
+    elapsed_seconds = models.PositiveIntegerField()
+    samples = models.PositiveIntegerField(help_text="GPU samples behind the figures; 0: unmeasured.")
+    gpu_util_mean = models.FloatField(null=True, help_text="Mean GPU utilization over its GPUs and run, %.")
+    gpu_util_peak = models.FloatField(null=True)
+    memory_used_mean_mib = models.FloatField(null=True, help_text="Mean GPU memory used per GPU, MiB.")
+    memory_used_peak_mib = models.FloatField(null=True)
+    memory_total_mib = models.FloatField(null=True, help_text="Memory of one of its GPUs, MiB.")
+    computed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"efficiency of job {self.job_id} (attempt {self.attempt})"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from monitoring import queue, services
+from monitoring import efficiency, queue, services
 
 
 @shared_task(name="monitoring.rollup", ignore_result=True)
@@ -29,3 +29,9 @@ def simulate() -> int:
 def record_queue() -> int:
     """Each account's pending and running jobs at this minute (the queue's history)."""
     return queue.record_queue()
+
+
+@shared_task(name="monitoring.record_efficiencies", ignore_result=True)
+def record_efficiencies() -> int:
+    """How well each job that ended lately used its GPUs (``monitoring.efficiency``)."""
+    return efficiency.record_efficiencies()

@@ -164,6 +164,8 @@ class Cli:
             self.say(f"  backend id {job['external_id']} on {job['cluster']}")
         if job.get("exit_code") is not None:
             self.say(f"  exit code {job['exit_code']}")
+        if job.get("efficiency"):
+            self.say(_efficiency(job["efficiency"], job["walltime_seconds"]))
         return 0
 
     def verb(self, args: argparse.Namespace) -> int:
@@ -259,6 +261,22 @@ class Cli:
                 self.err.flush()
             tick += 1
             self.sleep(interval)
+
+
+def _efficiency(figures: dict[str, Any], walltime: int) -> str:
+    """``seff``'s lines for a finished job."""
+    lines = [
+        f"  efficiency: {figures['gpu_hours']:.2f} GPU-hours; elapsed {figures['elapsed_seconds']} s of {walltime} s"
+        f" ({100 * figures['walltime_used']:.0f}% of the walltime)"
+    ]
+    if figures["samples"]:
+        mean, peak, total = (figures[k] for k in ("memory_used_mean_mib", "memory_used_peak_mib", "memory_total_mib"))
+        memory = f"  GPU memory: mean {mean:.0f} MiB, peak {peak:.0f} MiB" + (f" of {total:.0f} MiB" if total else "")
+        utilization = f"  GPU utilization: mean {figures['gpu_util_mean']:.0f}%, peak {figures['gpu_util_peak']:.0f}%"
+        lines += [utilization, memory]
+    else:
+        lines.append("  GPU utilization: unmeasured (no GPU samples were reported while it ran)")
+    return "\n".join(lines)
 
 
 def _number(value: Any) -> str:

@@ -15,7 +15,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Count
+from django.db.models import Count, F
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -24,6 +24,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from monitoring import charts, readings
+from monitoring.models import JobEfficiency
 from monitoring.services import health_notes_for_job
 from portal.access import visible_jobs
 from portal.api.validators import plain_name
@@ -46,7 +47,7 @@ from scheduler.tick import estimates
 
 PAGE_SIZE = 50
 #: What the job list may be sorted by (each ends with the id, so pages never overlap).
-SORTS = {
+SORTS: dict[str, tuple[str, list[Any]]] = {
     "-id": ("Newest first", ["-id"]),
     "id": ("Oldest first", ["id"]),
     "state": ("State", ["state", "-id"]),
@@ -54,6 +55,9 @@ SORTS = {
     "-started_at": ("Started, latest first", ["-started_at", "-id"]),
     "-ended_at": ("Ended, latest first", ["-ended_at", "-id"]),
     "walltime_seconds": ("Walltime, shortest first", ["walltime_seconds", "-id"]),
+    # Finished jobs by how well they used their GPUs; unmeasured and unfinished ones last.
+    "gpu_util": ("GPU utilization, lowest first", [F("efficiency__gpu_util_mean").asc(nulls_last=True), "-id"]),
+    "-gpu_util": ("GPU utilization, highest first", [F("efficiency__gpu_util_mean").desc(nulls_last=True), "-id"]),
 }
 #: Columns the list shows; the rest of a row (scripts, blockers) is never read.
 LIST_COLUMNS = (
@@ -72,6 +76,8 @@ LIST_COLUMNS = (
     "estimated_start_at",
     "owner__username",
     "account__name",
+    "efficiency__gpu_util_mean",
+    "efficiency__samples",
 )
 VERBS = {"cancel", "hold", "release", "requeue"}
 
@@ -400,6 +406,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             if job.started_at and any(m.points for m in metrics)
             else None,
             "health_notes": health_notes_for_job(job, now),
+            "efficiency": JobEfficiency.objects.filter(job=job, attempt=job.attempt).first(),
             "may": {
                 "cancel": job.state in QUEUED_STATES | ACTIVE_STATES,
                 "hold": job.state == JobState.PENDING,

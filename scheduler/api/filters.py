@@ -5,7 +5,9 @@ from typing import Any
 
 import django_filters
 from django.core.exceptions import ValidationError
+from django.db.models import F
 from django_filters.fields import IsoDateTimeField
+from rest_framework.filters import OrderingFilter
 
 from scheduler.choices import JobState, NodeState
 from scheduler.models import Gpu, Job, Node
@@ -63,3 +65,23 @@ class GpuFilter(django_filters.FilterSet):
     class Meta:
         model = Gpu
         fields = ["node", "cluster", "model", "mig_profile"]
+
+
+class NullsLastOrdering(OrderingFilter):
+    """DRF's ``?ordering=``, with the view's ``nulls_last_fields`` sorted with their nulls
+    last in both directions (PostgreSQL and SQLite disagree on where NULL goes): a job
+    with no figure is not the best nor the worst, so it follows the ones that have one."""
+
+    def filter_queryset(self, request: Any, queryset: Any, view: Any) -> Any:
+        ordering = self.get_ordering(request, queryset, view)
+        if not ordering:
+            return queryset
+        special = set(getattr(view, "nulls_last_fields", ()))
+        terms: list[Any] = []
+        for term in ordering:
+            name = term.lstrip("-")
+            if name in special:
+                terms.append(F(name).desc(nulls_last=True) if term.startswith("-") else F(name).asc(nulls_last=True))
+            else:
+                terms.append(term)
+        return queryset.order_by(*terms)

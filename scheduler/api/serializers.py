@@ -7,6 +7,7 @@ import math
 import re
 from typing import Any
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -62,6 +63,25 @@ class BlockerSerializer(serializers.Serializer):
         return reason_words(blocker["code"]).title
 
 
+class EfficiencySerializer(serializers.Serializer):
+    """How well a finished attempt used its GPUs (``seff``); written by monitoring shortly
+    after the end. ``samples`` 0: unmeasured (utilization and memory null)."""
+
+    attempt = serializers.IntegerField()
+    gpu_hours = serializers.FloatField()
+    elapsed_seconds = serializers.IntegerField()
+    walltime_used = serializers.SerializerMethodField(help_text="elapsed / walltime, 0..1.")
+    samples = serializers.IntegerField()
+    gpu_util_mean = serializers.FloatField(allow_null=True)
+    gpu_util_peak = serializers.FloatField(allow_null=True)
+    memory_used_mean_mib = serializers.FloatField(allow_null=True)
+    memory_used_peak_mib = serializers.FloatField(allow_null=True)
+    memory_total_mib = serializers.FloatField(allow_null=True)
+
+    def get_walltime_used(self, efficiency: Any) -> float:
+        return round(efficiency.elapsed_seconds / max(1, efficiency.job.walltime_seconds), 4)
+
+
 class JobSerializer(serializers.ModelSerializer):
     """A job as users see it."""
 
@@ -76,6 +96,7 @@ class JobSerializer(serializers.ModelSerializer):
     pending_blockers = serializers.SerializerMethodField(
         help_text="Every blocker of a waiting job (the pending_reason first), with evidence."
     )
+    efficiency = serializers.SerializerMethodField(help_text="After it ends: how well it used its GPUs (seff).")
 
     class Meta:
         model = Job
@@ -107,8 +128,17 @@ class JobSerializer(serializers.ModelSerializer):
             "dispatched_at",
             "started_at",
             "ended_at",
+            "efficiency",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(EfficiencySerializer(allow_null=True))
+    def get_efficiency(self, job: Job) -> dict[str, Any] | None:
+        try:
+            efficiency = job.efficiency  # type: ignore[attr-defined]  # monitoring's reverse one-to-one
+        except ObjectDoesNotExist:
+            return None
+        return dict(EfficiencySerializer(efficiency).data)
 
     @extend_schema_field(BlockerSerializer(many=True))
     def get_pending_blockers(self, job: Job) -> list[dict[str, Any]]:

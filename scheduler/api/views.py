@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -22,7 +23,7 @@ from portal.access import member_account_ids, visible_jobs
 from portal.api.errors import Conflict
 from portal.models import Account
 from portal.schema import ErrorSerializer
-from scheduler.api.filters import GpuFilter, JobFilter, NodeFilter
+from scheduler.api.filters import GpuFilter, JobFilter, NodeFilter, NullsLastOrdering
 from scheduler.api.job_edit import JobEditSerializer, validate_edit
 from scheduler.api.serializers import (
     ClusterSerializer,
@@ -57,12 +58,24 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Job.objects.none()  # the real one is per user, see get_queryset
     permission_classes = [IsAuthenticated]
     filterset_class = JobFilter
-    ordering_fields = ["id", "submitted_at", "started_at", "ended_at", "state", "name", "walltime_seconds"]
+    ordering_fields = [
+        "id",
+        "submitted_at",
+        "started_at",
+        "ended_at",
+        "state",
+        "name",
+        "walltime_seconds",
+        "gpu_utilization",
+    ]
+    nulls_last_fields = ["gpu_utilization"]
+    filter_backends = [DjangoFilterBackend, NullsLastOrdering]
     ordering = ["-id"]
 
     def get_queryset(self) -> QuerySet[Job]:
-        base = Job.objects.select_related("owner", "account", "qos", "cluster")
-        return visible_jobs(self.request.user, base)
+        base = Job.objects.select_related("owner", "account", "qos", "cluster", "efficiency")
+        # A finished job's mean GPU utilization (monitoring's efficiency), to sort by.
+        return visible_jobs(self.request.user, base).annotate(gpu_utilization=F("efficiency__gpu_util_mean"))
 
     def get_serializer_class(self) -> type:
         return JobSubmitSerializer if self.action in ("create", "estimate") else JobSerializer

@@ -13,6 +13,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from monitoring.collectors.simulated import SimulatedGpu, simulate
+from monitoring.efficiency import grace, record_efficiencies
 from monitoring.queue import record_queue
 from monitoring.services import ingest_batch, record_simulated_samples, rollup_recent
 from scheduler.clusters.poll import poll_backends
@@ -108,9 +109,13 @@ def test_researcher_submits_from_a_template_and_watches_the_job_finish(site, log
     shot(page, "05-job-completed")
     assert Job.objects.get(pk=job.pk).state == "COMPLETED"
 
-    # Its GPU charts: the samples its 8 GPUs reported while it ran, drawn by Plotly.
+    # Its GPU charts: the samples its 8 GPUs reported while it ran, drawn by Plotly; and
+    # its efficiency (seff), measured once its last samples can have arrived.
     record_samples_of(job)
+    record_efficiencies(timezone.now() + grace())
     page.reload()
+    expect(page.locator("#efficiency")).to_contain_text("GPU-hours")
+    expect(page.locator("#efficiency")).to_contain_text("GPU utilization")
     points = drawn(page, "job-gpus")
     assert len(points) == 4 * 3 and all(n > 0 for n in points[0:3])  # utilization: max, min, mean
     expect(page.locator("#chart-job-gpus .main-svg").first).to_be_visible()
@@ -120,6 +125,7 @@ def test_researcher_submits_from_a_template_and_watches_the_job_finish(site, log
 
     page.click("text=Jobs")
     expect(page.locator("#jobs")).to_contain_text("browser-job")
+    expect(page.locator("#jobs")).to_contain_text("%")  # its GPU utilization column
     shot(page, "06-job-list")
     page.click("header >> text=API tokens")
     page.fill("#id_name", "laptop")

@@ -6,6 +6,7 @@ import io
 import runpy
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -77,7 +78,7 @@ def test_the_simulated_feed_is_in_the_table_iff_monitoring_simulate(monkeypatch,
 
 
 @pytest.mark.parametrize("simulate", [True, False])
-def test_run_scheduler_once_runs_every_table_task_by_name_in_table_order(monkeypatch, settings, simulate):
+def test_run_scheduler_once_runs_every_table_task_by_name_in_table_order(monkeypatch, settings, simulate, db):
     settings.MONITORING_SIMULATE = simulate
     ran: list[str] = []
     tasks = {job.task: (lambda task=job.task: ran.append(task)) for job in EVERY_JOB}
@@ -85,3 +86,22 @@ def test_run_scheduler_once_runs_every_table_task_by_name_in_table_order(monkeyp
     call_command("run_scheduler", "--once", stdout=io.StringIO())
     assert ran == [job.task for job in periodic_jobs(settings)]
     assert ("monitoring.simulate" in ran) is simulate
+
+
+def test_a_failing_periodic_job_is_reported_and_the_others_still_run(monkeypatch, settings, db):
+    """The embedded loop outlives a job that raises (a database restarting, a bug in one
+    task): the error is printed and logged, the rest of the table runs."""
+    ran: list[str] = []
+
+    def fails() -> None:
+        raise RuntimeError("database went away")
+
+    tasks: dict[str, Any] = {job.task: (lambda task=job.task: ran.append(task)) for job in EVERY_JOB}
+    tasks["scheduler.poll_backends"] = fails
+    monkeypatch.setattr(run_scheduler, "celery_app", SimpleNamespace(tasks=tasks))
+    err = io.StringIO()
+
+    call_command("run_scheduler", "--once", stdout=io.StringIO(), stderr=err)
+
+    assert "scheduler.poll_backends failed: RuntimeError('database went away'); the loop goes on" in err.getvalue()
+    assert ran == [job.task for job in periodic_jobs(settings) if job.task != "scheduler.poll_backends"]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import timedelta
 
 import pytest
 
+from monitoring.efficiency import record_efficiencies
 from portal.services import create_api_token
 from qm.api import Api
 from qm.cli import _new_part, main
@@ -14,6 +16,8 @@ from qm.request import parse_walltime
 from scheduler.clusters.poll import poll_backends
 from scheduler.models import Job
 from scheduler.tick.run import run_tick
+from tests.builders import T0, submit
+from tests.monitoring.history import gpu, ran, samples
 
 
 @pytest.fixture
@@ -217,3 +221,17 @@ def test_a_redirect_is_refused_so_the_token_never_travels_elsewhere():
         server.shutdown()
     assert seen == ["Bearer qm_x_secret"]  # asked once, not followed
     assert "redirected to" in err.getvalue()
+
+
+def test_show_prints_seff_lines_for_a_finished_job(qm, world):
+    job = ran(submit(world.alice, world.lab, walltime_seconds=1200), T0, T0 + timedelta(minutes=10), ("h100-01", 0))
+    samples([gpu("h100-01", 0).id], T0, 60, utilization=42.0)
+    record_efficiencies(T0 + timedelta(hours=1))
+
+    code, out, _ = qm("show", str(job.id))
+
+    assert code == 0
+    assert "efficiency: 0.17 GPU-hours; elapsed 600 s of 1200 s (50% of the walltime)" in out
+    assert (
+        "GPU utilization: mean 42%, peak 42%" in out and "GPU memory: mean 1000 MiB, peak 1000 MiB of 81920 MiB" in out
+    )

@@ -7,17 +7,31 @@ store start estimates, and the monitoring passes. ``--once`` runs every job once
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connections
 
 import monitoring.tasks
 import portal.tasks
 import scheduler.tasks
 from portal.celery import app as celery_app
 from portal.periodic import PeriodicJob, periodic_jobs
+
+log = logging.getLogger(__name__)
+
+
+def drop_broken_connections() -> None:
+    """Close a database connection that failed and no longer answers (the server
+    restarted), so the next query opens a new one, as Django does between requests;
+    a healthy connection stays open (the loop is one long-lived "request")."""
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and connection.errors_occurred and not connection.is_usable():
+            connection.close()
+
 
 #: The tasks the table names (imported above so that they are registered).
 TASK_MODULES = (scheduler.tasks, monitoring.tasks, portal.tasks)
@@ -60,7 +74,13 @@ class Command(BaseCommand):
                 for job in jobs:
                     if job.name in last and time.monotonic() - last[job.name] < job.every_seconds:
                         continue
-                    result = celery_app.tasks[job.task]()
+                    drop_broken_connections()
+                    try:
+                        result = celery_app.tasks[job.task]()
+                    except Exception as exc:  # one failing job must not stop the others
+                        log.exception("periodic job %s failed", job.task)
+                        self.stderr.write(f"{job.task} failed: {exc!r}; the loop goes on")
+                        result = None
                     last[job.name] = time.monotonic()
                     self._report(job, result, options["verbosity"])
                 if options["once"]:

@@ -1,0 +1,96 @@
+"""A finished job's efficiency (``seff`` for GPUs): measured from its own GPUs' samples
+over its run, once its last samples can have arrived; unmeasured is never 0% or 100%."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from monitoring.efficiency import grace, record_efficiencies
+from monitoring.models import GpuRollup, JobEfficiency, Resolution
+from scheduler.models import Job
+from tests.builders import T0, submit
+from tests.monitoring.history import gpu, ran, samples
+
+pytestmark = pytest.mark.django_db
+
+END = T0 + timedelta(minutes=10)
+LATER = END + timedelta(minutes=5)
+
+
+def test_a_job_is_measured_on_its_own_gpus_over_its_run(world):
+    job = ran(submit(world.alice, world.lab, gpus_per_node=2), T0, END, ("h100-01", 0), ("h100-01", 1))
+    samples([gpu("h100-01", 0).id], T0, 60, utilization=90.0)  # 10 minutes at 10 s
+    samples([gpu("h100-01", 1).id], T0, 60, utilization=30.0)
+    samples([gpu("h100-01", 2).id], T0, 60, utilization=100.0)  # a neighbour's GPU
+    samples([gpu("h100-01", 0).id], END + timedelta(minutes=1), 5, utilization=0.0)  # after its end
+
+    assert record_efficiencies(LATER) == 1
+
+    figures = JobEfficiency.objects.get(job=job)
+    assert (figures.samples, figures.gpu_util_mean, figures.gpu_util_peak) == (120, 60.0, 90.0)
+    assert figures.gpu_hours == pytest.approx(2 * 10 / 60) and figures.elapsed_seconds == 600
+    assert (figures.memory_used_mean_mib, figures.memory_total_mib) == (1000.0, 81920)
+    assert record_efficiencies(LATER) == 0  # once per attempt
+
+
+def test_a_job_without_samples_is_unmeasured_not_idle(world, client_for):
+    job = ran(submit(world.alice, world.lab), T0, END, ("h100-01", 0))
+    record_efficiencies(LATER)
+    figures = client_for(world.alice).get(f"/api/v1/jobs/{job.id}/").json()["efficiency"]
+    assert figures["samples"] == 0 and figures["gpu_util_mean"] is None and figures["gpu_util_peak"] is None
+    assert figures["walltime_used"] == pytest.approx(600 / job.walltime_seconds, abs=1e-4)
+
+
+def test_a_job_is_measured_only_once_its_last_samples_can_have_arrived(world):
+    ran(submit(world.alice, world.lab), T0, END, ("h100-01", 0))
+    assert record_efficiencies(END + grace() / 2) == 0
+    assert record_efficiencies(END + grace()) == 1
+
+
+def test_a_requeued_job_is_measured_again_for_its_new_attempt(world):
+    job = ran(submit(world.alice, world.lab), T0, END, ("h100-01", 0))
+    record_efficiencies(LATER)
+    Job.objects.filter(pk=job.pk).update(attempt=2, started_at=LATER, ended_at=LATER + timedelta(minutes=20))
+    assert record_efficiencies(LATER + timedelta(minutes=30)) == 1
+    assert JobEfficiency.objects.get(job=job).attempt == 2
+
+
+def test_a_run_longer_than_raw_retention_is_measured_from_minute_rollups(world, settings):
+    settings.MONITORING_RAW_RETENTION_HOURS = 1
+    job = ran(submit(world.alice, world.lab), T0, T0 + timedelta(hours=3), ("h100-02", 5))
+    bands = {f"memory_used_{k}": 2000.0 for k in ("min", "mean", "max")}
+    GpuRollup.objects.bulk_create(
+        GpuRollup(
+            gpu=gpu("h100-02", 5),
+            period=Resolution.MINUTE,
+            at=T0 + timedelta(minutes=m),
+            samples=6 if m % 2 else 2,  # the busy minutes count three times the idle ones
+            utilization_min=0.0,
+            utilization_mean=80.0 if m % 2 else 0.0,
+            utilization_max=95.0 if m % 2 else 0.0,
+            **bands,
+        )
+        for m in range(180)
+    )
+    record_efficiencies(T0 + timedelta(hours=4))
+    figures = JobEfficiency.objects.get(job=job)
+    assert figures.samples == 90 * 6 + 90 * 2
+    assert figures.gpu_util_mean == pytest.approx(80.0 * 6 / 8) and figures.gpu_util_peak == 95.0
+
+
+def test_the_job_list_sorts_by_gpu_utilization_with_the_unmeasured_last(world, client_for):
+    busy = ran(submit(world.alice, world.lab, name="busy"), T0, END, ("h100-01", 0))
+    idle = ran(submit(world.alice, world.lab, name="idle"), T0, END, ("h100-01", 1))
+    unmeasured = ran(submit(world.alice, world.lab, name="unmeasured"), T0, END, ("h100-01", 2))
+    samples([gpu("h100-01", 0).id], T0, 10, utilization=90.0)
+    samples([gpu("h100-01", 1).id], T0, 10, utilization=2.0)
+    record_efficiencies(LATER)
+    client = client_for(world.alice)
+
+    rows = client.get("/api/v1/jobs/", {"ordering": "gpu_utilization"}).json()["results"]
+    assert [r["name"] for r in rows][:2] == ["idle", "busy"]
+    page = client.get("/jobs/", {"sort": "gpu_util"}).content.decode()
+    assert page.index(f'/jobs/{idle.id}/"') < page.index(f'/jobs/{busy.id}/"') < page.index(f'/jobs/{unmeasured.id}/"')
+    assert "unmeasured" in page
