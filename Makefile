@@ -35,7 +35,7 @@ demo: venv native
 	DEBUG=1 $(BIN)/python manage.py seed_demo
 	@echo ""
 	@echo "Quartermaster is starting at http://$(HOST):$(PORT)/  (API docs: /api/docs/, admin: /admin/)"
-	@echo "Log in with the users printed above. Ctrl-C stops both the web server and the scheduler."
+	@echo "Log in as one of the demo logins listed above. Ctrl-C stops both the web server and the scheduler."
 	@trap 'kill 0' INT TERM EXIT; \
 	DEBUG=1 $(BIN)/python manage.py run_scheduler & \
 	DEBUG=1 $(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)

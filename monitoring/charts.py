@@ -26,6 +26,20 @@ TITLES = {
     "power": "Power",
 }
 MARGIN = {"l": 60, "r": 20, "t": 40, "b": 40}
+#: One colour per series where a chart draws the same names twice (an account's pending
+#: and running jobs): Plotly's own qualitative palette, assigned by name, not by trace.
+PALETTE = (
+    "#636efa",
+    "#ef553b",
+    "#00cc96",
+    "#ab63fa",
+    "#ffa15a",
+    "#19d3f3",
+    "#ff6692",
+    "#b6e880",
+    "#ff97ff",
+    "#fecb52",
+)
 BAND_FILL = "rgba(31, 119, 180, 0.2)"
 IDLE_COLOR = "#d62728"
 
@@ -125,6 +139,10 @@ def job_gpu_figure(metrics: Sequence[Series], span: Span | None = None) -> dict[
 #: A GPU's state in the allocation heatmap, in colour order.
 GPU_STATES = ("free", "allocated", "allocated, idle", "unavailable")
 GPU_COLORS = ("#e5ecf6", "#2ca02c", IDLE_COLOR, "#7f7f7f")
+#: Up to this many nodes the heatmap runs them across; up to LABELLED_NODES it runs them
+#: down, named; beyond, across without names (a name per cell would be unreadable).
+ACROSS_NODES = 8
+LABELLED_NODES = 64
 
 
 class GpuCell(NamedTuple):
@@ -164,28 +182,33 @@ def allocation_heatmap(cells: Sequence[CellRow], nodes: Sequence[str]) -> dict[s
         text[index][x] = words if utilization is None else f"{words}, {utilization:.0f}% busy"
     n = len(GPU_STATES)
     scale = [[edge / n, color] for i, color in enumerate(GPU_COLORS) for edge in (i, i + 1)]
-    small = len(nodes) <= 64
+    named = len(nodes) <= LABELLED_NODES
+    # Up to a few nodes, nodes go across; more, and their names (across, they would run
+    # over each other) go down the side, one row each, where they always fit.
+    down = ACROSS_NODES < len(nodes) <= LABELLED_NODES
     trace = {
         "type": "heatmap",
-        "x": list(nodes),
-        "y": list(range(depth)),
-        "z": z,
-        "text": text,
-        "hovertemplate": "%{x} GPU %{y}: %{text}<extra></extra>",
+        "x": list(range(depth)) if down else list(nodes),
+        "y": list(nodes) if down else list(range(depth)),
+        "z": [list(row) for row in zip(*z, strict=True)] if down and z else z,
+        "text": [list(row) for row in zip(*text, strict=True)] if down and text else text,
+        "hovertemplate": ("%{y} GPU %{x}" if down else "%{x} GPU %{y}") + ": %{text}<extra></extra>",
         "zmin": -0.5,
         "zmax": n - 0.5,
         "colorscale": scale,
-        "xgap": 1 if small else 0,
+        "xgap": 1 if named else 0,
         "ygap": 1,
         "colorbar": {"tickvals": list(range(n)), "ticktext": list(GPU_STATES), "thickness": 12},
     }
+    nodes_axis = {"type": "category", "showticklabels": named, "automargin": True}
+    gpus_axis = {"title": {"text": "GPU"}, "dtick": 1, "automargin": True}
     return _figure(
         [trace],
-        "GPU allocation by node and GPU",
-        height=160 + 22 * depth,
-        xaxis={"type": "category", "showticklabels": small, "title": {"text": f"{len(nodes)} nodes"}},
-        yaxis={"title": {"text": "GPU"}, "autorange": "reversed", "dtick": 1},
-        meta={"counts": counts},
+        f"GPU allocation by node and GPU ({len(nodes)} nodes)",
+        height=120 + 20 * len(nodes) if down else 160 + 22 * depth,
+        xaxis=gpus_axis if down else nodes_axis,
+        yaxis={**nodes_axis, "autorange": "reversed"} if down else {**gpus_axis, "autorange": "reversed"},
+        meta={"counts": counts, "nodes_down": down},
     )
 
 
@@ -243,6 +266,7 @@ def queue_figure(rows: Sequence[QueueRow], span: Span | None = None) -> dict[str
     accounts = sorted({r.account for r in rows})
     value = {(r.at, r.account): r for r in rows}
     data = []
+    color = {account: PALETTE[i % len(PALETTE)] for i, account in enumerate(accounts)}
     for what, axis, group in (("pending", "", "pending"), ("running", "2", "running")):
         for account in accounts:
             cells = [value.get((t, account)) for t in times]
@@ -253,6 +277,10 @@ def queue_figure(rows: Sequence[QueueRow], span: Span | None = None) -> dict[str
                     "stackgroup": group,
                     "name": account,
                     "legendgroup": account,
+                    # The legend shows the pending traces only: the running ones must
+                    # wear the same colour, not the palette's next ones.
+                    "line": {"color": color[account]},
+                    "fillcolor": color[account],
                     "showlegend": what == "pending",
                     "xaxis": f"x{axis}",
                     "yaxis": f"y{axis}",

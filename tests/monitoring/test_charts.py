@@ -66,6 +66,15 @@ def test_heatmap_puts_nodes_across_gpus_down_and_codes_each_state():
     assert figure["layout"]["meta"]["counts"] == {"free": 1, "allocated": 2, "allocated, idle": 1, "unavailable": 1}
 
 
+def test_heatmap_of_a_few_dozen_nodes_names_them_down_the_side():
+    nodes = [f"node-{i:02d}" for i in range(30)]
+    cells = [(node, gpu, "free", None, None, None) for node in nodes for gpu in range(4)]
+    figure = valid(charts.allocation_heatmap(cells, nodes))
+    trace = figure["data"][0]
+    assert trace["y"] == nodes and trace["x"] == [0, 1, 2, 3] and len(trace["z"]) == 30
+    assert figure["layout"]["meta"]["nodes_down"] and figure["layout"]["yaxis"]["showticklabels"]
+
+
 def test_heatmap_of_a_thousand_nodes_stays_one_trace_of_eight_rows():
     cells = [GpuCell(f"n{n:04d}", i, "free", 0.0) for n in range(1000) for i in range(8)]
     figure = valid(charts.allocation_heatmap(cells, [f"n{n:04d}" for n in range(1000)]))
@@ -102,6 +111,9 @@ def test_queue_is_stacked_by_account_with_missing_rows_as_zero():
     assert [t["name"] for t in pending] == ["lab", "other"] == [t["name"] for t in running]
     assert pending[1]["y"] == [2, 0] and running[0]["y"] == [1, 2]
     assert all(t["yaxis"] == "y2" and not t["showlegend"] for t in running)
+    # The legend shows the pending traces: each account's running trace wears its colour.
+    assert [t["line"]["color"] for t in pending] == [t["line"]["color"] for t in running]
+    assert pending[0]["line"]["color"] != pending[1]["line"]["color"]
 
 
 def test_wait_distribution_counts_the_jobs_in_its_title():

@@ -109,7 +109,11 @@ class Command(BaseCommand):
             for username, password in passwords.items():
                 self.stdout.write(f"  {username:<8} {password}")
         else:
-            self.stdout.write("Demo users already exist (use --reset-passwords to get new passwords).")
+            names = ", ".join(username for username, _, _ in USERS)
+            self.stdout.write(
+                f"Demo logins: {names}. Their passwords were printed when they were made; for new ones run:\n"
+                "  DEBUG=1 .venv/bin/python manage.py seed_demo --reset-passwords"
+            )
 
     def _accounts(self) -> dict[str, Account]:
         accounts: dict[str, Account] = {}

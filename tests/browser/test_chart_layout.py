@@ -1,0 +1,43 @@
+"""Charts as a person sees them: on a cluster of many nodes the heatmap names every node
+down its side, one row each, never one name over another."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.models import Gpu, Node
+
+pytestmark = [pytest.mark.slow]
+
+
+def boxes_overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    return (
+        a["x"] + a["width"] > b["x"] + 0.5
+        and b["x"] + b["width"] > a["x"] + 0.5
+        and a["y"] + a["height"] > b["y"] + 0.5
+        and b["y"] + b["height"] > a["y"] + 0.5
+    )
+
+
+def test_the_heatmap_node_names_do_not_overlap_on_a_cluster_of_many_nodes(transactional_db, world, login, shot):
+    for i in range(1, 25):
+        node = Node.objects.create(cluster=world.cluster, name=f"gpu-node-{i:02d}", cpus=64, memory_mib=512_000)
+        Gpu.objects.bulk_create(
+            Gpu(node=node, index=g, uuid=f"GPU-{i}-{g}", model="A100-80GB", memory_mib=81920) for g in range(8)
+        )
+    page = login("admin")
+    page.goto("/manage/cluster/")
+    page.wait_for_function("() => document.querySelector('#chart-gpu-heatmap')?.data?.length > 0")
+    page.locator("#chart-gpu-heatmap").scroll_into_view_if_needed()
+    shot(page, "cluster-heatmap-27-nodes")
+    labels = page.locator("#chart-gpu-heatmap .ytick text")
+    boxes = [labels.nth(i).bounding_box() for i in range(labels.count())]
+    assert len(boxes) == 27  # every node is named
+    for i, first in enumerate(boxes):
+        for second in boxes[i + 1 :]:
+            assert not boxes_overlap(first, second)
+    title = page.locator("#chart-gpu-heatmap .gtitle").bounding_box()
+    texts = page.locator("#chart-gpu-heatmap .xtick text, #chart-gpu-heatmap .xtitle, #chart-gpu-heatmap .ytitle")
+    assert not any(boxes_overlap(title, texts.nth(i).bounding_box()) for i in range(texts.count()))
+    plot = page.locator("#chart-gpu-heatmap .nsewdrag").first.bounding_box()
+    assert all(box["x"] + box["width"] <= plot["x"] + 1 for box in boxes)  # beside the plot, not on it
