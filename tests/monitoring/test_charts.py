@@ -68,7 +68,7 @@ def test_heatmap_puts_nodes_across_gpus_down_and_codes_each_state():
 
 def test_heatmap_of_a_few_dozen_nodes_names_them_down_the_side():
     nodes = [f"node-{i:02d}" for i in range(30)]
-    cells = [(node, gpu, "free", None, None, None) for node in nodes for gpu in range(4)]
+    cells = [(node, gpu, "free", None, None, "") for node in nodes for gpu in range(4)]
     figure = valid(charts.allocation_heatmap(cells, nodes))
     trace = figure["data"][0]
     assert trace["y"] == nodes and trace["x"] == [0, 1, 2, 3] and len(trace["z"]) == 30

@@ -109,9 +109,9 @@ class Command(BaseCommand):
             for username, password in passwords.items():
                 self.stdout.write(f"  {username:<8} {password}")
         else:
-            names = ", ".join(username for username, _, _ in USERS)
+            logins = ", ".join(username for username, _, _ in USERS)
             self.stdout.write(
-                f"Demo logins: {names}. Their passwords were printed when they were made; for new ones run:\n"
+                f"Demo logins: {logins}. Their passwords were printed when they were made; for new ones run:\n"
                 "  DEBUG=1 .venv/bin/python manage.py seed_demo --reset-passwords"
             )
 
