@@ -299,6 +299,13 @@ SCHEDULER_RECLAIM = env_bool("SCHEDULER_RECLAIM", True)
 SCHEDULER_SHARING_OVERHEAD = env_float("SCHEDULER_SHARING_OVERHEAD", 0.1, minimum=0)
 #: Where the local backend keeps job directories and logs.
 QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
+#: Where a job may start (its ``workdir``): these directories and their subtrees, with
+#: ``{user}`` for the owner's cluster user name (Open OnDemand's allowlist). Never the
+#: portal's own tree, whatever is listed.
+JOB_WORKDIR_ROOTS = env_list("JOB_WORKDIR_ROOTS", ["/home/{user}", "/scratch/{user}"])
+#: The most a job's files may hold in all (bytes of UTF-8 text), and how many files.
+JOB_FILES_MAX_BYTES = env_int("JOB_FILES_MAX_BYTES", 1_000_000, minimum=1)
+JOB_FILES_MAX_COUNT = env_int("JOB_FILES_MAX_COUNT", 50, minimum=1)
 #: The lowest uid a job may run as: cluster identities below it (root, system accounts)
 #: are refused, in the API and again by the backends (Debian's FIRST_UID).
 QM_MIN_JOB_UID = env_int("QM_MIN_JOB_UID", 1000, minimum=1)

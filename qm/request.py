@@ -54,6 +54,18 @@ def _dependencies(text: str) -> list[dict[str, Any]]:
     return found
 
 
+def _job_file(text: str) -> tuple[str, str]:
+    """``PATH`` or ``NAME=PATH``: the file's name in the job's directory and its text."""
+    name, sep, path = text.partition("=")
+    if not sep:
+        name, path = os.path.basename(text), text
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return name, handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise argparse.ArgumentTypeError(f"cannot bring {path}: {exc}") from None
+
+
 def _add_shared_options(parser: argparse.ArgumentParser, *, walltime_required: bool) -> None:
     """Options a job's request and an edit have alike."""
     parser.add_argument("--name", help="job name (default: the command's first word)")
@@ -88,6 +100,16 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image")
     parser.add_argument("--env", "-e", type=_pair("--env", "KEY=value"), action="append", default=[], help="KEY=value")
     parser.add_argument("--script", type=argparse.FileType("r"), help="a script file to run instead of a command")
+    parser.add_argument("--workdir", "-D", help="where it starts on the cluster (sbatch --chdir)")
+    parser.add_argument(
+        "--file",
+        "-f",
+        type=_job_file,
+        action="append",
+        dest="files",
+        default=[],
+        help="a text file to bring, put in its working directory (repeatable; NAME=PATH to rename)",
+    )
     parser.add_argument(
         "--wrap",
         help="a shell command line run as written, as sbatch --wrap: 'cd data && python train.py $QM_NODE_RANK'",
@@ -140,6 +162,10 @@ def request_body(args: argparse.Namespace) -> dict[str, Any]:
     body = _shared_body(args)
     if args.env:
         body["env"] = dict(args.env)
+    if args.workdir:
+        body["workdir"] = args.workdir
+    if args.files:
+        body["files"] = dict(args.files)
     if args.script is not None:
         body["script"] = args.script.read()
     if args.wrap is not None:

@@ -106,6 +106,11 @@ class Job(models.Model):
     script = models.TextField(blank=True)
     image = models.CharField(max_length=256, blank=True)
     env = models.JSONField(default=dict, blank=True)
+    #: Where the job starts (``sbatch --chdir``); empty: a directory of its own.
+    workdir = models.CharField(max_length=1024, blank=True)
+    #: Small text files sent with the job (name -> content), written into its working
+    #: directory before it starts (``scheduler.backends.job_files``).
+    files = models.JSONField(default=dict, blank=True)
 
     nodes = models.PositiveIntegerField(default=1)
     gpus_per_node = models.PositiveIntegerField(default=1)

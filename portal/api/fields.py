@@ -18,3 +18,19 @@ class SlugRelatedField(serializers.SlugRelatedField):
         if isinstance(data, str) and "\x00" in data:
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class TextField(serializers.CharField):
+    """A string, as sent: never trimmed, and a number or a boolean is an error, not turned
+    into text (a file's content that arrives as ``5`` was not meant to be ``"5"``)."""
+
+    default_error_messages = {"not_text": "Must be a JSON string."}
+
+    def __init__(self, **kwargs: object) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+
+    def to_internal_value(self, data: object) -> str:
+        if not isinstance(data, str):
+            self.fail("not_text")
+        return str(super().to_internal_value(data))

@@ -112,7 +112,29 @@ FIELD_SHAPES: dict[str, tuple[Callable[[str], Any], Callable[[Any], str]]] = {
 }
 #: Fields sent as typed, whose empty value means "the API's default", so they are left
 #: out of the body: the request fields without a shape of their own, what to run, the QOS.
-_OPTIONAL = ("qos", *(f for f in REQUEST_FIELDS if f not in FIELD_SHAPES), "command", "script", "image")
+_OPTIONAL = ("qos", *(f for f in REQUEST_FIELDS if f not in FIELD_SHAPES), "command", "script", "image", "workdir")
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class TextFilesField(forms.FileField):
+    """Several uploaded files as the API's ``files``: name -> UTF-8 text."""
+
+    widget = MultipleFileInput
+
+    def clean(self, data: Any, initial: Any = None) -> dict[str, str]:
+        uploads = [f for f in (data if isinstance(data, list | tuple) else [data]) if f]
+        files: dict[str, str] = {}
+        for upload in uploads:
+            try:
+                files[upload.name] = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise forms.ValidationError(
+                    f"{upload.name} is not a text file (UTF-8); put data on the cluster's storage."
+                ) from None
+        return files
 
 
 @dataclass(frozen=True)
@@ -200,6 +222,7 @@ def job_as_fields(job: Job) -> dict[str, str]:
         "command": job.command,
         "script": job.script,
         "image": job.image,
+        "workdir": job.workdir,
         "env": format_env(job.env),
     }
 
@@ -250,6 +273,11 @@ class JobForm(forms.Form):
     command = _text("Command", "A command line, or use a script below.", widget=forms.Textarea(attrs={"rows": 2}))
     script = _text("Script", "Run instead of a command.", widget=forms.Textarea(attrs={"rows": 5}))
     image = _text("Container image")
+    workdir = _text("Working directory", "Where it starts, e.g. /home/you/project; empty: a fresh directory.")
+    # Not "files": a form's ``files`` is its uploads (request.FILES).
+    job_files = TextFilesField(
+        label="Files", required=False, help_text="Small text files (a script, a config) put in its working directory."
+    )
     env = _text("Environment", "KEY=value, one per line.", widget=forms.Textarea(attrs={"rows": 3}))
     nice = _number("Nice", "Lowers the job's priority by this much.", "0")
     dependencies = _text("Dependencies", "afterok:12 afterany:13", widget=forms.TextInput())
@@ -281,6 +309,8 @@ class JobForm(forms.Form):
         for name in _OPTIONAL:
             if data.get(name) not in (None, ""):
                 body[name] = data[name]
+        if data.get("job_files"):
+            body["files"] = data["job_files"]
         for name, (parse, _) in FIELD_SHAPES.items():
             raw = data.get(name) or ""
             if not raw:
@@ -302,6 +332,7 @@ class JobForm(forms.Form):
 
     def _add_api_errors(self, errors: Any) -> None:
         for name, problems in errors.items():
+            name = "job_files" if name == "files" else name
             target = name if name in self.fields else None
             self.add_error(target, flatten_errors(problems))
 

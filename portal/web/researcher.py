@@ -156,7 +156,7 @@ def submit(request: HttpRequest) -> HttpResponse:
     saved = JobTemplate.objects.filter(owner=user)
     estimate: dict[str, Any] | None = None
     if request.method == "POST":
-        form = JobForm(request.POST, request=request)
+        form = JobForm(request.POST, request.FILES, request=request)
         action = request.POST.get("action", "submit")
         if action == "save-template":
             return _save_template(request, form)

@@ -7,18 +7,21 @@ import math
 import re
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from portal.access import default_account, may_submit_to, usable_qos, visible_jobs
-from portal.api.fields import SlugRelatedField
+from portal.api.fields import SlugRelatedField, TextField
 from portal.api.strict import RejectUnknownFields
 from portal.api.validators import no_nul_characters, plain_name
 from portal.models import Account, ClusterIdentity, Qos
+from scheduler.api.workdir import checked_workdir
 from scheduler.backends import BackendError, available_kinds, load_backend
 from scheduler.backends.job_env import RESERVED_WORDS, is_reserved
+from scheduler.backends.job_files import name_problem
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.reason_words import reason_words
 from scheduler.core.types import parse_compute_capability
@@ -97,6 +100,9 @@ class JobSerializer(serializers.ModelSerializer):
         help_text="Every blocker of a waiting job (the pending_reason first), with evidence."
     )
     efficiency = serializers.SerializerMethodField(help_text="After it ends: how well it used its GPUs (seff).")
+    file_names = serializers.SerializerMethodField(
+        help_text="The files it brought (GET /api/v1/jobs/{id}/ only; null in lists, which do not read them)."
+    )
 
     class Meta:
         model = Job
@@ -117,6 +123,8 @@ class JobSerializer(serializers.ModelSerializer):
             "script",
             "image",
             "env",
+            "workdir",
+            "file_names",
             *REQUEST_FIELDS,
             "total_gpus",
             "cluster",
@@ -131,6 +139,10 @@ class JobSerializer(serializers.ModelSerializer):
             "efficiency",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField(), allow_null=True))
+    def get_file_names(self, job: Job) -> list[str] | None:
+        return None if "files" in job.get_deferred_fields() else sorted(job.files or {})
 
     @extend_schema_field(EfficiencySerializer(allow_null=True))
     def get_efficiency(self, job: Job) -> dict[str, Any] | None:
@@ -234,6 +246,37 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
         help_text="Lowers the job's priority by this much; only staff may give a negative nice.",
     )
     dependencies = DependencySerializer(many=True, required=False, default=list)
+    workdir = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=1024,
+        default="",
+        help_text="Where the job starts (sbatch --chdir): an absolute path under JOB_WORKDIR_ROOTS "
+        "(e.g. /home/<you>/project); empty: a fresh directory of its own.",
+    )
+    files = serializers.DictField(
+        child=TextField(allow_blank=True),
+        required=False,
+        default=dict,
+        help_text='Small text files written into its working directory first: {"train.py": "..."}.',
+    )
+
+    def validate_workdir(self, value: str) -> str:
+        return checked_workdir(value, self.context["request"].user)
+
+    def validate_files(self, value: dict[str, str]) -> dict[str, str]:
+        problems = [problem for name in value if (problem := name_problem(name))]
+        if problems:
+            raise serializers.ValidationError(problems[:5])
+        if len(value) > settings.JOB_FILES_MAX_COUNT:
+            raise serializers.ValidationError(f"At most {settings.JOB_FILES_MAX_COUNT} files.")
+        size = sum(len(text.encode("utf-8")) for text in value.values())
+        if size > settings.JOB_FILES_MAX_BYTES:
+            raise serializers.ValidationError(
+                f"The files hold {size} bytes; at most {settings.JOB_FILES_MAX_BYTES} may come with a job "
+                "(put larger data on the cluster's storage and give its path)."
+            )
+        return value
 
     def validate_nice(self, value: int) -> int:
         if value < 0 and not self.context["request"].user.is_staff:

@@ -74,6 +74,8 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self) -> QuerySet[Job]:
         base = Job.objects.select_related("owner", "account", "qos", "cluster", "efficiency")
+        if self.action == "list":
+            base = base.defer("files")  # up to JOB_FILES_MAX_BYTES a job: read one job's only
         # A finished job's mean GPU utilization (monitoring's efficiency), to sort by.
         return visible_jobs(self.request.user, base).annotate(gpu_utilization=F("efficiency__gpu_util_mean"))
 

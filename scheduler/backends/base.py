@@ -76,6 +76,10 @@ class JobSpec:
     memory_mib_per_node: int = 0
     image: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
+    #: Where it starts (absolute; empty: a fresh directory of its own).
+    workdir: str = ""
+    #: Text files (relative name -> content) written into its working directory first.
+    files: Mapping[str, str] = field(default_factory=dict)
     #: Whom the job runs as (None: the owner has no cluster identity; a backend that
     #: runs jobs as their owners refuses such a spec rather than use its own user).
     run_as: RunAs | None = None

@@ -34,6 +34,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from scheduler.backends.base import GpuInfo, JobSpec, NodeInfo, PollResult, RemoteState, RunAs
 from scheduler.backends.job_env import DEFAULT_MASTER_PORT, job_env, master_env, rank_env
+from scheduler.backends.job_files import prelude
 
 Obj = dict[str, Any]
 
@@ -346,8 +347,9 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
                     {
                         "name": CONTAINER,
                         "image": spec.image or target.image,
-                        "command": ["/bin/bash", "-c", spec.script or spec.command],
+                        "command": ["/bin/bash", "-c", _files_first(spec) + (spec.script or spec.command)],
                         "env": env_vars,
+                        **({"workingDir": spec.workdir} if spec.workdir else {}),
                         "resources": resources,
                         "securityContext": {
                             "allowPrivilegeEscalation": False,
@@ -369,6 +371,15 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
         "metadata": {"name": target.name, "namespace": target.namespace, "labels": labels, "annotations": annotations},
         "spec": job_spec,
     }
+
+
+#: Where a pod without a workdir puts the files its job brings (the image's own
+#: working directory may not be writable by the job's user).
+FILES_DIR = "/tmp/qm-job"
+
+
+def _files_first(spec: JobSpec) -> str:
+    return prelude(spec.files, fresh_dir=FILES_DIR if spec.files and not spec.workdir else "")
 
 
 def build_service(job: Obj) -> Obj:

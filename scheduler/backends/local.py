@@ -66,6 +66,7 @@ from scheduler.backends.base import (
     RemoteState,
 )
 from scheduler.backends.job_env import job_env, master_env, rank_env
+from scheduler.backends.job_files import prelude
 from scheduler.backends.spec_check import spec_problem
 
 #: A job whose runner has not announced itself this long after submit is NODE_FAIL.
@@ -484,7 +485,11 @@ class LocalBackend:
         problem = spec_problem(spec)
         if problem:
             raise self._reject(spec, problem)
-        argv = ["bash", runner.SCRIPT_FILE] if spec.script else ["bash", "-c", spec.command]
+        if spec.workdir and self._portal_owned(Path(spec.workdir)):
+            raise self._reject(spec, f"workdir {spec.workdir} is inside this cluster's own files")
+        # The script file lies in the job's own directory, which is the working directory
+        # only without a workdir: the runner finds it by its absolute path (_write_job).
+        argv = ["bash", runner.SCRIPT_FILE] if spec.script else ["bash", "-c", prelude(spec.files) + spec.command]
         for placement in spec.placements:
             node = self._by_name.get(placement.node)
             if node is None:
@@ -533,12 +538,21 @@ class LocalBackend:
             raise self._reject(spec, "a job never runs as root")
         return identity
 
+    def _portal_owned(self, path: Path) -> bool:
+        """Whether ``path`` holds, or lies in, this backend's own state (job directories,
+        runner files): a job may not start there, whatever its owner may read."""
+        mine = [self.state_dir.resolve()]
+        target = path.resolve()
+        return any(target == own or own in target.parents or target in own.parents for own in mine)
+
     def _write_job(self, job_dir: Path, spec: JobSpec, argv: list[str], env: dict[str, str]) -> None:
         identity = self._job_identity(spec)
         work = job_dir / runner.WORK_DIR
         work.mkdir(mode=0o700)
         if spec.script:
-            (work / runner.SCRIPT_FILE).write_text(spec.script, encoding="utf-8")
+            (work / runner.SCRIPT_FILE).write_text(prelude(spec.files) + spec.script, encoding="utf-8")
+            # Where it will be once the staged directory is renamed into jobs/<key>.
+            argv = ["bash", str(self._jobs / spec.key / runner.WORK_DIR / runner.SCRIPT_FILE)]
         if self.simulate is not None:
             (job_dir / runner.OUTPUT_FILE).write_text(
                 f"[local backend {self.name}: simulated for {self.simulate:g}s; nothing was run]\n", encoding="utf-8"
@@ -564,6 +578,7 @@ class LocalBackend:
                 "run_as": identity,
                 "sandbox": self.sandbox,
                 "shared_paths": list(self.shared_paths),
+                "workdir": spec.workdir,
             },
         )
 

@@ -185,7 +185,9 @@ def inherited_environment() -> dict[str, str]:
     return {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
 
 
-def sandbox_argv(bwrap: str, work: Path, shared: list[str], identity: dict[str, Any] | None) -> list[str]:
+def sandbox_argv(
+    bwrap: str, work: Path, shared: list[str], identity: dict[str, Any] | None, *, cwd: Path | None = None
+) -> list[str]:
     """The bubblewrap command a job runs under: the system directories read-only, its own
     work directory (and the site's ``shared`` paths) writable, a private /tmp, its own
     PID namespace (no other process, the portal's included, is in its /proc, so no
@@ -220,7 +222,7 @@ def sandbox_argv(bwrap: str, work: Path, shared: list[str], identity: dict[str, 
                 made.add(str(parent))
                 argv += ["--perms", "0711", "--dir", str(parent)]
         argv += ["--bind", path, path]
-    argv += ["--chdir", str(work), "--"]
+    argv += ["--chdir", str(cwd or work), "--"]
     if identity:
         argv += [
             "setpriv",
@@ -291,6 +293,10 @@ def _run(job_dir: Path) -> int:
         return 0
 
     work = job_dir / WORK_DIR
+    workdir = Path(spec["workdir"]) if spec.get("workdir") else work
+    if not workdir.is_dir():
+        _record(job_dir, "FAILED", exit_code=1, reason=f"workdir {workdir} does not exist on this machine")
+        return 0
     identity = spec.get("run_as")
     env = inherited_environment()
     env.update({"HOME": str(work), "TMPDIR": "/tmp"})
@@ -305,7 +311,8 @@ def _run(job_dir: Path) -> int:
         for path in (work, *work.iterdir()):
             os.chown(path, identity["uid"], identity["gid"])
     if spec.get("sandbox"):
-        argv = sandbox_argv(spec["sandbox"], work, list(spec.get("shared_paths", [])), identity) + argv
+        shared = list(spec.get("shared_paths", [])) + ([str(workdir)] if workdir != work else [])
+        argv = sandbox_argv(spec["sandbox"], work, shared, identity, cwd=workdir) + argv
     elif identity:  # no sandbox: at least never the portal's user
         as_user = {"user": identity["uid"], "group": identity["gid"], "extra_groups": []}
     # In the sandbox, bubblewrap starts with SIGTERM ignored (see sandbox_argv); the
@@ -319,7 +326,7 @@ def _run(job_dir: Path) -> int:
                 children.append(
                     subprocess.Popen(
                         argv,
-                        cwd=work,
+                        cwd=workdir,
                         env={**env, **{str(k): str(v) for k, v in rank.items()}},
                         stdin=subprocess.DEVNULL,
                         stdout=log,

@@ -65,6 +65,7 @@ from typing import Any, ClassVar
 from scheduler.backends import slurm_parse as parse
 from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState
 from scheduler.backends.job_env import job_env
+from scheduler.backends.job_files import prelude
 from scheduler.backends.slurm_owner import Owner, OwnerCommands, OwnerError
 from scheduler.backends.spec_check import spec_problem
 
@@ -418,7 +419,7 @@ class SlurmBackend:
             f"--time={parse.walltime(spec.walltime_seconds)}",
             f"--output={log}",
             f"--error={log}",
-            f"--chdir={output_dir}",
+            f"--chdir={spec.workdir or output_dir}",
             "--no-requeue",
             "--export=ALL",
         ]
@@ -439,9 +440,11 @@ class SlurmBackend:
         exports = "".join(
             f"export {key}={shlex.quote(value)}\n" for key, value in [*sorted(spec.env.items()), *job_env(spec).items()]
         )
-        script = (
-            f"#!/bin/bash\n: Quartermaster job {spec.key}\n{exports}{_ranks(spec.script or spec.command, len(names))}"
-        )
+        # Without a workdir the job starts in the owner's output directory, shared by their
+        # jobs: files it brings go into a directory of its own there.
+        fresh = f"job-{spec.key}" if spec.files and not spec.workdir else ""
+        body = prelude(spec.files, fresh_dir=fresh) + _ranks(spec.script or spec.command, len(names))
+        script = f"#!/bin/bash\n: Quartermaster job {spec.key}\n{exports}{body}"
         return self._command_line(["sbatch", "--parsable", *args], owner), env, script, owner
 
     @contextmanager

@@ -11,8 +11,11 @@ Kubernetes label value) and whether a placed node or GPU exists in its inventory
 
 from __future__ import annotations
 
+import posixpath
+
 from scheduler.backends.base import JobSpec
 from scheduler.backends.job_env import RESERVED_WORDS, is_reserved
+from scheduler.backends.job_files import name_problem
 
 
 def spec_problem(spec: JobSpec) -> str | None:
@@ -38,4 +41,10 @@ def spec_problem(spec: JobSpec) -> str | None:
             return f"env must map strings to strings, got {key!r}: {value!r}"
         if is_reserved(key):
             return f"env may not set {key}: {RESERVED_WORDS}"
+    if spec.workdir and (not spec.workdir.startswith("/") or posixpath.normpath(spec.workdir) != spec.workdir):
+        return f"workdir must be an absolute, normalised path, got {spec.workdir!r}"
+    for name, content in spec.files.items():
+        problem = name_problem(name) if isinstance(name, str) else f"{name!r} is not a file name"
+        if problem or not isinstance(content, str):
+            return f"files: {problem or f'the content of {name} is not text'}"
     return None

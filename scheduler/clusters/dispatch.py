@@ -41,6 +41,8 @@ def job_spec(job: Job) -> JobSpec:
         memory_mib_per_node=job.memory_mib_per_node,
         image=job.image,
         env={str(k): str(v) for k, v in (job.env or {}).items()},
+        workdir=job.workdir,
+        files={str(k): str(v) for k, v in (job.files or {}).items()},
         run_as=run_as(job.owner),
     )
 

@@ -97,6 +97,7 @@ MANIFEST_CASES = {
     "MIG slices": spec("true", Placement("mig-01", (2, 3))),
     "two nodes": spec("true", Placement("gpu-01", (0, 1)), Placement("gpu-02", (2, 3))),
     "CPU only": spec("true", Placement("gpu-01", ()), memory_mib_per_node=0),
+    "files and a workdir": spec("python3 train.py", files={"train.py": "print(1)\n"}, workdir="/home/alice/p"),
     "script, image and env": spec(
         command="", script="#!/bin/bash\necho hi\n", image="nvcr.io/nvidia/pytorch:25.01", env={"WANDB_MODE": "offline"}
     ),
@@ -137,6 +138,20 @@ def test_manifest_pins_the_node_asks_for_gpus_and_limits_walltime() -> None:
     assert {e["name"]: e["value"] for e in container["env"]}["QM_GPUS"] == "gpu-01:0,1"
 
 
+def test_a_pod_starts_in_the_workdir_and_writes_its_files_first() -> None:
+    container = manifest(spec("python3 train.py", files={"train.py": "print(1)\n"}, workdir="/home/alice/p"))["spec"][
+        "template"
+    ]["spec"]["containers"][0]
+    assert container["workingDir"] == "/home/alice/p"
+    command = container["command"][2]
+    assert command.index("base64 -d > train.py") < command.index("python3 train.py")
+    without = manifest(spec("python3 train.py", files={"train.py": "print(1)\n"}))
+    assert "workingDir" not in without["spec"]["template"]["spec"]["containers"][0]
+    assert (
+        "mkdir -p /tmp/qm-job && cd /tmp/qm-job" in without["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    )
+
+
 def test_mig_slices_ask_for_their_mig_resource() -> None:
     built = manifest(spec("true", Placement("mig-01", (2, 5))))
 
@@ -151,6 +166,10 @@ def test_multi_node_job_is_an_indexed_job_with_one_pod_per_node() -> None:
     assert (job_spec["completionMode"], job_spec["completions"], job_spec["parallelism"]) == ("Indexed", 2, 2)
     anti = job_spec["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
+
+
+def container_of(built: dict[str, Any]) -> dict[str, Any]:
+    return dict(built["spec"]["template"]["spec"]["containers"][0])
 
 
 def env_of(built: dict[str, Any]) -> dict[str, Any]:

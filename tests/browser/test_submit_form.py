@@ -113,3 +113,27 @@ def test_a_waiting_job_is_edited_on_its_own_page_and_a_raise_is_refused_under_it
     assert "changed name, walltime_seconds" in page.locator(".messages").inner_text()
     job.refresh_from_db()
     assert (job.name, job.walltime_seconds) == ("edited", 3600)
+
+
+def test_files_are_uploaded_with_the_form_and_a_binary_one_is_refused_under_its_field(world, login, tmp_path):
+    from pathlib import Path
+
+    from scheduler.models import Job
+
+    train = Path(__file__).resolve().parents[2] / "examples" / "train.py"
+    binary = tmp_path / "weights.bin"
+    binary.write_bytes(b"\xff\xfe\x00\x81")
+    page = login("alice")
+    page.goto("/jobs/new/")
+    page.fill("#id_name", "with-files")
+    page.fill("#id_walltime_seconds", "10m")
+    page.fill("#id_command", "python3 train.py")
+    page.set_input_files("#id_job_files", [str(train), str(binary)])
+    page.click("button[value=submit]")
+    page.wait_for_selector("#field-job_files .errorlist")
+    assert "weights.bin is not a text file" in page.locator("#field-job_files .errorlist").inner_text()
+
+    page.set_input_files("#id_job_files", [str(train)])
+    page.click("button[value=submit]")
+    page.wait_for_url("**/jobs/*/")
+    assert Job.objects.get(name="with-files").files == {"train.py": train.read_text()}

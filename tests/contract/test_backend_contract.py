@@ -599,6 +599,38 @@ def test_a_failed_rank_ends_every_rank_of_the_job(executing: Case) -> None:
     no_job_processes_left(spec.key)
 
 
+def test_a_job_brings_its_files_into_a_directory_of_its_own(executing: Case) -> None:
+    case = executing
+    files = {
+        "train.py": "import os\nprint('config:', open('conf/run.txt').read())\nprint(sorted(os.listdir('.')))\n",
+        "conf/run.txt": "lr=0.1",
+    }
+    external_id = case.backend.submit(job(case, "python3 train.py", files=files))
+
+    result = wait_for(case.backend, external_id)
+
+    log = case.backend.read_log(external_id)
+    assert result.state is RemoteState.COMPLETED, log
+    assert "config: lr=0.1" in log and "'conf'" in log and "'train.py'" in log
+
+
+def test_a_job_starts_in_its_workdir_and_its_files_land_there(executing: Case) -> None:
+    case = executing
+    workdir = case.scratch / f"project-{uuid.uuid4().hex[:8]}"
+    workdir.mkdir()
+    workdir.chmod(0o777)  # the owner's project directory
+    (workdir / "data.txt").write_text("the owner's data\n")
+    spec = job(case, "pwd; cat data.txt; cat notes.txt", workdir=str(workdir), files={"notes.txt": "brought along"})
+
+    external_id = case.backend.submit(spec)
+    result = wait_for(case.backend, external_id)
+
+    log = case.backend.read_log(external_id)
+    assert result.state is RemoteState.COMPLETED, log
+    assert f"{workdir}\nthe owner's data\nbrought along" in log
+    assert (workdir / "notes.txt").read_text() == "brought along"
+
+
 @pytest.mark.parametrize(
     ("command", "state", "exit_code"),
     [
