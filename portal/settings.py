@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "portal",
     "scheduler",
     "monitoring",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -299,6 +300,31 @@ SCHEDULER_RECLAIM = env_bool("SCHEDULER_RECLAIM", True)
 SCHEDULER_SHARING_OVERHEAD = env_float("SCHEDULER_SHARING_OVERHEAD", 0.1, minimum=0)
 #: Where the local backend keeps job directories and logs.
 QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
+# --- Notifications (notifications/) -----------------------------------------------------
+#: The portal's address as its users reach it, for links in messages.
+PORTAL_URL = env_str("PORTAL_URL", "http://127.0.0.1:8000")
+#: Mail: Django's SMTP backend by default (any server; EMAIL_BACKEND for others).
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "quartermaster@localhost")
+#: How often the notifier reads what happened and sends what is due.
+NOTIFY_SECONDS = env_float("NOTIFY_SECONDS", 15.0, minimum=1.0)
+#: Tries before a message is given up (backoff 30 s doubling, at most an hour apart).
+NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 8, minimum=1)
+NOTIFY_WEBHOOK_TIMEOUT = env_float("NOTIFY_WEBHOOK_TIMEOUT", 10.0, minimum=0.5)
+#: A running job is idle when its GPUs average under this much over that many minutes.
+NOTIFY_IDLE_BELOW_PCT = env_float("NOTIFY_IDLE_BELOW_PCT", 5.0, minimum=0)
+NOTIFY_IDLE_MINUTES = env_int("NOTIFY_IDLE_MINUTES", 30, minimum=1)
+#: An account is near its GPU quota at this share of it, in percent.
+NOTIFY_QUOTA_PCT = env_float("NOTIFY_QUOTA_PCT", 80.0, minimum=1)
+#: A waiting job's estimate "moved" when it shifts by more than this many minutes.
+NOTIFY_ESTIMATE_SHIFT_MINUTES = env_int("NOTIFY_ESTIMATE_SHIFT_MINUTES", 30, minimum=1)
+
 #: Where a job may start (its ``workdir``): these directories and their subtrees, with
 #: ``{user}`` for the owner's cluster user name (Open OnDemand's allowlist). Never the
 #: portal's own tree, whatever is listed.

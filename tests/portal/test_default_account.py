@@ -77,7 +77,9 @@ def test_the_profile_page_sets_the_default_and_the_submit_form_starts_from_it(tw
     client.force_login(alice)
     assert "selected>lab</option>" in client.get("/profile/").content.decode()
 
-    response = client.post("/profile/", {"default_account": Membership.objects.get(user=alice, account=nlp).pk})
+    response = client.post(
+        "/profile/", {"form": "account", "default_account": Membership.objects.get(user=alice, account=nlp).pk}
+    )
 
     assert response.status_code == 302
     assert Membership.objects.get(user=alice, is_default=True).account == nlp
@@ -90,7 +92,7 @@ def test_the_profile_page_refuses_someone_elses_membership(two_accounts, world):
     client.force_login(alice)
     charlies = Membership.objects.get(user=world.charlie)
 
-    response = client.post("/profile/", {"default_account": charlies.pk})
+    response = client.post("/profile/", {"form": "account", "default_account": charlies.pk})
 
     assert response.status_code == 200 and "Select a valid choice" in response.content.decode()
     assert not Membership.objects.filter(is_default=True).exists()

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management import call_command
 
 import monitoring.tasks
+import notifications.tasks
 import portal.tasks
 import scheduler.tasks
 from portal.celery import app
@@ -21,7 +22,7 @@ from portal.periodic import beat_schedule, periodic_jobs
 
 SETTINGS = Path(__file__).resolve().parents[2] / "portal" / "settings.py"
 #: The tasks the table may name, imported so that they are registered with ``app``.
-TASK_MODULES = (scheduler.tasks, monitoring.tasks, portal.tasks)
+TASK_MODULES = (scheduler.tasks, monitoring.tasks, notifications.tasks, portal.tasks)
 #: A table with every job in it and a different period for each.
 EVERY_JOB = periodic_jobs(
     SimpleNamespace(
@@ -33,6 +34,7 @@ EVERY_JOB = periodic_jobs(
         MONITORING_SIMULATE=True,
         LDAP_SERVER_URI="ldap://directory.example.org",
         LDAP_SYNC_SECONDS=6.0,
+        NOTIFY_SECONDS=7.0,
     )
 )
 
@@ -48,7 +50,7 @@ def test_beat_runs_exactly_the_table():
 
 
 def test_each_beat_entry_runs_its_task_and_expires_after_its_own_period():
-    assert len({job.every_seconds for job in EVERY_JOB} - {60.0, 3600.0}) == 6  # a mix-up would show
+    assert len({job.every_seconds for job in EVERY_JOB} - {60.0, 3600.0}) == 7  # a mix-up would show
     assert beat_schedule(EVERY_JOB) == {
         job.name: {"task": job.task, "schedule": job.every_seconds, "options": {"expires": job.every_seconds}}
         for job in EVERY_JOB

@@ -1,0 +1,185 @@
+"""What is worth telling someone, read from what has already happened: job events (the
+trail every state change writes in its own transaction) and the state of the queue
+(running jobs that hold idle GPUs, accounts near a quota, estimates that moved).
+
+Each ``Message`` carries a ``key`` naming the fact it tells (``event:42``,
+``idle:7:2``): the outbox sends each key once per channel, however often a fact is read.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Avg, Count
+
+from monitoring.models import GpuSample
+from monitoring.readings import job_gpu_ids
+from notifications.models import EstimateSeen, Event
+from portal.models import Membership, Quota
+from scheduler.choices import ACTIVE_STATES, EventKind, JobState
+from scheduler.core.hours import job_gpus
+from scheduler.models import Job, JobEvent
+
+#: The states whose arrival is "ended" (a job cancelled by its owner is not news to them).
+ENDED = {JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.NODE_FAIL}
+
+
+@dataclass(frozen=True)
+class Message:
+    user_id: int
+    event: str
+    key: str
+    subject: str
+    body: str
+    job_id: int | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+def job_url(job_id: int) -> str:
+    return f"{settings.PORTAL_URL.rstrip('/')}/jobs/{job_id}/"
+
+
+def _about(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "name": job.name,
+        "state": job.state,
+        "account": job.account.name,
+        "exit_code": job.exit_code,
+        "url": job_url(job.id),
+    }
+
+
+def from_events(events: Iterable[JobEvent]) -> Iterator[Message]:
+    """The messages job events make (see ``Event``): one per event that is news to the
+    job's owner."""
+    events = list(events)
+    jobs = Job.objects.select_related("owner", "account").in_bulk({e.job_id for e in events})
+    for event in events:
+        job = jobs.get(event.job_id)
+        if job is None:
+            continue
+        kind, to = event.kind, (event.data or {}).get("to")
+        name = f"job {job.id} ({job.name})"
+        if to == JobState.RUNNING:
+            what, subject = Event.STARTED, f"Started: {name}"
+            text = f"Your {name} started: {event.message}."
+        elif to in ENDED:
+            code = (event.data or {}).get("exit_code", job.exit_code)
+            what, subject = Event.ENDED, f"{to.title()}: {name}"
+            text = f"Your {name} ended {to}" + (f" with exit code {code}" if code is not None else "") + "."
+        elif kind in (EventKind.PREEMPTED, EventKind.REQUEUED):
+            what, subject = Event.PREEMPTED, f"{kind.title()}: {name}"
+            text = f"Your {name} was {kind}: {event.message}. It waits to run again."
+        elif kind == EventKind.HELD and not event.message.endswith(f"by {job.owner.get_username()}"):
+            what, subject = Event.HELD, f"Held: {name}"
+            text = f"Your {name} was {event.message}; it will not start until released."
+        else:
+            continue
+        yield Message(
+            job.owner_id, what, f"event:{event.id}", subject, f"{text}\n{job_url(job.id)}", job.id, _about(job)
+        )
+
+
+def idle_jobs(now: datetime) -> Iterator[Message]:
+    """Running jobs whose GPUs averaged under ``NOTIFY_IDLE_BELOW_PCT`` over the last
+    ``NOTIFY_IDLE_MINUTES`` (measured: a job without samples is not called idle)."""
+    window = timedelta(minutes=settings.NOTIFY_IDLE_MINUTES)
+    running = Job.objects.filter(state=JobState.RUNNING, started_at__lte=now - window).select_related(
+        "owner", "account"
+    )
+    for job in running:
+        ids = job_gpu_ids(job)
+        if not ids:
+            continue
+        seen = GpuSample.objects.filter(gpu_id__in=ids, at__gte=now - window, at__lte=now).aggregate(
+            mean=Avg("utilization_pct"), n=Count("id")
+        )
+        if not seen["n"] or seen["mean"] >= settings.NOTIFY_IDLE_BELOW_PCT:
+            continue
+        minutes = settings.NOTIFY_IDLE_MINUTES
+        yield Message(
+            job.owner_id,
+            Event.IDLE,
+            f"idle:{job.id}:{job.attempt}",
+            f"Idle GPUs: job {job.id} ({job.name})",
+            f"Your job {job.id} ({job.name}) holds {len(ids)} GPU(s) that averaged {seen['mean']:.1f}% "
+            f"utilization over the last {minutes} minutes. Others are waiting for GPUs: if it no longer "
+            f"needs them, cancel it.\n{job_url(job.id)}",
+            job.id,
+            {**_about(job), "utilization_pct": round(seen["mean"], 1)},
+        )
+
+
+def quotas_near(now: datetime) -> Iterator[Message]:
+    """Each member of an account whose active jobs use ``NOTIFY_QUOTA_PCT`` of its GPU
+    quota (``max_gpus``), once a day per account."""
+    threshold = settings.NOTIFY_QUOTA_PCT / 100
+    quotas = {
+        q.account_id: q for q in Quota.objects.filter(account__isnull=False, max_gpus__gt=0) if q.account_id is not None
+    }
+    if not quotas:
+        return
+    used: dict[int, float] = defaultdict(float)
+    active = Job.objects.filter(account_id__in=list(quotas), state__in=ACTIVE_STATES)
+    for account, nodes, gpus, share in active.values_list("account_id", "nodes", "gpus_per_node", "gpu_share"):
+        if account is not None:
+            used[account] += job_gpus(nodes, gpus, share)
+    day = now.date().isoformat()
+    for account_id, quota in quotas.items():
+        limit = quota.max_gpus or 0
+        if used[account_id] < threshold * limit:
+            continue
+        name = quota.account.name if quota.account else "?"
+        text = (
+            f"Account {name} uses {used[account_id]:g} of its {limit} GPUs ({100 * used[account_id] / limit:.0f}%); "
+            "new jobs may wait for the quota."
+        )
+        for user_id in Membership.objects.filter(account_id=account_id).values_list("user_id", flat=True):
+            yield Message(
+                user_id,
+                Event.QUOTA_NEAR,
+                f"quota:{account_id}:{day}:{user_id}",
+                f"Quota: {name} at {100 * used[account_id] / limit:.0f}%",
+                text,
+                None,
+                {"account": name, "used_gpus": used[account_id], "max_gpus": limit},
+            )
+
+
+def estimates_moved(now: datetime) -> Iterator[Message]:
+    """Waiting jobs whose estimated start moved by more than ``NOTIFY_ESTIMATE_SHIFT_MINUTES``
+    since their owner last heard (the first estimate is only remembered)."""
+    shift = timedelta(minutes=settings.NOTIFY_ESTIMATE_SHIFT_MINUTES)
+    waiting = Job.objects.filter(state=JobState.PENDING, estimated_start_at__isnull=False).select_related(
+        "owner", "account"
+    )
+    seen = dict(EstimateSeen.objects.filter(job__in=waiting).values_list("job_id", "estimate"))
+    new = []
+    for job in waiting:
+        estimate = job.estimated_start_at
+        assert estimate is not None
+        before = seen.get(job.id)
+        if before is None:
+            new.append(EstimateSeen(job=job, estimate=estimate))
+            continue
+        if abs(estimate - before) <= shift:
+            continue
+        EstimateSeen.objects.filter(job=job).update(estimate=estimate)
+        later = "later" if estimate > before else "earlier"
+        yield Message(
+            job.owner_id,
+            Event.ESTIMATE_MOVED,
+            f"estimate:{job.id}:{int(estimate.timestamp())}",
+            f"Estimate moved {later}: job {job.id} ({job.name})",
+            f"Your job {job.id} ({job.name}) is now expected to start by {estimate:%Y-%m-%d %H:%M} UTC "
+            f"(was {before:%Y-%m-%d %H:%M}).\n{job_url(job.id)}",
+            job.id,
+            {**_about(job), "estimated_start": estimate.isoformat(), "was": before.isoformat()},
+        )
+    EstimateSeen.objects.bulk_create(new, ignore_conflicts=True)

@@ -1,0 +1,65 @@
+"""Sending one delivery: an e-mail through Django's mail framework (``EMAIL_*``
+settings; any SMTP server, or a provider through django-anymail), or a webhook: a POST
+whose JSON body is signed with the user's secret, so the receiver can check it came from
+this portal and was not changed::
+
+    X-Quartermaster-Signature: sha256=<hex HMAC-SHA256 of the raw body>
+    X-Quartermaster-Delivery: <idempotency key>   (a receiver may see a key twice: at least once)
+
+``slack`` format sends Slack's incoming-webhook shape (``{"text": ...}``), signed as well.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+
+import httpx
+from django.conf import settings
+from django.core.mail import send_mail
+
+from notifications.models import Channel, Delivery, Preference, WebhookFormat
+
+
+class Undeliverable(Exception):
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+def signature(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def deliver(delivery: Delivery, pref: Preference | None) -> None:
+    """Send ``delivery`` once; raises ``Undeliverable`` saying why not."""
+    if delivery.channel == Channel.EMAIL:
+        address = delivery.user.email
+        if not address:
+            raise Undeliverable("the user has no e-mail address", permanent=True)
+        try:
+            send_mail(delivery.subject, delivery.body, settings.DEFAULT_FROM_EMAIL, [address])
+        except OSError as exc:  # smtplib's errors are OSErrors too
+            raise Undeliverable(f"SMTP: {exc}") from exc
+        return
+    if pref is None or not pref.webhook_url:
+        raise Undeliverable("no webhook URL is set any more", permanent=True)
+    if pref.webhook_format == WebhookFormat.SLACK:
+        document: dict[str, object] = {"text": f"*{delivery.subject}*\n{delivery.body}"}
+    else:
+        document = {"subject": delivery.subject, "text": delivery.body, **delivery.payload}
+    body = json.dumps(document, sort_keys=True).encode()
+    headers = {
+        "Content-Type": "application/json",
+        "X-Quartermaster-Signature": signature(pref.webhook_secret, body),
+        "X-Quartermaster-Delivery": delivery.key,
+    }
+    try:
+        response = httpx.post(pref.webhook_url, content=body, headers=headers, timeout=settings.NOTIFY_WEBHOOK_TIMEOUT)
+    except httpx.HTTPError as exc:
+        raise Undeliverable(f"webhook: {exc!r}") from exc
+    if response.is_success:
+        return
+    code = response.status_code
+    raise Undeliverable(f"webhook answered {code}", permanent=400 <= code < 500 and code not in (408, 429))

@@ -1,0 +1,216 @@
+"""Telling people what happened to their jobs: through a real SMTP server and a real
+HTTP receiver, each fact once per channel (at least once: a retry may repeat it, its key
+says so), and a channel that fails never holds up the scheduler."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from datetime import datetime, timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from monitoring.services import insert_samples
+from notifications import outbox
+from notifications.models import Delivery, Event, Preference, Status
+from notifications.outbox import backoff, pump
+from portal.models import Quota
+from scheduler.choices import EventKind, JobState
+from scheduler.jobs.transitions import transition
+from scheduler.jobs.verbs import hold_job
+from scheduler.models import Gpu, Job
+from tests.builders import submit
+
+pytestmark = pytest.mark.django_db
+
+
+def later(seconds: float = 10) -> datetime:
+    return timezone.now() + timedelta(seconds=seconds)
+
+
+def run_and_end(job: Job, exit_code: int = 0) -> None:
+    """The transitions a job's life writes (dispatch, then the poll that saw it end)."""
+    transition(job.id, [JobState.PENDING], JobState.RUNNING, event=EventKind.DISPATCHED, message="running on test")
+    to = JobState.COMPLETED if exit_code == 0 else JobState.FAILED
+    transition(job.id, [JobState.RUNNING], to, data={"exit_code": exit_code}, exit_code=exit_code)
+
+
+def webhook(user, url: str, fmt: str = "json") -> Preference:
+    return Preference.objects.create(
+        user=user, events=[e.value for e in Event], email=False, webhook_url=url, webhook_format=fmt
+    )
+
+
+def test_a_job_that_starts_and_fails_is_mailed_to_its_owner_through_smtp(world, smtp):
+    job = submit(world.alice, world.lab, name="train")
+    run_and_end(job, exit_code=3)
+
+    result = pump(later())
+
+    assert result["sent"] == 2
+    subjects = sorted(message["Subject"] for message in smtp.messages())
+    assert subjects == [f"Failed: job {job.id} (train)", f"Started: job {job.id} (train)"]
+    failed = next(m for m in smtp.messages() if m["Subject"].startswith("Failed"))
+    assert failed["To"] == "alice@example.org" and "with exit code 3" in failed.get_payload()
+    assert f"/jobs/{job.id}/" in failed.get_payload()
+    assert pump(later(20))["sent"] == 0 and len(smtp.messages()) == 2  # once per fact
+
+
+def test_a_webhook_is_signed_with_the_users_secret_and_carries_the_job(world, receiver):
+    pref = webhook(world.alice, receiver.url)
+    job = submit(world.alice, world.lab, name="train")
+    run_and_end(job)
+
+    pump(later())
+
+    assert len(receiver.received) == 2
+    headers, body = receiver.received[-1]
+    expected = "sha256=" + hmac.new(pref.webhook_secret.encode(), body, hashlib.sha256).hexdigest()
+    assert headers["X-Quartermaster-Signature"] == expected
+    document = json.loads(body)
+    assert (document["event"], document["id"], document["state"], document["exit_code"]) == (
+        "ended",
+        job.id,
+        "COMPLETED",
+        0,
+    )
+    assert headers["X-Quartermaster-Delivery"] == f"{document['key']}:webhook"
+
+
+def test_slack_format_sends_text(world, receiver):
+    webhook(world.alice, receiver.url, fmt="slack")
+    job = submit(world.alice, world.lab, name="train")
+    run_and_end(job)
+    pump(later())
+    assert set(json.loads(receiver.received[0][1])) == {"text"}
+
+
+def test_a_failing_webhook_is_retried_with_backoff_and_then_delivered(world, receiver):
+    webhook(world.alice, receiver.url)
+    receiver.answers = [503, 500]
+    job = submit(world.alice, world.lab)
+    transition(job.id, [JobState.PENDING], JobState.RUNNING, event=EventKind.DISPATCHED, message="running")
+    now = later()
+
+    assert pump(now)["retry"] == 1
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempts, delivery.last_error) == (Status.PENDING, 1, "webhook answered 503")
+    assert delivery.next_attempt_at == now + backoff(1)
+    assert pump(now + timedelta(seconds=1))["retry"] == 0  # not due yet
+    assert pump(now + backoff(1))["retry"] == 1
+    assert pump(now + backoff(1) + backoff(2))["sent"] == 1
+    assert Delivery.objects.get().status == Status.SENT and len(receiver.received) == 3
+
+
+def test_a_webhook_that_refuses_is_given_up_at_once_and_the_log_shows_it(world, receiver):
+    webhook(world.alice, receiver.url)
+    receiver.answers = [404]
+    job = submit(world.alice, world.lab)
+    transition(job.id, [JobState.PENDING], JobState.RUNNING, event=EventKind.DISPATCHED, message="running")
+
+    assert pump(later())["failed"] == 1
+
+    client = Client()
+    client.force_login(world.alice)
+    page = client.get("/profile/").content.decode()
+    assert "webhook answered 404" in page and "failed (gave up)" in page
+
+
+def test_mail_to_a_server_that_is_down_waits_and_the_jobs_go_on(world, settings, tick):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", 9  # nothing listens
+    job = submit(world.alice, world.lab)
+    run_and_end(job)
+
+    result = pump(later())
+
+    assert result["retry"] == 2 and Delivery.objects.filter(status=Status.PENDING).count() == 2
+    assert Job.objects.get(pk=job.pk).state == JobState.COMPLETED  # nothing waited for the mail
+    second = submit(world.alice, world.lab)
+    tick()
+    assert Job.objects.get(pk=second.pk).state != JobState.PENDING
+
+
+def test_held_by_an_admin_is_news_held_by_oneself_is_not(world, receiver):
+    webhook(world.alice, receiver.url)
+    mine, theirs = submit(world.alice, world.lab, name="mine"), submit(world.alice, world.lab, name="theirs")
+    hold_job(mine, by="alice")
+    hold_job(theirs, by="admin")
+
+    pump(later())
+
+    [(_, body)] = receiver.received
+    assert json.loads(body)["subject"] == f"Held: job {theirs.id} (theirs)"
+
+
+def test_without_preferences_mail_goes_for_the_default_events_only(world, smtp):
+    job = submit(world.alice, world.lab)
+    transition(job.id, [JobState.PENDING], JobState.RUNNING, event=EventKind.DISPATCHED, message="running")
+    transition(job.id, [JobState.RUNNING], JobState.PENDING, event=EventKind.PREEMPTED, message="preempted by 9")
+    pump(later())
+    assert [m["Subject"].split(":")[0] for m in smtp.messages()] == ["Started"]  # preempted is opt-in
+
+
+def test_a_job_holding_idle_gpus_is_reported_once(world, receiver, settings):
+    webhook(world.alice, receiver.url)
+    now = timezone.now()
+    job = submit(world.alice, world.lab, gpus_per_node=1)
+    Job.objects.filter(pk=job.pk).update(
+        state=JobState.RUNNING,
+        started_at=now - timedelta(hours=1),
+        allocations=[{"node": "h100-01", "gpu_indices": [0], "cpus": 1, "memory_mib": 0}],
+    )
+    gpu = Gpu.objects.get(node__name="h100-01", index=0)
+    insert_samples(
+        [(gpu.id, now - timedelta(minutes=m), {"utilization_pct": 1.0, "memory_used_mib": 10}) for m in range(30)]
+    )
+
+    pump(now)
+    pump(now + timedelta(minutes=5))
+
+    [(_, body)] = [r for r in receiver.received if json.loads(r[1])["event"] == "idle"]
+    assert json.loads(body)["utilization_pct"] == 1.0
+
+
+def test_an_account_near_its_gpu_quota_tells_its_members_once_a_day(world, receiver):
+    webhook(world.alice, receiver.url)
+    Quota.objects.create(account=world.lab, max_gpus=10)
+    for _ in range(2):
+        job = submit(world.bob, world.lab, gpus_per_node=4)
+        Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, started_at=timezone.now())
+    now = timezone.now()
+
+    pump(now)
+    pump(now + timedelta(minutes=1))
+
+    quota = [json.loads(body) for _, body in receiver.received if json.loads(body)["event"] == "quota_near"]
+    assert len(quota) == 1 and (quota[0]["used_gpus"], quota[0]["max_gpus"]) == (8.0, 10)
+
+
+def test_an_estimate_that_moves_a_lot_is_news_a_small_move_is_not(world, receiver):
+    webhook(world.alice, receiver.url)
+    now = timezone.now()
+    job = submit(world.alice, world.lab)
+    Job.objects.filter(pk=job.pk).update(estimated_start_at=now + timedelta(hours=1))
+    pump(now)  # the first estimate is only remembered
+    Job.objects.filter(pk=job.pk).update(estimated_start_at=now + timedelta(hours=1, minutes=10))
+    pump(now)
+    Job.objects.filter(pk=job.pk).update(estimated_start_at=now + timedelta(hours=3))
+    pump(now)
+
+    moved = [json.loads(body) for _, body in receiver.received if json.loads(body)["event"] == "estimate_moved"]
+    assert len(moved) == 1 and moved[0]["subject"].startswith("Estimate moved later")
+
+
+def test_events_committed_late_are_not_skipped_by_the_cursor(world, receiver):
+    """Events newer than the settle time wait for the next pass instead of being passed."""
+    webhook(world.alice, receiver.url)
+    job = submit(world.alice, world.lab)
+    transition(job.id, [JobState.PENDING], JobState.RUNNING, event=EventKind.DISPATCHED, message="running")
+    pump(timezone.now())  # too fresh: left for later
+    assert not [r for r in receiver.received if json.loads(r[1])["event"] == "started"]
+    pump(later(outbox.SETTLE.total_seconds() + 1))
+    assert [r for r in receiver.received if json.loads(r[1])["event"] == "started"]
