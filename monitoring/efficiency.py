@@ -64,7 +64,7 @@ def measure(job: Job, now: datetime) -> dict[str, float | int | None]:
     raw_since = now - timedelta(hours=settings.MONITORING_RAW_RETENTION_HOURS)
     if job.started_at >= raw_since:
         row = GpuSample.objects.filter(gpu_id__in=ids, at__gte=job.started_at, at__lte=job.ended_at).aggregate(
-            count=Count("id"),
+            count=Count("utilization_pct"),  # samples that measured it (not MIG's nulls)
             util_mean=Avg("utilization_pct"),
             util_peak=Max("utilization_pct"),
             memory_mean=Avg("memory_used_mib"),

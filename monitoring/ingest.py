@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-#: field -> (minimum, maximum) for the numeric fields; the first two are required.
+#: field -> (minimum, maximum) for the numeric fields; memory_used_mib is required, and
+#: utilization_pct may be absent or null (a MIG-enabled GPU: NVML does not report it).
 NUMBERS: dict[str, tuple[float, float]] = {
     "utilization_pct": (0, 100),
     "memory_used_mib": (0, 16 * 1024 * 1024),
@@ -22,7 +23,7 @@ NUMBERS: dict[str, tuple[float, float]] = {
     "xid": (0, 1_000_000),
     "ecc_errors": (0, 2**31 - 1),
 }
-REQUIRED = ("at", "utilization_pct", "memory_used_mib")
+REQUIRED = ("at", "memory_used_mib")
 INTEGERS = {"memory_used_mib", "memory_total_mib", "sm_clock_mhz", "xid", "ecc_errors"}
 MAX_PROCESSES = 256
 _PROCESSES_MESSAGE = f'Must be a list (at most {MAX_PROCESSES}) of {{"pid": int, "used_memory_mib": int}}.'
@@ -103,7 +104,7 @@ def validate_sample(raw: Any, *, now: datetime, oldest: datetime) -> tuple[Clean
                     errors[name] = _PROCESSES_MESSAGE
         else:
             errors[str(name)] = "Unknown field."
-    if at is None or "utilization_pct" not in values or "memory_used_mib" not in values:
+    if at is None or "memory_used_mib" not in values:
         for name in REQUIRED:
             if raw.get(name) is None:
                 errors[name] = "This field is required."

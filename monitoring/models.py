@@ -14,7 +14,9 @@ class GpuSample(models.Model):
 
     gpu = models.ForeignKey("scheduler.Gpu", on_delete=models.CASCADE, related_name="samples")
     at = models.DateTimeField()
-    utilization_pct = models.FloatField()
+    #: Null: the driver does not report it (NVML answers NOT_SUPPORTED for MIG-enabled
+    #: GPUs): unmeasured, never 0%.
+    utilization_pct = models.FloatField(null=True, blank=True)
     memory_used_mib = models.PositiveIntegerField()
     memory_total_mib = models.PositiveIntegerField(null=True, blank=True)
     temperature_c = models.FloatField(null=True, blank=True)
@@ -47,9 +49,9 @@ class Resolution(models.IntegerChoices):
 class MetricBands(models.Model):
     """min/mean/max of each charted metric: the columns every rollup has."""
 
-    utilization_min = models.FloatField()
-    utilization_mean = models.FloatField()
-    utilization_max = models.FloatField()
+    utilization_min = models.FloatField(null=True)
+    utilization_mean = models.FloatField(null=True)
+    utilization_max = models.FloatField(null=True)
     memory_used_min = models.FloatField()
     memory_used_mean = models.FloatField()
     memory_used_max = models.FloatField()

@@ -95,7 +95,7 @@ def recent_utilization(now: datetime) -> dict[int, float]:
     Read through the cursor rather than the queryset: the database already returns
     floats, and the queryset would convert each of 8,000 rows again."""
     grouped = (
-        GpuSample.objects.filter(at__gte=now - recent_window(), at__lte=now)
+        GpuSample.objects.filter(at__gte=now - recent_window(), at__lte=now, utilization_pct__isnull=False)
         .values("gpu_id")
         .annotate(u=Avg("utilization_pct"))
         .order_by()

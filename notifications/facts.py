@@ -98,7 +98,7 @@ def idle_jobs(now: datetime) -> Iterator[Message]:
         if not ids:
             continue
         seen = GpuSample.objects.filter(gpu_id__in=ids, at__gte=now - window, at__lte=now).aggregate(
-            mean=Avg("utilization_pct"), n=Count("id")
+            mean=Avg("utilization_pct"), n=Count("utilization_pct")
         )
         if not seen["n"] or seen["mean"] >= settings.NOTIFY_IDLE_BELOW_PCT:
             continue

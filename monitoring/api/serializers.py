@@ -17,7 +17,9 @@ class SampleSerializer(serializers.Serializer):
     at = serializers.DateTimeField(help_text="When it was read, with a time zone.")
     index = serializers.IntegerField(required=False, min_value=0, help_text="The GPU's index on the node.")
     uuid = serializers.CharField(required=False, max_length=64, help_text="The GPU's UUID; preferred over index.")
-    utilization_pct = serializers.FloatField(min_value=0, max_value=100)
+    utilization_pct = serializers.FloatField(
+        min_value=0, max_value=100, allow_null=True, required=False, help_text="null or absent: not reported (MIG)."
+    )
     memory_used_mib = serializers.IntegerField(min_value=0)
     memory_total_mib = serializers.IntegerField(required=False, min_value=0)
     temperature_c = serializers.FloatField(required=False)

@@ -37,7 +37,8 @@ class Reading:
     """
 
     index: int
-    utilization_pct: float
+    #: None where the driver does not report it (a MIG-enabled GPU through NVML).
+    utilization_pct: float | None
     memory_used_mib: int
     uuid: str = ""
     memory_total_mib: int | None = None

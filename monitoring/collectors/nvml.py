@@ -100,7 +100,8 @@ class NvmlCollector:
                 Reading(
                     index=i,
                     uuid=_text(nvml.nvmlDeviceGetUUID(h)),
-                    utilization_pct=float(util.gpu) if util is not None else 0.0,
+                    # NOT_SUPPORTED (MIG mode): unmeasured, which is not idle.
+                    utilization_pct=float(util.gpu) if util is not None else None,
                     memory_used_mib=int(memory.used) // MIB,
                     memory_total_mib=int(memory.total) // MIB,
                     temperature_c=float(temperature) if temperature is not None else None,

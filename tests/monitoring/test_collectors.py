@@ -85,8 +85,9 @@ class FakeNvml:
     NVML_VOLATILE_ECC = 0
     nvmlEventTypeXidCriticalError = 8
 
-    def __init__(self, *, init_fails: bool = False) -> None:
+    def __init__(self, *, init_fails: bool = False, mig: tuple[str, ...] = ()) -> None:
         self.init_fails = init_fails
+        self.mig = mig  # handles of GPUs in MIG mode
         self.events: list[SimpleNamespace] = []
         self.shutdown = False
 
@@ -110,6 +111,8 @@ class FakeNvml:
         return f"GPU-{h}"
 
     def nvmlDeviceGetUtilizationRates(self, h):
+        if h in self.mig:  # what the driver answers for a MIG-enabled GPU
+            raise NVMLError("Not Supported")
         return SimpleNamespace(gpu=87 if h == "h0" else 0, memory=40)
 
     def nvmlDeviceGetMemoryInfo(self, h):
@@ -162,6 +165,12 @@ def test_nvml_reads_every_field_in_api_units():
     assert (first.ecc_errors, second.ecc_errors) == (2, None)  # unsupported: left out
 
 
+def test_a_mig_enabled_gpu_is_unmeasured_through_nvml_never_0_percent():
+    busy, mig = NvmlCollector(FakeNvml(mig=("h1",))).collect()
+    assert busy.utilization_pct == 87.0 and mig.utilization_pct is None
+    assert mig.to_payload(T0)["utilization_pct"] is None and mig.memory_used_mib == 40960
+
+
 def test_nvml_xid_events_arrive_once_with_the_next_sample():
     fake = FakeNvml()
     collector = NvmlCollector(fake)
@@ -186,7 +195,7 @@ def test_throttle_names_ignore_idle_and_application_clocks():
 
 def test_simulated_busy_gpus_work_and_idle_ones_rest():
     busy, idle = simulate([SimulatedGpu(0, 81920, True), SimulatedGpu(1, 81920, False)], T0, seed="n1")
-    assert busy.utilization_pct >= 65 and busy.memory_used_mib > 60000 and (busy.temperature_c or 0) > 55
+    assert (busy.utilization_pct or 0) >= 65 and busy.memory_used_mib > 60000 and (busy.temperature_c or 0) > 55
     assert idle.utilization_pct == 0 and idle.memory_used_mib < 1000 and (idle.temperature_c or 99) < 40
 
 

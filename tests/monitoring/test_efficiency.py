@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import time_machine
 
 from monitoring.efficiency import grace, record_efficiencies
 from monitoring.models import GpuRollup, JobEfficiency, Resolution
@@ -94,3 +95,26 @@ def test_the_job_list_sorts_by_gpu_utilization_with_the_unmeasured_last(world, c
     page = client.get("/jobs/", {"sort": "gpu_util"}).content.decode()
     assert page.index(f'/jobs/{idle.id}/"') < page.index(f'/jobs/{busy.id}/"') < page.index(f'/jobs/{unmeasured.id}/"')
     assert "unmeasured" in page
+
+
+def test_a_job_on_a_gpu_whose_driver_does_not_report_utilization_is_unmeasured(world, agent):
+    """A MIG-enabled GPU through NVML: samples come with memory but a null utilization.
+    Its job is unmeasured (not 0% idle), and no idle alarm can fire for it."""
+    job = ran(submit(world.alice, world.lab), T0, END, ("h100-01", 0))
+    payloads = [
+        {
+            "index": 0,
+            "at": (T0 + timedelta(seconds=10 * i)).isoformat(),
+            "utilization_pct": None,
+            "memory_used_mib": 900,
+        }
+        for i in range(60)
+    ]
+    with time_machine.travel(END, tick=False):
+        response = agent.post_samples(payloads, node="h100-01")
+    assert response.status_code == 200 and response.json()["accepted"] == 60
+
+    record_efficiencies(LATER)
+
+    figures = JobEfficiency.objects.get(job=job)
+    assert (figures.samples, figures.gpu_util_mean, figures.gpu_util_peak) == (0, None, None)

@@ -35,10 +35,10 @@ def check(raw: Any) -> tuple[Any, dict[str, str]]:
         ({"ecc_errors": 2**31}, {"ecc_errors": "Must be between 0 and 2.14748e+09."}),
         ({"memory_used_mib": None}, {"memory_used_mib": "This field is required."}),
         (
-            {"utilization_pct": None, "memory_used_mib": None},
+            {"memory_used_mib": None, "at": None},
             {
-                "utilization_pct": "This field is required.",
                 "memory_used_mib": "This field is required.",
+                "at": "This field is required.",
             },
         ),
         ({"at": None}, {"at": "This field is required."}),
@@ -94,7 +94,7 @@ def check(raw: Any) -> tuple[Any, dict[str, str]]:
         "a number given a boolean",
         "ECC count past a 32-bit int",
         "a required field null",
-        "two required fields null",
+        "two required fields null (utilization may be: MIG)",
         "no time",
         "a time that is not ISO 8601",
         "a time as a Unix timestamp",
