@@ -58,7 +58,7 @@ def staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
     return wrapped
 
 
-def _validated(form: forms.Form, serializer: serializers.Serializer) -> bool:
+def validated(form: forms.Form, serializer: serializers.Serializer) -> bool:
     """Run the API serializer; put its errors on the form's fields. True when valid."""
     if serializer.is_valid():
         return True
@@ -130,7 +130,8 @@ class AccountForm(forms.Form):
 
 
 class QuotaForm(forms.Form):
-    """An account's quota; one field per GPU model for ``max_gpus_per_model`` (no JSON)."""
+    """An account's or a user's quota; one field per GPU model for ``max_gpus_per_model``
+    (no JSON). A user's has no guarantee or borrowing limit (accounts only)."""
 
     max_gpus = forms.CharField(required=False, label="Max GPUs (all models)")
     max_running_jobs = forms.CharField(required=False)
@@ -139,8 +140,13 @@ class QuotaForm(forms.Form):
     guaranteed_gpus = forms.CharField(required=False, help_text="GPUs guaranteed to the account's subtree.")
     borrowing_limit_gpus = forms.CharField(required=False, help_text="GPUs it may borrow beyond the guarantee.")
 
-    def __init__(self, *args: Any, quota: Quota | None = None, **kwargs: Any) -> None:
+    ACCOUNT_ONLY = ("guaranteed_gpus", "borrowing_limit_gpus")
+
+    def __init__(self, *args: Any, quota: Quota | None = None, for_user: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if for_user:
+            for name in self.ACCOUNT_ONLY:
+                del self.fields[name]
         stored = dict(quota.max_gpus_per_model or {}) if quota else {}
         self.models = sorted(set(load_inventory().models) | set(stored))
         for i, model in enumerate(self.models):
@@ -148,18 +154,13 @@ class QuotaForm(forms.Form):
                 required=False, label=f"Max {model} GPUs", initial=stored.get(model, "")
             )
 
-    def api_data(self, account: Account) -> dict[str, Any]:
+    def api_data(self, subject: dict[str, str]) -> dict[str, Any]:
+        """The quota API's body for ``subject`` (``{"account": name}`` or ``{"user": name}``)."""
         data = self.cleaned_data
-        body: dict[str, Any] = {"account": account.name}
-        for name in (
-            "max_gpus",
-            "max_running_jobs",
-            "max_pending_jobs",
-            "max_walltime_seconds",
-            "guaranteed_gpus",
-            "borrowing_limit_gpus",
-        ):
-            body[name] = _blank_none(data.get(name))
+        body: dict[str, Any] = dict(subject)
+        for name in QUOTA_LIMITS:
+            if name in self.fields:
+                body[name] = _blank_none(data.get(name))
         body["max_gpus_per_model"] = {
             model: data[f"model_{i}"] for i, model in enumerate(self.models) if data.get(f"model_{i}") not in (None, "")
         }
@@ -175,20 +176,30 @@ class MemberForm(forms.Form):
     role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
 
 
-def _quota_initial(quota: Quota | None) -> dict[str, Any]:
+#: The quota's plain limits, as the form and the API name them.
+QUOTA_LIMITS = (
+    "max_gpus",
+    "max_running_jobs",
+    "max_pending_jobs",
+    "max_walltime_seconds",
+    "guaranteed_gpus",
+    "borrowing_limit_gpus",
+)
+
+
+def quota_initial(quota: Quota | None) -> dict[str, Any]:
     if quota is None:
         return {}
-    return {
-        name: getattr(quota, name) if getattr(quota, name) is not None else ""
-        for name in (
-            "max_gpus",
-            "max_running_jobs",
-            "max_pending_jobs",
-            "max_walltime_seconds",
-            "guaranteed_gpus",
-            "borrowing_limit_gpus",
-        )
-    }
+    return {name: getattr(quota, name) if getattr(quota, name) is not None else "" for name in QUOTA_LIMITS}
+
+
+def save_quota(form: QuotaForm, subject: dict[str, str], quota: Quota | None, actor: Any) -> bool:
+    """Validate the form's quota with the API's serializer and save it (audited)."""
+    serializer = QuotaSerializer(instance=quota, data=form.api_data(subject))
+    if not validated(form, serializer):
+        return False
+    services.save_quota(actor, quota, **serializer.validated_data)
+    return True
 
 
 @staff_required
@@ -211,7 +222,7 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
         else {},
         instance=account,
     )
-    quota_form = QuotaForm(initial=_quota_initial(quota), quota=quota)
+    quota_form = QuotaForm(initial=quota_initial(quota), quota=quota)
     member_form = MemberForm()
     if request.method == "POST":
         which = request.POST.get("form", "account")
@@ -227,7 +238,7 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
             raise PermissionDenied("Create the account first.")
         elif which == "quota":
             quota_form = QuotaForm(request.POST, quota=quota)
-            if quota_form.is_valid() and _save_quota(quota_form, account, quota, actor):
+            if quota_form.is_valid() and save_quota(quota_form, {"account": account.name}, quota, actor):
                 messages.success(request, f"Quota of {account.name} saved.")
                 return redirect("web:manage-account", account_id=account.pk)
         elif which == "quota-delete" and quota is not None:
@@ -239,7 +250,7 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
             if member_form.is_valid():
                 body = {**member_form.cleaned_data, "account": account.name}
                 serializer = MembershipSerializer(data=body)
-                if _validated(member_form, serializer):
+                if validated(member_form, serializer):
                     membership = services.save_membership(actor, **serializer.validated_data)
                     messages.success(request, f"{membership.user} added to {account.name}.")
                     return redirect("web:manage-account", account_id=account.pk)
@@ -270,17 +281,9 @@ def _save_account(form: AccountForm, account: Account | None, actor: Any) -> Acc
     data = form.cleaned_data
     body = {**data, "parent": _blank_none(data["parent"])}
     serializer = AccountSerializer(instance=account, data=body)
-    if not _validated(form, serializer):
+    if not validated(form, serializer):
         return None
     return services.save_account(actor, account, **serializer.validated_data)
-
-
-def _save_quota(form: QuotaForm, account: Account, quota: Quota | None, actor: Any) -> bool:
-    serializer = QuotaSerializer(instance=quota, data=form.api_data(account))
-    if not _validated(form, serializer):
-        return False
-    services.save_quota(actor, quota, **serializer.validated_data)
-    return True
 
 
 def _change_member(request: HttpRequest, account: Account, which: str) -> None:

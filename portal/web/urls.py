@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.web import jobedit, profile, researcher, signin, staff
+from portal.web import jobedit, profile, researcher, signin, staff, users
 
 app_name = "web"
 
@@ -23,6 +23,8 @@ urlpatterns = [
     path("tokens/", researcher.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", researcher.revoke_token, name="token-revoke"),
     path("manage/accounts/", staff.accounts, name="manage-accounts"),
+    path("manage/users/", users.users, name="manage-users"),
+    path("manage/users/<int:user_id>/", users.user_quota, name="manage-user"),
     path("manage/accounts/new/", staff.account_edit, name="manage-account-new"),
     path("manage/accounts/<int:account_id>/", staff.account_edit, name="manage-account"),
     path("manage/audit/", staff.audit_log, name="manage-audit"),

@@ -24,6 +24,7 @@ STAFF_URLS = [
     "/manage/nodes/",
     "/manage/cluster/",
     "/manage/cluster/gpu-hours.csv",
+    "/manage/users/",
 ]
 
 
@@ -355,3 +356,48 @@ def test_a_member_id_that_is_not_a_number_is_refused_cleanly(world, client_for):
         f"/manage/accounts/{world.lab.id}/", {"form": "member-remove", "membership": "abc"}
     )
     assert response.status_code in (200, 302, 400)
+
+
+# --- Users and their own quotas ------------------------------------------------------------
+
+
+def test_users_page_lists_everyone_with_accounts_identity_and_quota(world):
+    Quota.objects.create(user=world.alice, max_gpus=4, max_running_jobs=2)
+    page = logged_in(world.admin).get("/manage/users/").content.decode()
+    for name in ("alice", "bob", "charlie", "dora", "admin"):
+        assert f"<td>{name}</td>" in page
+    assert "4 GPUs · 2 running" in page and "lab (coordinator)" in page
+
+
+def test_a_users_quota_is_set_with_the_apis_rules_audited_and_removed(world):
+    client = logged_in(world.admin)
+    url = f"/manage/users/{world.alice.id}/"
+    form = client.get(url).context["quota_form"]
+    assert "guaranteed_gpus" not in form.fields and "borrowing_limit_gpus" not in form.fields  # accounts only
+
+    bad = client.post(url, {"form": "quota", "max_gpus": "-3"})
+    assert bad.status_code == 200 and "max_gpus" in bad.context["quota_form"].errors
+    assert not Quota.objects.filter(user=world.alice).exists()
+
+    response = client.post(url, {"form": "quota", "max_gpus": "8", "max_walltime_seconds": "7200"})
+    assert response.status_code == 302
+    quota = Quota.objects.get(user=world.alice)
+    assert (quota.max_gpus, quota.max_walltime_seconds, quota.account) == (8, 7200, None)
+    assert AuditEntry.objects.filter(target_type="quota", actor=world.admin, action="create").exists()
+
+    client.post(url, {"form": "quota-delete"})
+    assert not Quota.objects.filter(user=world.alice).exists()
+    assert AuditEntry.objects.filter(target_type="quota", action="delete").exists()
+
+
+def test_a_researcher_cannot_touch_a_users_quota(world):
+    url = f"/manage/users/{world.alice.id}/"
+    assert logged_in(world.alice).post(url, {"form": "quota", "max_gpus": "999"}).status_code == 403
+    assert not Quota.objects.filter(user=world.alice).exists()
+
+
+def test_a_users_quota_limits_their_submissions(world, client_for):
+    logged_in(world.admin).post(f"/manage/users/{world.alice.id}/", {"form": "quota", "max_walltime_seconds": "600"})
+    body = {"name": "x", "command": "true", "gpus_per_node": 1, "walltime_seconds": 3600}
+    response = client_for(world.alice).post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 400 and "walltime_seconds" in response.json()
