@@ -22,6 +22,7 @@ def test_staff_set_a_users_quota_from_the_users_page(transactional_db, world, lo
     page.click("#quota-form button[type=submit]")
     expect(page.locator(".messages")).to_contain_text("Quota of alice saved.")
     shot(page, "user-quota")
-    assert (Quota.objects.get(user=world.alice).max_gpus, Quota.objects.get(user=world.alice).max_running_jobs) == (4, 2)
+    quota = Quota.objects.get(user=world.alice)
+    assert (quota.max_gpus, quota.max_running_jobs) == (4, 2)
     page.click("text=← Users")
     expect(page.locator("#users")).to_contain_text("4 GPUs · 2 running")

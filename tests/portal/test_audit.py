@@ -15,6 +15,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from portal.models import AuditEntry, Membership, Quota
+from portal.web.staff import QUOTA_LIMITS
 from scheduler.choices import NodeState
 from scheduler.models import Node
 from tests.builders import join
@@ -22,14 +23,6 @@ from tests.builders import join
 pytestmark = pytest.mark.django_db
 
 REASON = "replace GPU 3"
-QUOTA_FIELDS = [
-    "max_gpus",
-    "max_running_jobs",
-    "max_pending_jobs",
-    "max_walltime_seconds",
-    "guaranteed_gpus",
-    "borrowing_limit_gpus",
-]
 
 
 class Page:
@@ -147,7 +140,7 @@ class Admin:
     def quota_form(self, **values: Any) -> dict[str, Any]:
         return (
             {"account": self.world.lab.id, "user": "", "max_gpus_per_model": "{}"}
-            | dict.fromkeys(QUOTA_FIELDS, "")
+            | dict.fromkeys(QUOTA_LIMITS, "")
             | values
         )
 
