@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from monitoring import efficiency, queue, services
+from monitoring import efficiency, idle, queue, services
 
 
 @shared_task(name="monitoring.rollup", ignore_result=True)
@@ -35,3 +35,10 @@ def record_queue() -> int:
 def record_efficiencies() -> int:
     """How well each job that ended lately used its GPUs (``monitoring.efficiency``)."""
     return efficiency.record_efficiencies()
+
+
+@shared_task(name="monitoring.enforce_idle", ignore_result=True)
+def enforce_idle() -> dict[str, int]:
+    """Flag running jobs holding idle GPUs, and requeue or cancel them as their account
+    asks (``monitoring.idle``)."""
+    return idle.enforce()

@@ -1,6 +1,6 @@
 """What is worth telling someone, read from what has already happened: job events (the
-trail every state change writes in its own transaction) and the state of the queue
-(running jobs that hold idle GPUs, accounts near a quota, estimates that moved).
+trail every state change writes in its own transaction; the idle-GPU rule's flags are
+events too) and the state of the queue (accounts near a quota, estimates that moved).
 
 Each ``Message`` carries a ``key`` naming the fact it tells (``event:42``,
 ``idle:7:2``): the outbox sends each key once per channel, however often a fact is read.
@@ -15,10 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Avg, Count
 
-from monitoring.models import GpuSample
-from monitoring.readings import job_gpu_ids
 from notifications.models import EstimateSeen, Event
 from portal.models import Membership, Quota
 from scheduler.choices import ACTIVE_STATES, EventKind, JobState
@@ -66,53 +63,33 @@ def from_events(events: Iterable[JobEvent]) -> Iterator[Message]:
             continue
         kind, to = event.kind, (event.data or {}).get("to")
         name = f"job {job.id} ({job.name})"
+        by_owner = event.message.endswith(f"by {job.owner.get_username()}")
         if to == JobState.RUNNING:
             what, subject = Event.STARTED, f"Started: {name}"
             text = f"Your {name} started: {event.message}."
-        elif to in ENDED:
+        elif to in ENDED and kind != EventKind.CANCELLED:
             code = (event.data or {}).get("exit_code", job.exit_code)
             what, subject = Event.ENDED, f"{to.title()}: {name}"
             text = f"Your {name} ended {to}" + (f" with exit code {code}" if code is not None else "") + "."
         elif kind in (EventKind.PREEMPTED, EventKind.REQUEUED):
             what, subject = Event.PREEMPTED, f"{kind.title()}: {name}"
             text = f"Your {name} was {kind}: {event.message}. It waits to run again."
-        elif kind == EventKind.HELD and not event.message.endswith(f"by {job.owner.get_username()}"):
+        elif kind == EventKind.HELD and not by_owner:
             what, subject = Event.HELD, f"Held: {name}"
             text = f"Your {name} was {event.message}; it will not start until released."
+        elif kind == EventKind.CANCELLED and not by_owner:
+            what, subject = Event.ENDED, f"Cancelled: {name}"
+            text = f"Your {name} was {event.message}."
+        elif kind == EventKind.IDLE:
+            what, subject = Event.IDLE, f"Idle GPUs: {name}"
+            text = (
+                f"Your {name} holds GPUs it does not use: {event.message}. Others are waiting for GPUs: "
+                "if it no longer needs them, cancel it."
+            )
         else:
             continue
         yield Message(
             job.owner_id, what, f"event:{event.id}", subject, f"{text}\n{job_url(job.id)}", job.id, _about(job)
-        )
-
-
-def idle_jobs(now: datetime) -> Iterator[Message]:
-    """Running jobs whose GPUs averaged under ``NOTIFY_IDLE_BELOW_PCT`` over the last
-    ``NOTIFY_IDLE_MINUTES`` (measured: a job without samples is not called idle)."""
-    window = timedelta(minutes=settings.NOTIFY_IDLE_MINUTES)
-    running = Job.objects.filter(state=JobState.RUNNING, started_at__lte=now - window).select_related(
-        "owner", "account"
-    )
-    for job in running:
-        ids = job_gpu_ids(job)
-        if not ids:
-            continue
-        seen = GpuSample.objects.filter(gpu_id__in=ids, at__gte=now - window, at__lte=now).aggregate(
-            mean=Avg("utilization_pct"), n=Count("utilization_pct")
-        )
-        if not seen["n"] or seen["mean"] >= settings.NOTIFY_IDLE_BELOW_PCT:
-            continue
-        minutes = settings.NOTIFY_IDLE_MINUTES
-        yield Message(
-            job.owner_id,
-            Event.IDLE,
-            f"idle:{job.id}:{job.attempt}",
-            f"Idle GPUs: job {job.id} ({job.name})",
-            f"Your job {job.id} ({job.name}) holds {len(ids)} GPU(s) that averaged {seen['mean']:.1f}% "
-            f"utilization over the last {minutes} minutes. Others are waiting for GPUs: if it no longer "
-            f"needs them, cancel it.\n{job_url(job.id)}",
-            job.id,
-            {**_about(job), "utilization_pct": round(seen["mean"], 1)},
         )
 
 

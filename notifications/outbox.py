@@ -4,7 +4,7 @@ the last pass into the outbox, then send what is due.
 1. Job events after the cursor (and older than ``SETTLE``, so that a transaction that
    took an id earlier but committed later is not skipped) become messages; the
    deliveries they make and the cursor's move commit together.
-2. The queue's conditions (idle GPUs, quotas, estimates) become messages; their keys
+2. The queue's conditions (quotas, estimates) become messages; their keys
    make each fact one message, however many passes see it.
 3. Every due delivery is sent: e-mail through Django's mail framework, webhooks as a
    signed POST. A failure is retried with exponential backoff (``backoff``) up to
@@ -95,8 +95,8 @@ def read_events(now: datetime) -> int:
 
 
 def read_conditions(now: datetime) -> int:
-    """Step 2: idle jobs, quotas near their limit, estimates that moved."""
-    return sum(enqueue(found(now), now) for found in (facts.idle_jobs, facts.quotas_near, facts.estimates_moved))
+    """Step 2: quotas near their limit, estimates that moved."""
+    return sum(enqueue(found(now), now) for found in (facts.quotas_near, facts.estimates_moved))
 
 
 def send_due(now: datetime) -> dict[str, int]:

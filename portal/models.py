@@ -34,6 +34,18 @@ class Account(models.Model):
     )
     #: The QOS of a job that names none; empty: the parent's default, then the site's.
     default_qos = models.ForeignKey("Qos", null=True, blank=True, on_delete=models.SET_NULL, related_name="default_for")
+    #: The idle-GPU rule of its jobs (``monitoring.idle``); empty: the site's IDLE_* settings.
+    idle_below_pct = models.FloatField(
+        null=True, blank=True, help_text="A running job whose GPUs average under this (%)..."
+    )
+    idle_minutes = models.PositiveIntegerField(null=True, blank=True, help_text="...for this many minutes is idle.")
+    idle_action = models.CharField(
+        max_length=8,
+        blank=True,
+        choices=[("none", "none"), ("requeue", "requeue"), ("cancel", "cancel")],
+        help_text="What happens to a job still idle IDLE_ACTION_MINUTES after it was flagged.",
+    )
+    idle_action_minutes = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

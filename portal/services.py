@@ -137,6 +137,10 @@ def audit_state(instance: Account | Quota | Membership | ClusterIdentity) -> dic
             "description": instance.description,
             "allowed_qos": sorted(q.name for q in instance.allowed_qos.all()) if instance.pk else [],
             "default_qos": instance.default_qos.name if instance.default_qos else None,
+            "idle_below_pct": instance.idle_below_pct,
+            "idle_minutes": instance.idle_minutes,
+            "idle_action": instance.idle_action,
+            "idle_action_minutes": instance.idle_action_minutes,
         }
     if isinstance(instance, Quota):
         return {

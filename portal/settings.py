@@ -317,9 +317,14 @@ NOTIFY_SECONDS = env_float("NOTIFY_SECONDS", 15.0, minimum=1.0)
 #: Tries before a message is given up (backoff 30 s doubling, at most an hour apart).
 NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 8, minimum=1)
 NOTIFY_WEBHOOK_TIMEOUT = env_float("NOTIFY_WEBHOOK_TIMEOUT", 10.0, minimum=0.5)
-#: A running job is idle when its GPUs average under this much over that many minutes.
-NOTIFY_IDLE_BELOW_PCT = env_float("NOTIFY_IDLE_BELOW_PCT", 5.0, minimum=0)
-NOTIFY_IDLE_MINUTES = env_int("NOTIFY_IDLE_MINUTES", 30, minimum=1)
+#: The idle-GPU rule's defaults (an account may set its own, monitoring/idle.py): a
+#: running job whose measured GPUs average under IDLE_BELOW_PCT for IDLE_MINUTES is
+#: flagged; IDLE_ACTION (none, requeue or cancel) runs IDLE_ACTION_MINUTES later if it
+#: is still idle.
+IDLE_BELOW_PCT = env_float("IDLE_BELOW_PCT", 5.0, minimum=0)
+IDLE_MINUTES = env_int("IDLE_MINUTES", 30, minimum=1)
+IDLE_ACTION = env_choice("IDLE_ACTION", "none", ["none", "requeue", "cancel"])
+IDLE_ACTION_MINUTES = env_int("IDLE_ACTION_MINUTES", 30, minimum=1)
 #: An account is near its GPU quota at this share of it, in percent.
 NOTIFY_QUOTA_PCT = env_float("NOTIFY_QUOTA_PCT", 80.0, minimum=1)
 #: A waiting job's estimate "moved" when it shifts by more than this many minutes.

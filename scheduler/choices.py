@@ -58,3 +58,4 @@ class EventKind(models.TextChoices):
     REQUEUED = "requeued", "Requeued"
     PREEMPTED = "preempted", "Preempted"
     EDITED = "edited", "Edited"
+    IDLE = "idle", "Idle GPUs"

@@ -37,8 +37,26 @@ class AccountSerializer(RejectUnknownFields, serializers.ModelSerializer):
 
     class Meta:
         model = Account
-        fields = ["id", "name", "parent", "shares", "description", "allowed_qos", "default_qos", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "parent",
+            "shares",
+            "description",
+            "allowed_qos",
+            "default_qos",
+            "idle_below_pct",
+            "idle_minutes",
+            "idle_action",
+            "idle_action_minutes",
+            "created_at",
+        ]
         read_only_fields = ["created_at"]
+        extra_kwargs = {
+            "idle_below_pct": {"min_value": 0, "max_value": 100},
+            "idle_minutes": {"min_value": 1, "max_value": 100_000},
+            "idle_action_minutes": {"min_value": 1, "max_value": 100_000},
+        }
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """A default QOS must be one the account may use (its own list, when it gives one)."""

@@ -120,6 +120,23 @@ class AccountForm(forms.Form):
     parent = forms.ChoiceField(required=False, help_text="Empty: a top-level account.")
     shares = forms.CharField(max_length=12, initial="1", help_text="Weight among its siblings (Slurm's Fairshare=).")
     description = forms.CharField(max_length=200, required=False)
+    idle_below_pct = forms.CharField(
+        required=False, label="Idle under (%)", help_text="Empty: the site's default (IDLE_BELOW_PCT)."
+    )
+    idle_minutes = forms.CharField(required=False, label="Idle for (minutes)", help_text="Empty: IDLE_MINUTES.")
+    idle_action = forms.ChoiceField(
+        required=False,
+        label="Then",
+        choices=[
+            ("", "the site's default"),
+            ("none", "only tell the owner"),
+            ("requeue", "requeue"),
+            ("cancel", "cancel"),
+        ],
+    )
+    idle_action_minutes = forms.CharField(
+        required=False, label="After (minutes)", help_text="How long after it was flagged. Empty: IDLE_ACTION_MINUTES."
+    )
 
     def __init__(self, *args: Any, instance: Account | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -217,6 +234,10 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
             "parent": account.parent.name if account.parent else "",
             "shares": account.shares,
             "description": account.description,
+            **{
+                name: "" if getattr(account, name) is None else getattr(account, name)
+                for name in ("idle_below_pct", "idle_minutes", "idle_action", "idle_action_minutes")
+            },
         }
         if account
         else {},
@@ -280,6 +301,8 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
 def _save_account(form: AccountForm, account: Account | None, actor: Any) -> Account | None:
     data = form.cleaned_data
     body = {**data, "parent": _blank_none(data["parent"])}
+    for name in ("idle_below_pct", "idle_minutes", "idle_action_minutes"):
+        body[name] = _blank_none(data[name])
     serializer = AccountSerializer(instance=account, data=body)
     if not validated(form, serializer):
         return None

@@ -13,15 +13,14 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from monitoring.services import insert_samples
 from notifications import outbox
 from notifications.models import Delivery, Event, Preference, Status
 from notifications.outbox import backoff, pump
 from portal.models import Quota
 from scheduler.choices import EventKind, JobState
-from scheduler.jobs.transitions import transition
-from scheduler.jobs.verbs import hold_job
-from scheduler.models import Gpu, Job
+from scheduler.jobs.transitions import record_event, transition
+from scheduler.jobs.verbs import cancel_job, hold_job
+from scheduler.models import Job
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db
@@ -154,25 +153,27 @@ def test_without_preferences_mail_goes_for_the_default_events_only(world, smtp):
     assert [m["Subject"].split(":")[0] for m in smtp.messages()] == ["Started"]  # preempted is opt-in
 
 
-def test_a_job_holding_idle_gpus_is_reported_once(world, receiver, settings):
+def test_the_idle_rules_flag_reaches_the_owner_once(world, receiver):
     webhook(world.alice, receiver.url)
-    now = timezone.now()
-    job = submit(world.alice, world.lab, gpus_per_node=1)
-    Job.objects.filter(pk=job.pk).update(
-        state=JobState.RUNNING,
-        started_at=now - timedelta(hours=1),
-        allocations=[{"node": "h100-01", "gpu_indices": [0], "cpus": 1, "memory_mib": 0}],
-    )
-    gpu = Gpu.objects.get(node__name="h100-01", index=0)
-    insert_samples(
-        [(gpu.id, now - timedelta(minutes=m), {"utilization_pct": 1.0, "memory_used_mib": 10}) for m in range(30)]
-    )
+    job = submit(world.alice, world.lab)
+    transition(job.id, [JobState.PENDING], JobState.RUNNING, event=EventKind.DISPATCHED, message="running")
+    record_event(job.id, EventKind.IDLE, "its GPUs averaged 1.0% over the last 30 min", {"attempt": 0})
 
-    pump(now)
-    pump(now + timedelta(minutes=5))
+    pump(later())
+    pump(later(60))
 
-    [(_, body)] = [r for r in receiver.received if json.loads(r[1])["event"] == "idle"]
-    assert json.loads(body)["utilization_pct"] == 1.0
+    [idle] = [json.loads(body) for _, body in receiver.received if json.loads(body)["event"] == "idle"]
+    assert idle["subject"] == f"Idle GPUs: job {job.id} ({job.name})" and "averaged 1.0%" in idle["text"]
+
+
+def test_a_cancel_by_someone_else_is_news_ones_own_is_not(world, receiver):
+    webhook(world.alice, receiver.url)
+    mine, theirs = submit(world.alice, world.lab, name="mine"), submit(world.alice, world.lab, name="theirs")
+    cancel_job(mine, by="alice")
+    cancel_job(theirs, by="idle policy")
+    pump(later())
+    [(_, body)] = receiver.received
+    assert json.loads(body)["subject"] == f"Cancelled: job {theirs.id} (theirs)"
 
 
 def test_an_account_near_its_gpu_quota_tells_its_members_once_a_day(world, receiver):

@@ -401,3 +401,19 @@ def test_a_users_quota_limits_their_submissions(world, client_for):
     body = {"name": "x", "command": "true", "gpus_per_node": 1, "walltime_seconds": 3600}
     response = client_for(world.alice).post("/api/v1/jobs/", body, format="json")
     assert response.status_code == 400 and "walltime_seconds" in response.json()
+
+
+def test_an_accounts_idle_rule_is_set_on_its_page_checked_by_the_api_and_audited(world, client_for):
+    client = logged_in(world.admin)
+    body = {"form": "account", "name": "lab", "parent": "", "shares": "1"}
+    url = f"/manage/accounts/{world.lab.id}/"
+    bad = client.post(url, {**body, "idle_below_pct": "150", "idle_action": "cancel"})
+    assert bad.status_code == 200 and "idle_below_pct" in bad.context["account_form"].errors
+
+    client.post(url, {**body, "idle_below_pct": "10", "idle_minutes": "45", "idle_action": "requeue"})
+
+    world.lab.refresh_from_db()
+    assert (world.lab.idle_below_pct, world.lab.idle_minutes, world.lab.idle_action) == (10.0, 45, "requeue")
+    assert AuditEntry.objects.filter(target_type="account", changes__idle_action=["", "requeue"]).exists()
+    api = client_for(world.admin).patch(f"/api/v1/accounts/{world.lab.id}/", {"idle_action": "delete"}, format="json")
+    assert api.status_code == 400 and "idle_action" in api.json()
