@@ -347,7 +347,7 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
                     {
                         "name": CONTAINER,
                         "image": spec.image or target.image,
-                        "command": ["/bin/bash", "-c", _files_first(spec) + (spec.script or spec.command)],
+                        "command": ["/bin/bash", "-c", _command(spec)],
                         "env": env_vars,
                         **({"workingDir": spec.workdir} if spec.workdir else {}),
                         "resources": resources,
@@ -378,8 +378,21 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
 FILES_DIR = "/tmp/qm-job"
 
 
-def _files_first(spec: JobSpec) -> str:
-    return prelude(spec.files, fresh_dir=FILES_DIR if spec.files and not spec.workdir else "")
+#: The most one argument of a container's command may hold (Linux's MAX_ARG_STRLEN).
+MAX_COMMAND_BYTES = 128 * 1024 - 1
+
+
+def _command(spec: JobSpec) -> str:
+    """What the container's bash runs: the files first, then the job. Raises ValueError
+    when that is longer than one argument may be (large files belong on a volume)."""
+    command = prelude(spec.files, fresh_dir=FILES_DIR if spec.files and not spec.workdir else "")
+    command += spec.script or spec.command
+    if len(command.encode("utf-8")) > MAX_COMMAND_BYTES:
+        raise ValueError(
+            f"its script and files take {len(command.encode('utf-8'))} bytes as a container command, over the "
+            f"{MAX_COMMAND_BYTES} one argument may hold: put large files on the cluster's storage (workdir)"
+        )
+    return command
 
 
 def build_service(job: Obj) -> Obj:

@@ -489,7 +489,7 @@ class LocalBackend:
             raise self._reject(spec, f"workdir {spec.workdir} is inside this cluster's own files")
         # The script file lies in the job's own directory, which is the working directory
         # only without a workdir: the runner finds it by its absolute path (_write_job).
-        argv = ["bash", runner.SCRIPT_FILE] if spec.script else ["bash", "-c", prelude(spec.files) + spec.command]
+        argv = ["bash", runner.SCRIPT_FILE] if spec.script else ["bash", "-c", spec.command]
         for placement in spec.placements:
             node = self._by_name.get(placement.node)
             if node is None:
@@ -550,7 +550,7 @@ class LocalBackend:
         work = job_dir / runner.WORK_DIR
         work.mkdir(mode=0o700)
         if spec.script:
-            (work / runner.SCRIPT_FILE).write_text(prelude(spec.files) + spec.script, encoding="utf-8")
+            (work / runner.SCRIPT_FILE).write_text(spec.script, encoding="utf-8")
             # Where it will be once the staged directory is renamed into jobs/<key>.
             argv = ["bash", str(self._jobs / spec.key / runner.WORK_DIR / runner.SCRIPT_FILE)]
         if self.simulate is not None:
@@ -579,6 +579,9 @@ class LocalBackend:
                 "sandbox": self.sandbox,
                 "shared_paths": list(self.shared_paths),
                 "workdir": spec.workdir,
+                # Written once, by the job's own user, before its ranks start (several
+                # ranks writing the same files at once could read each other's halves).
+                "setup": prelude(spec.files),
             },
         )
 

@@ -40,6 +40,8 @@ from typing import Any
 
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sh"
+#: Writes the files a job brought, run once before its ranks (in the job's own directory).
+SETUP_FILE = ".qm-files.sh"
 CLAIM_FILE = "runner.claim"
 RUNNER_FILE = "runner.json"
 STARTED_FILE = "started.json"
@@ -310,11 +312,40 @@ def _run(job_dir: Path) -> int:
     if identity:
         for path in (work, *work.iterdir()):
             os.chown(path, identity["uid"], identity["gid"])
+    wrapper: list[str] = []
     if spec.get("sandbox"):
         shared = list(spec.get("shared_paths", [])) + ([str(workdir)] if workdir != work else [])
-        argv = sandbox_argv(spec["sandbox"], work, shared, identity, cwd=workdir) + argv
+        wrapper = sandbox_argv(spec["sandbox"], work, shared, identity, cwd=workdir)
     elif identity:  # no sandbox: at least never the portal's user
         as_user = {"user": identity["uid"], "group": identity["gid"], "extra_groups": []}
+    argv = wrapper + argv
+    if spec.get("setup"):
+        # The files the job brought, written once as the job (see local.py), before any rank.
+        with open(job_dir / OUTPUT_FILE, "ab") as log:
+            try:
+                # From a file: the files can be larger than one argument may be (128 KiB).
+                script = work / SETUP_FILE
+                script.write_text(spec["setup"], encoding="utf-8")
+                if identity:
+                    os.chown(script, identity["uid"], identity["gid"])
+                setup = subprocess.run(
+                    [*wrapper, "bash", str(script)],
+                    cwd=workdir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    timeout=max(60.0, min(walltime, 600.0)),
+                    check=False,
+                    **as_user,
+                )
+                failed = setup.returncode != 0
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                failed, log_note = True, f"{exc}"
+                log.write(f"[local backend: writing the job's files failed: {log_note}]\n".encode())
+        if failed:
+            _record(job_dir, "FAILED", exit_code=1, reason="could not write the job's files into its directory")
+            return 0
     # In the sandbox, bubblewrap starts with SIGTERM ignored (see sandbox_argv); the
     # runner's own handler is back at once (a cancel in between is seen in its marker).
     ranks: list[dict[str, str]] = spec.get("ranks") or [{}]

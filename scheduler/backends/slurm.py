@@ -443,7 +443,7 @@ class SlurmBackend:
         # Without a workdir the job starts in the owner's output directory, shared by their
         # jobs: files it brings go into a directory of its own there.
         fresh = f"job-{spec.key}" if spec.files and not spec.workdir else ""
-        body = prelude(spec.files, fresh_dir=fresh) + _ranks(spec.script or spec.command, len(names))
+        body = prelude(spec.files, fresh_dir=fresh) + _ranks(spec.script or spec.command, len(names), spec.key)
         script = f"#!/bin/bash\n: Quartermaster job {spec.key}\n{exports}{body}"
         return self._command_line(["sbatch", "--parsable", *args], owner), env, script, owner
 
@@ -650,13 +650,15 @@ class SlurmBackend:
 _MASTER_PORT = "$((20000 + SLURM_JOB_ID % 10000))"
 
 
-def _ranks(body: str, nodes: int) -> str:
+def _ranks(body: str, nodes: int, key: str) -> str:
     """The batch script's tail: the job-environment contract (``job_env``) around the
     user's command or script. One node: the batch step is the job, rank 0, master on
     loopback. Several: ``srun`` starts one task per node, each taking its rank from
     ``SLURM_NODEID`` and the master from ``SLURM_LAUNCH_NODE_IPADDR`` (the batch host,
     node 0, where srun runs), and ``--kill-on-bad-exit`` ends every rank when one fails,
-    as the others would otherwise wait for it forever in a collective."""
+    as the others would otherwise wait for it forever in a collective. The tasks run the
+    body from a file in the working directory (a multi-node job's working directory is on
+    the cluster's shared storage), not as an argument, which may hold only 128 KiB."""
     port = f"export QM_MASTER_PORT={_MASTER_PORT} MASTER_PORT={_MASTER_PORT}\n"
     if nodes == 1:
         rank = "export QM_NODE_RANK=0 NODE_RANK=0 QM_MASTER_ADDR=127.0.0.1 MASTER_ADDR=127.0.0.1\n"
@@ -664,8 +666,8 @@ def _ranks(body: str, nodes: int) -> str:
     rank = (
         "export QM_NODE_RANK=$SLURM_NODEID NODE_RANK=$SLURM_NODEID"
         " QM_MASTER_ADDR=$SLURM_LAUNCH_NODE_IPADDR MASTER_ADDR=$SLURM_LAUNCH_NODE_IPADDR; "
-        'exec bash -c "$1"'
+        'exec bash "$1"'
     )
-    return (
-        f"{port}srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote(rank)} qm-rank {shlex.quote(body)}\n"
-    )
+    script = f".qm-job-{key}.sh"
+    srun = "srun --ntasks-per-node=1 --kill-on-bad-exit=1"
+    return f'{port}{prelude({script: body})}{srun} bash -c {shlex.quote(rank)} qm-rank "$PWD"/{shlex.quote(script)}\n'

@@ -152,6 +152,14 @@ def test_a_pod_starts_in_the_workdir_and_writes_its_files_first() -> None:
     )
 
 
+def test_files_too_large_for_a_container_command_are_refused_with_the_reason(
+    backend: KubernetesBackend,
+) -> None:
+    with pytest.raises(BackendError, match="over the 131071 one argument may hold") as caught:
+        backend.submit(spec("python3 train.py", files={"data.txt": "x" * 200_000}))
+    assert caught.value.permanent
+
+
 def test_mig_slices_ask_for_their_mig_resource() -> None:
     built = manifest(spec("true", Placement("mig-01", (2, 5))))
 

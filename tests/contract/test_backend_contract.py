@@ -614,6 +614,23 @@ def test_a_job_brings_its_files_into_a_directory_of_its_own(executing: Case) -> 
     assert "config: lr=0.1" in log and "'conf'" in log and "'train.py'" in log
 
 
+def test_every_rank_of_a_multi_node_job_reads_its_files_whole(executing: Case) -> None:
+    """The files are written once, before any rank starts: no rank reads another's half."""
+    case = executing
+    placements = (Placement(case.node, (0,)), Placement(case.other_node, (1,)))
+    command = (
+        "python3 -c \"import os; print('rank', os.environ['QM_NODE_RANK'], 'read', len(open('data.txt').read()))\""
+    )
+    spec = job(case, command, placements=placements, files={"data.txt": "x" * 500_000})
+
+    external_id = case.backend.submit(spec)
+    result = wait_for(case.backend, external_id)
+
+    log = case.backend.read_log(external_id)
+    assert result.state is RemoteState.COMPLETED, log
+    assert "rank 0 read 500000" in log and "rank 1 read 500000" in log
+
+
 def test_a_job_starts_in_its_workdir_and_its_files_land_there(executing: Case) -> None:
     case = executing
     workdir = case.scratch / f"project-{uuid.uuid4().hex[:8]}"
