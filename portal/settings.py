@@ -233,6 +233,7 @@ SPECTACULAR_SETTINGS = {
         "NodeStateEnum": "scheduler.choices.NodeState",
         "BackendKindEnum": "scheduler.choices.BackendKind",
         "MembershipRoleEnum": "portal.choices.Role",
+        "NotificationEventEnum": "notifications.models.Event",
     },
 }
 

@@ -215,3 +215,38 @@ def test_events_committed_late_are_not_skipped_by_the_cursor(world, receiver):
     assert not [r for r in receiver.received if json.loads(r[1])["event"] == "started"]
     pump(later(outbox.SETTLE.total_seconds() + 1))
     assert [r for r in receiver.received if json.loads(r[1])["event"] == "started"]
+
+
+def test_the_api_reads_and_changes_ones_own_choices_and_lists_ones_own_messages(world, client_for, receiver):
+    client = client_for(world.alice)
+    assert client.get("/api/v1/notifications/preferences/").json()["events"] == ["started", "ended", "held", "idle"]
+
+    response = client.patch(
+        "/api/v1/notifications/preferences/",
+        {"events": ["ended", "preempted"], "email": False, "webhook_url": receiver.url},
+        format="json",
+    )
+
+    assert response.status_code == 200 and response.json()["events"] == ["ended", "preempted"]
+    assert response.json()["webhook_secret"] == Preference.objects.get(user=world.alice).webhook_secret
+    job = submit(world.alice, world.lab)
+    run_and_end(job)
+    pump(later())
+    rows = client.get("/api/v1/notifications/deliveries/").json()["results"]
+    assert [(r["event"], r["channel"], r["status"]) for r in rows] == [("ended", "webhook", "sent")]
+    assert client_for(world.bob).get("/api/v1/notifications/deliveries/").json()["results"] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"events": ["everything"]}, "events"),
+        ({"webhook_url": "not a url"}, "webhook_url"),
+        ({"webhook_secret": "mine"}, "webhook_secret"),
+        ({"emial": False}, "emial"),
+    ],
+)
+def test_bad_choices_are_a_400_naming_the_field(world, client_for, body, field):
+    response = client_for(world.alice).patch("/api/v1/notifications/preferences/", body, format="json")
+    assert response.status_code == 400 and field in response.json()
+    assert not Preference.objects.exists()
