@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Avg, Count
+from django.db.models import Count, Sum
 from django.utils import timezone
 
 from monitoring.models import GpuSample
-from monitoring.readings import job_gpu_ids
 from portal.models import Account
 from scheduler.choices import EventKind, JobState
 from scheduler.jobs import verbs
+from scheduler.jobs.allocations import decode
 from scheduler.jobs.transitions import JobStateConflict, record_event
-from scheduler.models import Job, JobEvent
+from scheduler.models import Gpu, Job, JobEvent
 
 #: Who the verbs name in the job's events.
 ACTOR = "idle policy"
@@ -53,16 +53,39 @@ def rule_of(account: Account) -> IdleRule:
     )
 
 
-def measured_mean(job: Job, start: datetime, end: datetime) -> float | None:
-    """The job's GPUs' mean utilization over ``[start, end]`` from measured samples;
-    None when none measured it."""
-    ids = job_gpu_ids(job)
-    if not ids:
-        return None
-    seen = GpuSample.objects.filter(gpu_id__in=ids, at__gte=start, at__lte=end).aggregate(
-        mean=Avg("utilization_pct"), n=Count("utilization_pct")
-    )
-    return seen["mean"] if seen["n"] else None
+def gpu_ids_of(jobs: list[Job]) -> dict[int, list[int]]:
+    """Each job's GPU ids, from its allocations, in one query for all of them."""
+    wanted = {(a.node, i) for job in jobs for a in decode(job.allocations) for i in a.gpu_indices}
+    nodes = {node for node, _ in wanted}
+    ids = {
+        (node, index): gpu_id
+        for gpu_id, node, index in Gpu.objects.filter(node__name__in=nodes).values_list("id", "node__name", "index")
+    }
+    return {
+        job.id: sorted(ids[(a.node, i)] for a in decode(job.allocations) for i in a.gpu_indices if (a.node, i) in ids)
+        for job in jobs
+    }
+
+
+def measured_means(jobs: list[Job], gpus: dict[int, list[int]], start: datetime, end: datetime) -> dict[int, float]:
+    """Each job's GPUs' mean utilization over ``[start, end]`` from measured samples, for
+    the jobs that have some: one query grouped by GPU for all of them."""
+    wanted = {gpu for job in jobs for gpu in gpus.get(job.id, [])}
+    per_gpu = {
+        gpu: (total or 0.0, n)
+        for gpu, total, n in GpuSample.objects.filter(gpu_id__in=wanted, at__gte=start, at__lte=end)
+        .values("gpu_id")
+        .annotate(total=Sum("utilization_pct"), n=Count("utilization_pct"))
+        .order_by()
+        .values_list("gpu_id", "total", "n")
+    }
+    means = {}
+    for job in jobs:
+        seen = [per_gpu[g] for g in gpus.get(job.id, []) if g in per_gpu]
+        count = sum(n for _, n in seen)
+        if count:
+            means[job.id] = sum(total for total, _ in seen) / count
+    return means
 
 
 def enforce(now: datetime | None = None) -> dict[str, int]:
@@ -77,13 +100,18 @@ def enforce(now: datetime | None = None) -> dict[str, int]:
         )
     }
     counts = {"flagged": 0, "acted": 0}
-    for job in running:
-        rule = rule_of(job.account)
-        window = timedelta(minutes=rule.minutes)
-        assert job.started_at is not None
-        if job.started_at > now - window:
-            continue
-        mean = measured_mean(job, now - window, now)
+    gpus = gpu_ids_of(running)
+    rules = {job.id: rule_of(job.account) for job in running}
+    judged = [
+        job for job in running if job.started_at and job.started_at <= now - timedelta(minutes=rules[job.id].minutes)
+    ]
+    means: dict[int, float] = {}
+    for minutes in {rules[job.id].minutes for job in judged}:  # one query per window length in use
+        group = [job for job in judged if rules[job.id].minutes == minutes]
+        means |= measured_means(group, gpus, now - timedelta(minutes=minutes), now)
+    for job in judged:
+        rule = rules[job.id]
+        mean = means.get(job.id)
         if mean is None or mean >= rule.below_pct:
             continue
         flagged_at = flags.get((job.id, job.attempt))

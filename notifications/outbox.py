@@ -95,7 +95,14 @@ def read_events(now: datetime) -> int:
 
 
 def read_conditions(now: datetime) -> int:
-    """Step 2: quotas near their limit, estimates that moved."""
+    """Step 2: quotas near their limit, estimates that moved; at most every
+    ``NOTIFY_CONDITIONS_SECONDS`` (they read every waiting job: not on every pass)."""
+    with transaction.atomic():
+        last, _ = Cursor.objects.select_for_update().get_or_create(name="conditions")
+        if 0 < now.timestamp() - last.position < settings.NOTIFY_CONDITIONS_SECONDS:
+            return 0
+        last.position = int(now.timestamp())
+        last.save(update_fields=["position"])
     return sum(enqueue(found(now), now) for found in (facts.quotas_near, facts.estimates_moved))
 
 

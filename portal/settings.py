@@ -315,6 +315,8 @@ EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "quartermaster@localhost")
 #: How often the notifier reads what happened and sends what is due.
 NOTIFY_SECONDS = env_float("NOTIFY_SECONDS", 15.0, minimum=1.0)
+#: How often it looks at the queue's state (quotas, estimates): it reads every waiting job.
+NOTIFY_CONDITIONS_SECONDS = env_float("NOTIFY_CONDITIONS_SECONDS", 300.0, minimum=1.0)
 #: Tries before a message is given up (backoff 30 s doubling, at most an hour apart).
 NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 8, minimum=1)
 NOTIFY_WEBHOOK_TIMEOUT = env_float("NOTIFY_WEBHOOK_TIMEOUT", 10.0, minimum=0.5)

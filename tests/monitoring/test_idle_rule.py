@@ -106,3 +106,12 @@ def test_an_account_sets_its_own_threshold(world):
     enforce()
     [event] = idle_events(job)
     assert "over the last 60 min (under 50%)" in event.message
+
+
+def test_a_pass_costs_the_same_few_queries_for_many_running_jobs(world, django_assert_max_num_queries):
+    for i in range(24):
+        running_on(world, i % 8)
+    for gpu in range(8):
+        samples(gpu, 90.0, minutes=60)  # all busy: the pass only reads
+    with django_assert_max_num_queries(4):  # the running jobs, their flags, their GPUs, the samples
+        assert enforce() == {"flagged": 0, "acted": 0}

@@ -191,16 +191,19 @@ def test_an_account_near_its_gpu_quota_tells_its_members_once_a_day(world, recei
     assert len(quota) == 1 and (quota[0]["used_gpus"], quota[0]["max_gpus"]) == (8.0, 10)
 
 
-def test_an_estimate_that_moves_a_lot_is_news_a_small_move_is_not(world, receiver):
+def test_an_estimate_that_moves_a_lot_is_news_a_small_move_is_not(world, receiver, settings):
     webhook(world.alice, receiver.url)
     now = timezone.now()
     job = submit(world.alice, world.lab)
+    every = timedelta(seconds=settings.NOTIFY_CONDITIONS_SECONDS)
     Job.objects.filter(pk=job.pk).update(estimated_start_at=now + timedelta(hours=1))
     pump(now)  # the first estimate is only remembered
     Job.objects.filter(pk=job.pk).update(estimated_start_at=now + timedelta(hours=1, minutes=10))
-    pump(now)
+    pump(now + every)
     Job.objects.filter(pk=job.pk).update(estimated_start_at=now + timedelta(hours=3))
-    pump(now)
+    pump(now + every / 2 + every)  # too soon after the last look: not read yet
+    assert not [r for r in receiver.received if json.loads(r[1])["event"] == "estimate_moved"]
+    pump(now + 2 * every)
 
     moved = [json.loads(body) for _, body in receiver.received if json.loads(body)["event"] == "estimate_moved"]
     assert len(moved) == 1 and moved[0]["subject"].startswith("Estimate moved later")
