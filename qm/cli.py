@@ -14,6 +14,7 @@ on the portal's API tokens page), or ``--url`` and ``--token``.
     qm log ID [--follow]                  the job's output, following it while it runs
     qm priority ID                        a waiting job's priority factors (sprio)
     qm fairshare                          the fair-share tree of your accounts (sshare)
+    qm usage [--start D --end D --by G]   GPU-hours you may see, by account/user/model/qos (sreport)
     qm wait ID                            follow a job until it ends
 
 Exit status: 0 on success (``--wait``: the job completed), 1 when the API refused
@@ -205,6 +206,22 @@ class Cli:
             )
         return 0
 
+    def usage(self, args: argparse.Namespace) -> int:
+        """GPU-hours over a period (sreport), by ``--by``."""
+        answer = self.api.get("usage/", start=args.start, end=args.end, group_by=args.by)
+        if self.json_or(answer, args):
+            return 0
+        self.say(f"GPU-hours from {answer['start']} to {answer['end']} (UTC days, inclusive), by {answer['group_by']}:")
+        self.table(
+            [answer["group_by"].upper(), "ATTEMPTS", "GPU-HOURS", "BILLED"],
+            [
+                [row["group"] or "-", row["attempts"], f"{row['gpu_hours']:.2f}", f"{row['billed_gpu_hours']:.2f}"]
+                for row in answer["rows"]
+            ],
+            right=["ATTEMPTS", "GPU-HOURS", "BILLED"],
+        )
+        return 0
+
     def fairshare(self, args: argparse.Namespace) -> int:
         rows = self.api.get("fairshare/")
         if not self.json_or(rows, args):
@@ -327,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
     priority = sub.add_parser("priority", help="a waiting job's priority factors (sprio)")
     priority.add_argument("id", type=int)
     sub.add_parser("fairshare", help="the fair-share tree of your accounts (sshare)")
+    usage = sub.add_parser("usage", help="GPU-hours over a period (sreport): your own, your accounts' for coordinators")
+    usage.add_argument("--start", help="first day, YYYY-MM-DD (default: 30 days before --end)")
+    usage.add_argument("--end", help="last day, YYYY-MM-DD (default: today)")
+    usage.add_argument("--by", choices=["account", "user", "gpu_model", "qos"], default="account")
     wait = sub.add_parser("wait", help="follow a job until it ends")
     wait.add_argument("id", type=int)
     wait.add_argument("--interval", type=float, default=2.0)

@@ -263,3 +263,31 @@ class AccountHour(models.Model):
 
     def __str__(self) -> str:
         return f"{self.account_id} at {self.hour:%Y-%m-%d %H:00}: {self.gpu_seconds / 3600:.1f} GPU-h"
+
+
+class JobAttempt(models.Model):
+    """One attempt of a job that held GPUs and gave them back (it ended, or was requeued or
+    preempted): who ran what, where and for how long, the accounting's unit (``sreport``).
+
+    Written once per attempt in the transaction of the state change that ended it
+    (``scheduler.jobs.attempts``), so an attempt is recorded exactly once; a running
+    attempt is read live from its job. The model is the label of its GPUs (MIG slices as
+    ``model/profile``), "" for a CPU-only attempt.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    attempt = models.PositiveIntegerField()
+    account = models.ForeignKey("portal.Account", on_delete=models.CASCADE, related_name="+")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    qos = models.CharField(max_length=32, blank=True)
+    gpu_model = models.CharField(max_length=96, blank=True)
+    gpus = models.FloatField(help_text="GPUs held (a share counts as its fraction).")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "attempt"], name="job_attempt_once")]
+        indexes = [models.Index(fields=["ended_at"], name="jobattempt_ended")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} attempt {self.attempt}"

@@ -141,3 +141,19 @@ def end(job: Any, at: datetime, state: str = "COMPLETED") -> bool:
     from scheduler.jobs.transitions import transition
 
     return transition(job.pk, ["RUNNING"], state, ended_at=at, exit_code=0, where={"external_id": job.external_id})
+
+
+def run_attempt(job: Any, start: datetime, end: datetime | None, node: str = "h100-01", gpus: int = 1) -> None:
+    """One attempt of ``job`` on ``node`` from ``start`` to ``end`` (None: still running),
+    through the real transitions, which write its hours and its ``JobAttempt`` record."""
+    from scheduler.choices import EventKind, JobState
+    from scheduler.jobs.transitions import transition
+    from scheduler.models import Job
+
+    Job.objects.filter(pk=job.pk).update(
+        state=JobState.DISPATCHING,
+        allocations=[{"node": node, "gpu_indices": list(range(gpus)), "cpus": 1, "memory_mib": 0}],
+    )
+    transition(job.id, [JobState.DISPATCHING], JobState.RUNNING, event=EventKind.DISPATCHED, started_at=start)
+    if end is not None:
+        transition(job.id, [JobState.RUNNING], JobState.COMPLETED, ended_at=end, exit_code=0)

@@ -12,6 +12,7 @@ from portal.api.views import (
 )
 from scheduler.api.urls import router as scheduler_router
 from scheduler.api.urls import urlpatterns as scheduler_urlpatterns
+from scheduler.api.usage import UsageView
 from scheduler.api.views import FairShareView
 
 router = DefaultRouter()
@@ -26,6 +27,7 @@ router.registry.extend(scheduler_router.registry)
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
     path("fairshare/", FairShareView.as_view(), name="fairshare"),
+    path("usage/", UsageView.as_view(), name="usage"),
     *scheduler_urlpatterns,
     *router.urls,
 ]

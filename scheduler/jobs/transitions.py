@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.choices import ACTIVE_STATES, EventKind
-from scheduler.jobs import hours
+from scheduler.jobs import attempts, hours
 from scheduler.models import Job, JobEvent
 
 
@@ -69,12 +69,15 @@ def transition(
     matching = Job.objects.filter(pk=job_id, state__in=sources, **(where or {}))
     ends_attempt = to_state not in ACTIVE_STATES and not ACTIVE_STATES.isdisjoint(sources)
     with transaction.atomic():
-        before = matching.select_for_update().values(*hours.ATTEMPT_FIELDS).first() if ends_attempt else None
+        fields_read = tuple(dict.fromkeys((*hours.ATTEMPT_FIELDS, *attempts.FIELDS)))
+        before = matching.select_for_update().values(*fields_read).first() if ends_attempt else None
         if ends_attempt and before is None:
             return False
         changed = matching.update(state=to_state, **fields)
         if changed:
             record_event(job_id, event, message or f"-> {to_state}", {"to": to_state, **(data or {})})
             if before is not None and before["state"] in ACTIVE_STATES:
-                hours.record_attempt(before, fields.get("ended_at") or timezone.now())
+                ended = fields.get("ended_at") or timezone.now()
+                hours.record_attempt(before, ended)
+                attempts.record(before, before["started_at"], ended)
     return changed == 1

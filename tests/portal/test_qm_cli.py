@@ -16,7 +16,7 @@ from qm.request import parse_walltime
 from scheduler.clusters.poll import poll_backends
 from scheduler.models import Job
 from scheduler.tick.run import run_tick
-from tests.builders import T0, submit
+from tests.builders import T0, run_attempt, submit
 from tests.monitoring.history import gpu, ran, samples
 
 
@@ -235,3 +235,16 @@ def test_show_prints_seff_lines_for_a_finished_job(qm, world):
     assert (
         "GPU utilization: mean 42%, peak 42%" in out and "GPU memory: mean 1000 MiB, peak 1000 MiB of 81920 MiB" in out
     )
+
+
+def test_usage_prints_sreports_table(qm, world):
+    run_attempt(submit(world.alice, world.lab), T0, T0 + timedelta(hours=2))
+    code, out, _ = qm("usage", "--start", "2026-01-01", "--end", "2026-01-01", "--by", "user")
+    title, header, row = out.splitlines()
+    assert code == 0 and title == "GPU-hours from 2026-01-01 to 2026-01-01 (UTC days, inclusive), by user:"
+    assert header.split() == ["USER", "ATTEMPTS", "GPU-HOURS", "BILLED"] and row.split() == [
+        "alice",
+        "1",
+        "2.00",
+        "2.00",
+    ]

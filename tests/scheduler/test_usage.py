@@ -1,95 +1,135 @@
-"""Fair-share usage: every span of every job is charged once, decayed, in the tick."""
+"""GPU-hours over a period (GET /api/v1/usage/, ``sreport``): each attempt that held GPUs,
+ended or running, clipped to the period; sums equal to the attempts' own figures; the
+billing weights the fair-share uses; who may see whose."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import csv
+import io
+import random
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.utils import timezone
+import time_machine
 
-from scheduler.models import Job, TickState, Usage
-from scheduler.tick.run import run_tick
-from scheduler.tick.snapshot import load_nodes
-from scheduler.tick.usage import update_usage, usage_policy
-from tests.builders import submit
+from portal.models import Qos
+from scheduler.choices import JobState
+from scheduler.models import Job, JobAttempt
+from tests.builders import make_account, run_attempt, submit
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def hour_old_job(world, django_capture_on_commit_callbacks):
-    """A 2-GPU job of alice's that has run for an hour; usage last brought forward then."""
-    world.cluster.config = {**world.cluster.config, "simulate": 86400}
-    world.cluster.save()
-    job = submit(world.alice, world.lab, gpus_per_node=2)
-    with django_capture_on_commit_callbacks(execute=True):
-        run_tick()
-    hour_ago = timezone.now() - timedelta(hours=1)
-    Job.objects.filter(pk=job.pk).update(started_at=hour_ago)
-    TickState.objects.update_or_create(pk=1, defaults={"usage_as_of": hour_ago})
-    Usage.objects.all().delete()
-    return job
+DAY = datetime(2026, 3, 10, tzinfo=UTC)
 
 
-def charged(world) -> float:  # type: ignore[no-untyped-def]
-    """Alice's stored usage in lab (no row = nothing charged yet)."""
-    row = Usage.objects.filter(account=world.lab, user=world.alice).first()
-    return row.gpu_seconds if row else 0.0
+def get(client, **params):
+    response = client.get("/api/v1/usage/", params)
+    assert response.status_code == 200, response.content
+    return {row["group"]: row for row in response.json()["rows"]}
 
 
-def test_an_hour_on_two_gpus_is_about_7200_gpu_seconds(world, hour_old_job):
-    update_usage(timezone.now(), load_nodes(), usage_policy(7))
-    # 7,200 GPU-s, decayed over the hour by at most 0.5 ** (1 / 168)
-    assert 7200 * 0.5 ** (1 / 168) < charged(world) <= 7200
+def test_ended_and_running_attempts_are_clipped_to_the_period(world, client_for):
+    early = submit(world.alice, world.lab, gpus_per_node=2)
+    run_attempt(early, DAY - timedelta(hours=2), DAY + timedelta(hours=3), gpus=2)  # 3 h inside the day, 2 GPUs
+    running = submit(world.bob, world.lab)
+    with time_machine.travel(DAY + timedelta(hours=10), tick=False):
+        run_attempt(running, DAY + timedelta(hours=4), None)  # 6 h so far
+        rows = get(client_for(world.admin), start="2026-03-10", end="2026-03-10", group_by="user")
+    assert rows["alice"]["gpu_hours"] == pytest.approx(6.0) and rows["bob"]["gpu_hours"] == pytest.approx(6.0)
 
 
-def test_charging_twice_at_once_adds_nothing(world, hour_old_job):
-    now = timezone.now()
-    update_usage(now, load_nodes(), usage_policy(7))
-    first = charged(world)
-    update_usage(now, load_nodes(), usage_policy(7))
-    assert charged(world) == pytest.approx(first)
+def test_a_requeued_job_counts_every_attempt(world, client_for):
+    job = submit(world.alice, world.lab)
+    run_attempt(job, DAY, DAY + timedelta(hours=1))
+    Job.objects.filter(pk=job.pk).update(attempt=1, state=JobState.PENDING, started_at=None, ended_at=None)
+    run_attempt(job, DAY + timedelta(hours=2), DAY + timedelta(hours=5))
+    assert JobAttempt.objects.filter(job=job).count() == 2
+    rows = get(client_for(world.alice), start="2026-03-10", end="2026-03-10")
+    assert rows["lab"]["gpu_hours"] == pytest.approx(4.0) and rows["lab"]["attempts"] == 2
 
 
-def test_a_job_that_ended_between_ticks_is_charged_up_to_its_end(world, hour_old_job):
-    Job.objects.filter(pk=hour_old_job.pk).update(state="COMPLETED", ended_at=timezone.now() - timedelta(minutes=30))
-    update_usage(timezone.now(), load_nodes(), usage_policy(7))
-    assert 3500 < charged(world) < 3601
+def test_sums_equal_the_attempts_own_figures_for_every_grouping(world, client_for, settings):
+    settings.SCHEDULER_BILLING_WEIGHTS = {"H100-80GB": 2.0, "L4": 0.5}
+    Qos.objects.update_or_create(name="low", defaults={"usage_factor": 0.5})
+    Qos.objects.get_or_create(name="normal")
+    rng = random.Random(7)
+    people = [(world.alice, world.lab), (world.bob, world.lab), (world.charlie, world.other)]
+    for _ in range(40):
+        owner, account = rng.choice(people)
+        node, gpus = rng.choice([("h100-01", 1), ("h100-02", 4), ("l4-01", 2)])
+        qos = Qos.objects.get(name=rng.choice(["normal", "low"]))
+        job = submit(owner, account, gpus_per_node=gpus, qos=qos)
+        start = DAY + timedelta(minutes=rng.randrange(-600, 3000))
+        run_attempt(job, start, start + timedelta(minutes=rng.randrange(1, 900)), node=node, gpus=gpus)
+    period = (DAY, DAY + timedelta(days=2))
+    expected: dict[str, dict[str, list[float]]] = {
+        g: defaultdict(lambda: [0.0, 0.0]) for g in ("account", "user", "gpu_model", "qos")
+    }
+    weights = {"H100-80GB": 2.0, "L4": 0.5}
+    for a in JobAttempt.objects.select_related("account", "owner"):
+        seconds = max(0.0, (min(period[1], a.ended_at) - max(period[0], a.started_at)).total_seconds())
+        if not seconds:
+            continue
+        factor = weights.get(a.gpu_model, 1.0) * (0.5 if a.qos == "low" else 1.0)
+        for group, key in (
+            ("account", a.account.name),
+            ("user", a.owner.username),
+            ("gpu_model", a.gpu_model),
+            ("qos", a.qos),
+        ):
+            expected[group][key][0] += a.gpus * seconds / 3600
+            expected[group][key][1] += a.gpus * factor * seconds / 3600
+    client = client_for(world.admin)
+    for group, sums in expected.items():
+        rows = get(client, start="2026-03-10", end="2026-03-11", group_by=group)
+        assert set(rows) == set(sums)
+        for key, (raw, billed) in sums.items():
+            assert rows[key]["gpu_hours"] == pytest.approx(raw, rel=1e-12)
+            assert rows[key]["billed_gpu_hours"] == pytest.approx(billed, rel=1e-12)
 
 
-def test_qos_usage_factor_scales_the_charge(world, hour_old_job):
-    from portal.models import Qos
-
-    free = Qos.objects.create(name="scavenger", usage_factor=0.0)
-    Job.objects.filter(pk=hour_old_job.pk).update(qos=free)
-    update_usage(timezone.now(), load_nodes(), usage_policy(7))
-    assert charged(world) == 0.0
-
-
-def test_billing_weights_price_each_gpu_model(world, hour_old_job, settings):
-    from scheduler.models import Gpu
-
-    node = Job.objects.get(pk=hour_old_job.pk).allocations[0]["node"]
-    model = Gpu.objects.filter(node__name=node).values_list("model", flat=True)[0]
-    weights = {model: 2.0, "some-other-model": 10.0}
-    update_usage(timezone.now(), load_nodes(), usage_policy(7, billing_weights=weights))
-    # 2 GPUs of a model billed at 2.0 for an hour: 2 x 7,200
-    assert 2 * 7200 * 0.5 ** (1 / 168) < charged(world) <= 2 * 7200
+def test_researchers_see_their_own_coordinators_their_accounts_staff_everything(world, client_for):
+    for owner, account in ((world.alice, world.lab), (world.bob, world.lab), (world.charlie, world.other)):
+        run_attempt(submit(owner, account), DAY, DAY + timedelta(hours=1))
+    period = {"start": "2026-03-10", "end": "2026-03-10", "group_by": "user"}
+    assert set(get(client_for(world.alice), **period)) == {"alice"}
+    assert set(get(client_for(world.bob), **period)) == {"alice", "bob"}  # bob coordinates lab
+    assert set(get(client_for(world.admin), **period)) == {"alice", "bob", "charlie"}
+    assert set(get(client_for(world.alice), **period, user="charlie")) == set()
 
 
-def test_a_share_of_a_gpu_is_charged_with_the_sharing_overhead(world, hour_old_job):
-    stored = Job.objects.get(pk=hour_old_job.pk).allocations[0]
-    allocation = {**stored, "gpu_indices": stored["gpu_indices"][:1], "gpu_share": 0.5, "gpu_memory_mib": 0}
-    Job.objects.filter(pk=hour_old_job.pk).update(allocations=[allocation])
-    update_usage(timezone.now(), load_nodes(), usage_policy(7, sharing_overhead=0.1))
-    # 0.5 x 1.1 GPUs for an hour
-    assert 0.55 * 3600 * 0.5 ** (1 / 168) < charged(world) <= 0.55 * 3600
+def test_an_account_filter_takes_its_subtree(world, client_for):
+    child = make_account("lab-vision", parent=world.lab)
+    run_attempt(submit(world.admin, child), DAY, DAY + timedelta(hours=2))
+    run_attempt(submit(world.charlie, world.other), DAY, DAY + timedelta(hours=1))
+    rows = get(client_for(world.admin), start="2026-03-10", end="2026-03-10", account="lab")
+    assert set(rows) == {"lab-vision"}
 
 
-def test_usage_decays_by_half_each_half_life(world, hour_old_job):
-    Job.objects.filter(pk=hour_old_job.pk).update(state="COMPLETED", ended_at=timezone.now() - timedelta(hours=1))
-    Usage.objects.create(account=world.lab, user=world.alice, gpu_seconds=1000.0, as_of=timezone.now())
-    now = timezone.now()
-    TickState.objects.filter(pk=1).update(usage_as_of=now - timedelta(days=7))
-    update_usage(now, load_nodes(), usage_policy(7))
-    assert charged(world) == pytest.approx(500.0, abs=0.1)
+def test_csv_has_a_header_and_a_row_per_group(world, client_for):
+    run_attempt(submit(world.alice, world.lab), DAY, DAY + timedelta(hours=1))
+    response = client_for(world.alice).get(
+        "/api/v1/usage/", {"start": "2026-03-10", "end": "2026-03-10", "output": "csv"}
+    )
+    assert response["Content-Type"] == "text/csv"
+    assert list(csv.reader(io.StringIO(response.content.decode()))) == [
+        ["account", "attempts", "gpu_hours", "billed_gpu_hours"],
+        ["lab", "1", "1.000000", "1.000000"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"start": "2026-03-11", "end": "2026-03-10"}, "start"),
+        ({"start": "2024-01-01", "end": "2026-03-10"}, "start"),
+        ({"group_by": "colour"}, "group_by"),
+        ({"account": "nope"}, "account"),
+        ({"strat": "2026-03-10"}, "strat"),
+        ({"start": "yesterday"}, "start"),
+    ],
+)
+def test_a_bad_question_is_a_400_naming_the_field(world, client_for, params, field):
+    response = client_for(world.alice).get("/api/v1/usage/", params)
+    assert response.status_code == 400 and field in response.json()

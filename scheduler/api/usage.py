@@ -1,0 +1,126 @@
+"""``GET /api/v1/usage/``: GPU-hours over a period by account, user, GPU model or QOS,
+raw and billing-weighted (``scheduler.reads.usage``), as JSON or CSV (``output=csv``).
+
+Who sees what: staff every job; others their own jobs and those of the accounts they
+coordinate, as with the job list. ``account`` narrows to that account and its subtree,
+``user`` to one owner.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from django.db.models import Q
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from portal.access import coordinated_account_ids
+from portal.api.strict import RejectUnknownFields
+from portal.models import Account
+from scheduler.reads.usage import GROUPS, attempts_in, usage
+
+#: The longest period one question may cover.
+MAX_DAYS = 400
+
+
+class UsageQuery(RejectUnknownFields, serializers.Serializer):
+    start = serializers.DateField(required=False, help_text="First day (UTC); default: 30 days before end.")
+    end = serializers.DateField(required=False, help_text="Last day, included (UTC); default: today.")
+    group_by = serializers.ChoiceField(choices=list(GROUPS), default="account")
+    account = serializers.SlugRelatedField(
+        slug_field="name", queryset=Account.objects.all(), required=False, help_text="With its subtree."
+    )
+    user = serializers.CharField(required=False, max_length=150)
+    output = serializers.ChoiceField(choices=["json", "csv"], default="json")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        end = attrs.get("end") or datetime.now(UTC).date()
+        start = attrs.get("start") or end - timedelta(days=29)
+        if start > end:
+            raise serializers.ValidationError({"start": "Must not be after end."})
+        if (end - start).days >= MAX_DAYS:
+            raise serializers.ValidationError({"start": f"At most {MAX_DAYS} days at once."})
+        return {**attrs, "start": start, "end": end}
+
+
+class UsageRowSerializer(serializers.Serializer):
+    group = serializers.CharField()
+    attempts = serializers.IntegerField()
+    gpu_hours = serializers.FloatField()
+    billed_gpu_hours = serializers.FloatField()
+
+
+class UsageSerializer(serializers.Serializer):
+    start = serializers.DateField()
+    end = serializers.DateField()
+    group_by = serializers.ChoiceField(choices=list(GROUPS))
+    rows = UsageRowSerializer(many=True)
+
+
+def subtree_ids(account: Account) -> list[int]:
+    """The account and every account under it."""
+    parents: dict[int | None, list[int]] = {}
+    for pk, parent in Account.objects.values_list("pk", "parent_id"):
+        parents.setdefault(parent, []).append(pk)
+    found, todo = [], [account.pk]
+    while todo:
+        pk = todo.pop()
+        found.append(pk)
+        todo += parents.get(pk, [])
+    return found
+
+
+class UsageView(APIView):
+    """GPU-hours over a period (``sreport``): each attempt's overlap with the period times
+    its GPUs, summed by ``group_by``; ``billed_gpu_hours`` weighs them as the fair-share
+    does (GPU model billing weight x QOS usage factor)."""
+
+    @extend_schema(
+        parameters=[UsageQuery],
+        responses={
+            (200, "application/json"): UsageSerializer,
+            (200, "text/csv"): OpenApiTypes.STR,
+        },
+    )
+    def get(self, request: Request) -> Any:
+        query = UsageQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        scope = Q()
+        user = request.user
+        if not user.is_staff:
+            scope &= Q(owner_id=user.pk) | Q(account_id__in=coordinated_account_ids(user))
+        if params.get("account") is not None:
+            scope &= Q(account_id__in=subtree_ids(params["account"]))
+        if params.get("user"):
+            scope &= Q(owner__username=params["user"])
+        start = datetime.combine(params["start"], time.min, tzinfo=UTC)
+        end = datetime.combine(params["end"] + timedelta(days=1), time.min, tzinfo=UTC)
+        now = datetime.now(UTC)
+        rows = usage(attempts_in(start, end, min(now, end), scope), start, end, params["group_by"])
+        if params["output"] == "csv":
+            return _csv(rows, params["group_by"], params["start"], params["end"])
+        return Response(
+            UsageSerializer(
+                {"start": params["start"], "end": params["end"], "group_by": params["group_by"], "rows": rows}
+            ).data
+        )
+
+
+def _csv(rows: list[Any], group_by: str, start: date, end: date) -> HttpResponse:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow([group_by, "attempts", "gpu_hours", "billed_gpu_hours"])
+    for row in rows:
+        writer.writerow([row.group, row.attempts, f"{row.gpu_hours:.6f}", f"{row.billed_gpu_hours:.6f}"])
+    response = HttpResponse(out.getvalue(), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="gpu-hours-{start}-{end}.csv"'
+    return response

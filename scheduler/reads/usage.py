@@ -1,0 +1,118 @@
+"""GPU-hours over a period (``sreport``): every attempt that held GPUs in it, clipped to
+it, summed by account, user, GPU model or QOS, raw and billing-weighted.
+
+Ended attempts come from ``JobAttempt`` (one row each, written when they ended); running
+ones from their jobs, up to ``now``. Billing-weighted is what the fair-share charges: the
+GPUs times the model's billing weight times the QOS's usage factor (``UsagePolicy.rate``).
+Each attempt's figures are exact (seconds of overlap times GPUs), so a group's sum is the
+sum of its attempts' (a test recomputes them).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+
+from scheduler.choices import ACTIVE_STATES
+from scheduler.core.hours import job_gpus
+from scheduler.jobs.allocations import decode
+from scheduler.jobs.request import gpu_model_label
+from scheduler.models import Gpu, Job, JobAttempt
+from scheduler.tick.usage import usage_policy
+
+GROUPS = ("account", "user", "gpu_model", "qos")
+
+
+@dataclass(frozen=True)
+class Held:
+    """One attempt's hold on GPUs (ended or still running)."""
+
+    job_id: int
+    account: str
+    user: str
+    gpu_model: str
+    qos: str
+    gpus: float
+    started_at: datetime
+    ended_at: datetime
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    group: str
+    attempts: int
+    gpu_hours: float
+    billed_gpu_hours: float
+
+
+def attempts_in(start: datetime, end: datetime, now: datetime, scope: Q | None = None) -> list[Held]:
+    """Every attempt that held GPUs for some of ``[start, end)``, ``scope`` a filter on
+    their jobs (``job__...`` lookups for ended attempts are derived from it)."""
+    ended = JobAttempt.objects.filter(started_at__lt=end, ended_at__gt=start).filter(
+        Q(job__in=Job.objects.filter(scope)) if scope is not None else Q()
+    )
+    held = [
+        Held(job, account, user, model, qos, gpus, started, stopped)
+        for job, account, user, model, qos, gpus, started, stopped in ended.values_list(
+            "job_id", "account__name", "owner__username", "gpu_model", "qos", "gpus", "started_at", "ended_at"
+        )
+    ]
+    running = Job.objects.filter(state__in=ACTIVE_STATES, started_at__lt=end, started_at__isnull=False)
+    if scope is not None:
+        running = running.filter(scope)
+    rows = list(
+        running.values_list(
+            "id", "account__name", "owner__username", "qos__name", "allocations", "nodes", "gpus_per_node",
+            "gpu_share", "started_at",
+        )
+    )  # fmt: skip
+    models = _models_of([allocations for *_, allocations, _, _, _, _ in rows])
+    for job, account, user, qos, allocations, nodes, per_node, share, started in rows:
+        if started is None:  # excluded by the query; keeps the types honest
+            continue
+        first = next(((a.node, a.gpu_indices[0]) for a in decode(allocations) if a.gpu_indices), None)
+        gpus = job_gpus(nodes, per_node, share)
+        held.append(Held(job, account, user, models.get(first, "") if first else "", qos or "", gpus, started, now))
+    return held
+
+
+def _models_of(allocation_lists: Iterable[Any]) -> dict[tuple[str, int], str]:
+    wanted = {(a.node, a.gpu_indices[0]) for allocs in allocation_lists for a in decode(allocs) if a.gpu_indices}
+    if not wanted:
+        return {}
+    rows = Gpu.objects.filter(node__name__in={n for n, _ in wanted}).values_list(
+        "node__name", "index", "model", "mig_profile"
+    )
+    return {(node, index): gpu_model_label(model, mig) for node, index, model, mig in rows if (node, index) in wanted}
+
+
+def seconds_in(held: Held, start: datetime, end: datetime) -> float:
+    return max(0.0, (min(end, held.ended_at) - max(start, held.started_at)).total_seconds())
+
+
+def usage(held: Iterable[Held], start: datetime, end: datetime, group_by: str) -> list[UsageRow]:
+    """The attempts' GPU-hours in ``[start, end)`` by ``group_by`` (one of ``GROUPS``),
+    largest first."""
+    policy = usage_policy(settings.SCHEDULER_USAGE_HALF_LIFE_DAYS, 0.0, settings.SCHEDULER_BILLING_WEIGHTS)
+    raw: dict[str, float] = defaultdict(float)
+    billed: dict[str, float] = defaultdict(float)
+    count: dict[str, int] = defaultdict(int)
+    for attempt in held:
+        seconds = seconds_in(attempt, start, end)
+        if seconds <= 0:
+            continue
+        key = {"account": attempt.account, "user": attempt.user, "gpu_model": attempt.gpu_model, "qos": attempt.qos}[
+            group_by
+        ]
+        raw[key] += attempt.gpus * seconds / 3600
+        billed[key] += policy.rate(attempt.gpus, attempt.gpu_model, attempt.qos) * seconds / 3600
+        count[key] += 1
+    return sorted(
+        (UsageRow(key, count[key], raw[key], billed[key]) for key in raw), key=lambda row: (-row.gpu_hours, row.group)
+    )
