@@ -25,12 +25,12 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 
 from monitoring.models import GpuSample
+from monitoring.readings import jobs_gpu_ids
 from portal.models import Account
 from scheduler.choices import EventKind, JobState
 from scheduler.jobs import verbs
-from scheduler.jobs.allocations import decode
 from scheduler.jobs.transitions import JobStateConflict, record_event
-from scheduler.models import Gpu, Job, JobEvent
+from scheduler.models import Job, JobEvent
 
 #: Who the verbs name in the job's events.
 ACTOR = "idle policy"
@@ -51,20 +51,6 @@ def rule_of(account: Account) -> IdleRule:
         action=account.idle_action or settings.IDLE_ACTION,
         action_minutes=account.idle_action_minutes or settings.IDLE_ACTION_MINUTES,
     )
-
-
-def gpu_ids_of(jobs: list[Job]) -> dict[int, list[int]]:
-    """Each job's GPU ids, from its allocations, in one query for all of them."""
-    wanted = {(a.node, i) for job in jobs for a in decode(job.allocations) for i in a.gpu_indices}
-    nodes = {node for node, _ in wanted}
-    ids = {
-        (node, index): gpu_id
-        for gpu_id, node, index in Gpu.objects.filter(node__name__in=nodes).values_list("id", "node__name", "index")
-    }
-    return {
-        job.id: sorted(ids[(a.node, i)] for a in decode(job.allocations) for i in a.gpu_indices if (a.node, i) in ids)
-        for job in jobs
-    }
 
 
 def measured_means(jobs: list[Job], gpus: dict[int, list[int]], start: datetime, end: datetime) -> dict[int, float]:
@@ -100,7 +86,7 @@ def enforce(now: datetime | None = None) -> dict[str, int]:
         )
     }
     counts = {"flagged": 0, "acted": 0}
-    gpus = gpu_ids_of(running)
+    gpus = jobs_gpu_ids(running)
     rules = {job.id: rule_of(job.account) for job in running}
     judged = [
         job for job in running if job.started_at and job.started_at <= now - timedelta(minutes=rules[job.id].minutes)

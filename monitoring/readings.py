@@ -9,12 +9,10 @@ and the GPU grid reads only the last ``RECENT`` of samples.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from functools import reduce
-from operator import or_
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Avg, Q
+from django.db.models import Avg
 from django.utils import timezone
 
 from monitoring.charts import CellRow
@@ -39,10 +37,20 @@ def recent_window() -> timedelta:
 
 def job_gpu_ids(job: Job) -> list[int]:
     """Ids of the GPUs in the job's allocations (node name + GPU indices). One query."""
-    wanted = [Q(node__name=a.node, index__in=a.gpu_indices) for a in decode(job.allocations) if a.gpu_indices]
+    return jobs_gpu_ids([job]).get(job.id, [])
+
+
+def jobs_gpu_ids(jobs: list[Job]) -> dict[int, list[int]]:
+    """Each job's GPU ids, sorted, from its allocations: one query for all of them."""
+    wanted = {(a.node, i) for job in jobs for a in decode(job.allocations) for i in a.gpu_indices}
     if not wanted:
-        return []
-    return list(Gpu.objects.filter(reduce(or_, wanted)).order_by("id").values_list("id", flat=True))
+        return {job.id: [] for job in jobs}
+    rows = Gpu.objects.filter(node__name__in={node for node, _ in wanted}).values_list("id", "node__name", "index")
+    ids = {(node, index): gpu_id for gpu_id, node, index in rows}
+    return {
+        job.id: sorted(ids[(a.node, i)] for a in decode(job.allocations) for i in a.gpu_indices if (a.node, i) in ids)
+        for job in jobs
+    }
 
 
 def job_series(job: Job, now: datetime | None = None) -> list[Series]:
