@@ -14,16 +14,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
 
 from scheduler.choices import ACTIVE_STATES
 from scheduler.core.hours import job_gpus
-from scheduler.jobs.allocations import decode
-from scheduler.jobs.request import gpu_model_label
-from scheduler.models import Gpu, Job, JobAttempt
+from scheduler.jobs.attempts import first_gpu, gpu_models
+from scheduler.models import Job, JobAttempt
 from scheduler.tick.usage import usage_policy
 
 GROUPS = ("account", "user", "gpu_model", "qos")
@@ -72,24 +70,14 @@ def attempts_in(start: datetime, end: datetime, now: datetime, scope: Q | None =
             "gpu_share", "started_at",
         )
     )  # fmt: skip
-    models = _models_of([allocations for *_, allocations, _, _, _, _ in rows])
+    models = gpu_models(first_gpu(allocations) for *_, allocations, _, _, _, _ in rows)
     for job, account, user, qos, allocations, nodes, per_node, share, started in rows:
         if started is None:  # excluded by the query; keeps the types honest
             continue
-        first = next(((a.node, a.gpu_indices[0]) for a in decode(allocations) if a.gpu_indices), None)
+        first = first_gpu(allocations)
         gpus = job_gpus(nodes, per_node, share)
         held.append(Held(job, account, user, models.get(first, "") if first else "", qos or "", gpus, started, now))
     return held
-
-
-def _models_of(allocation_lists: Iterable[Any]) -> dict[tuple[str, int], str]:
-    wanted = {(a.node, a.gpu_indices[0]) for allocs in allocation_lists for a in decode(allocs) if a.gpu_indices}
-    if not wanted:
-        return {}
-    rows = Gpu.objects.filter(node__name__in={n for n, _ in wanted}).values_list(
-        "node__name", "index", "model", "mig_profile"
-    )
-    return {(node, index): gpu_model_label(model, mig) for node, index, model, mig in rows if (node, index) in wanted}
 
 
 def seconds_in(held: Held, start: datetime, end: datetime) -> float:
