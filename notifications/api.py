@@ -55,12 +55,6 @@ class DeliverySerializer(serializers.ModelSerializer):
         ]
 
 
-def _preference(user_id: int) -> Preference:
-    return Preference.objects.filter(user_id=user_id).first() or Preference(
-        user_id=user_id, events=[str(e) for e in Preference.DEFAULTS]
-    )
-
-
 class PreferenceView(generics.GenericAPIView):
     """Your notification choices (defaults until you save some: e-mail for started,
     ended, held and idle)."""
@@ -70,11 +64,11 @@ class PreferenceView(generics.GenericAPIView):
     pagination_class = None
 
     def get(self, request: Request) -> Response:
-        return Response(PreferenceSerializer(_preference(cast(int, request.user.pk))).data)
+        return Response(PreferenceSerializer(Preference.of(cast(int, request.user.pk))).data)
 
     @extend_schema(request=PreferenceSerializer, responses=PreferenceSerializer)
     def patch(self, request: Request) -> Response:
-        body = PreferenceSerializer(_preference(cast(int, request.user.pk)), data=request.data, partial=True)
+        body = PreferenceSerializer(Preference.of(cast(int, request.user.pk)), data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         body.save()
         return Response(body.data)

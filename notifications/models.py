@@ -39,14 +39,18 @@ def new_secret() -> str:
     return secrets.token_urlsafe(32)
 
 
-class Preference(models.Model):
-    """One user's choices. Without a row: e-mail for started, ended and held, if the user
-    has an address (``DEFAULTS``)."""
+def default_events() -> list[str]:
+    """What a user is told without having chosen: their jobs started, ended, held by
+    someone else, or holding idle GPUs."""
+    return [Event.STARTED.value, Event.ENDED.value, Event.HELD.value, Event.IDLE.value]
 
-    DEFAULTS = (Event.STARTED, Event.ENDED, Event.HELD, Event.IDLE)
+
+class Preference(models.Model):
+    """One user's choices. Without a row, the defaults (``of``): e-mail, if the user has an
+    address, for ``default_events``."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notify")
-    events = models.JSONField(default=list, help_text="The Event values to be told about.")
+    events = models.JSONField(default=default_events, help_text="The Event values to be told about.")
     email = models.BooleanField(default=True)
     webhook_url = models.URLField(blank=True, max_length=500)
     webhook_format = models.CharField(max_length=8, choices=WebhookFormat.choices, default=WebhookFormat.JSON)
@@ -54,6 +58,11 @@ class Preference(models.Model):
 
     def __str__(self) -> str:
         return f"notification preferences of {self.user}"
+
+    @classmethod
+    def of(cls, user_id: int) -> Preference:
+        """The user's stored choices, or the defaults (unsaved) when they made none."""
+        return cls.objects.filter(user_id=user_id).first() or cls(user_id=user_id)
 
 
 class Status(models.TextChoices):

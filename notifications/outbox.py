@@ -50,14 +50,13 @@ def enqueue(messages: Iterable[facts.Message], now: datetime) -> int:
     emails = dict(get_user_model().objects.filter(pk__in=users).values_list("pk", "email"))
     rows = []
     for message in messages:
-        pref = prefs.get(message.user_id)
-        wanted = pref.events if pref is not None else [str(e) for e in Preference.DEFAULTS]
-        if message.event not in wanted:
+        pref = prefs.get(message.user_id) or Preference(user_id=message.user_id)  # the defaults
+        if message.event not in pref.events:
             continue
         channels = []
-        if (pref is None or pref.email) and emails.get(message.user_id):
+        if pref.email and emails.get(message.user_id):
             channels.append(Channel.EMAIL)
-        if pref is not None and pref.webhook_url:
+        if pref.webhook_url:
             channels.append(Channel.WEBHOOK)
         rows += [
             Delivery(

@@ -51,9 +51,7 @@ class NotifyForm(forms.ModelForm):
 
 
 def _notify_form(request: HttpRequest, user: Any) -> tuple[NotifyForm, Preference]:
-    pref = Preference.objects.filter(user_id=user.pk).first() or Preference(
-        user_id=user.pk, events=[str(e) for e in Preference.DEFAULTS]
-    )
+    pref = Preference.of(user.pk)
     data = request.POST if request.method == "POST" and request.POST.get("form") == "notify" else None
     return NotifyForm(data, instance=pref), pref
 
