@@ -8,7 +8,7 @@ attempt, which the job page, the API, ``qm show`` and the job list's sort read.
 
 Where the samples come from: raw samples while the run lies within their retention
 (``MONITORING_RAW_RETENTION_HOURS``), the minute rollups (weighted by their sample
-counts) for longer runs. One aggregate query per job; a pass measures at most
+counts) for longer runs. The GPUs of a pass's jobs are read in one query, then one aggregate per job; at most
 ``BATCH`` jobs, the oldest first, so a backlog drains over a few passes.
 """
 
@@ -21,7 +21,7 @@ from django.db.models import Avg, Count, F, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from monitoring.models import GpuRollup, GpuSample, JobEfficiency, Resolution
-from monitoring.readings import job_gpu_ids
+from monitoring.readings import job_gpu_ids, jobs_gpu_ids
 from scheduler.core.hours import job_gpus
 from scheduler.models import Gpu, Job
 
@@ -44,7 +44,7 @@ def due(now: datetime) -> QuerySet[Job]:
     )
 
 
-def measure(job: Job, now: datetime) -> dict[str, float | int | None]:
+def measure(job: Job, now: datetime, ids: list[int] | None = None) -> dict[str, float | int | None]:
     """The figures of ``job``'s last attempt (see the module docstring)."""
     assert job.started_at is not None and job.ended_at is not None
     elapsed = max(0, int((job.ended_at - job.started_at).total_seconds()))
@@ -58,7 +58,7 @@ def measure(job: Job, now: datetime) -> dict[str, float | int | None]:
         "memory_used_peak_mib": None,
         "memory_total_mib": None,
     }
-    ids = job_gpu_ids(job)
+    ids = job_gpu_ids(job) if ids is None else ids  # its GPUs, when the caller has not read them
     if not ids:
         return figures
     raw_since = now - timedelta(hours=settings.MONITORING_RAW_RETENTION_HOURS)
@@ -107,8 +107,9 @@ def record_efficiencies(now: datetime | None = None) -> int:
     """Measure every due job (at most ``BATCH``); returns how many."""
     now = now or timezone.now()
     jobs = list(due(now)[:BATCH])
+    gpus = jobs_gpu_ids(jobs)
     for job in jobs:
         JobEfficiency.objects.update_or_create(
-            job=job, defaults={"attempt": job.attempt, "computed_at": now, **measure(job, now)}
+            job=job, defaults={"attempt": job.attempt, "computed_at": now, **measure(job, now, gpus[job.id])}
         )
     return len(jobs)

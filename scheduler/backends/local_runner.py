@@ -341,8 +341,8 @@ def _run(job_dir: Path) -> int:
                 )
                 failed = setup.returncode != 0
             except (OSError, subprocess.TimeoutExpired) as exc:
-                failed, log_note = True, f"{exc}"
-                log.write(f"[local backend: writing the job's files failed: {log_note}]\n".encode())
+                failed = True
+                log.write(f"[local backend: writing the job's files failed: {exc}]\n".encode())
         if failed:
             _record(job_dir, "FAILED", exit_code=1, reason="could not write the job's files into its directory")
             return 0
