@@ -8,8 +8,9 @@ attempt, which the job page, the API, ``qm show`` and the job list's sort read.
 
 Where the samples come from: raw samples while the run lies within their retention
 (``MONITORING_RAW_RETENTION_HOURS``), the minute rollups (weighted by their sample
-counts) for longer runs. The GPUs of a pass's jobs are read in one query, then one aggregate per job; at most
-``BATCH`` jobs, the oldest first, so a backlog drains over a few passes.
+counts) for longer runs. A pass reads its jobs' GPUs in one query, then one aggregate
+per job, for at most ``BATCH`` jobs, the oldest first, so a backlog drains over a few
+passes.
 """
 
 from __future__ import annotations
