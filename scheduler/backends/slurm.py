@@ -13,7 +13,7 @@ submit
     up to whole minutes), ``--job-name`` and ``--comment=qm:<instance>:<key>``, ``--output`` and
     ``--error`` to one file per job in ``log_dir``, ``--no-requeue`` (a node failure is
     reported as NODE_FAIL; requeueing is the portal's decision). The job's environment is
-    exactly ``spec.env`` plus ``QM_JOB_KEY``/``QM_NODELIST``/``QM_GPUS`` and a plain
+    exactly ``spec.env`` plus the job-environment contract (``job_env``) and a plain
     ``PATH``: sbatch runs with a clean environment, so neither the portal's secrets nor
     its ``SBATCH_*`` variables reach the job. Slurm picks the GPU indices on each node
     (``CUDA_VISIBLE_DEVICES`` is Slurm's); ``QM_GPUS`` carries the portal's plan.
@@ -86,8 +86,8 @@ _CONFIG_KEYS = frozenset(
 )
 _GPU_MODEL_KEYS = frozenset({"model", "memory_mib", "compute_capability"})
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-#: Environment variables a job may not set: sbatch reads SBATCH_* as options, and SLURM_*
-#: would confuse Slurm's own tools inside the job.
+#: A job's env names (which names it may not set, SBATCH_* and SLURM_* among them, is
+#: ``job_env.is_reserved``, checked by ``spec_check`` for every backend).
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Slurm's own tools, found in ``bin_dir`` when it is set.
@@ -645,8 +645,8 @@ class SlurmBackend:
         self.owners.output_dir_made(owner)
 
 
-#: Rank 0's rendezvous port: one per job on a node (its id), above the ephemeral range's
-#: usual floor and below Linux's default ephemeral range (32768-60999).
+#: Rank 0's rendezvous port, from the job's id: 20000-29999, below Linux's default
+#: ephemeral range (32768-60999), so no outgoing connection holds it by chance.
 _MASTER_PORT = "$((20000 + SLURM_JOB_ID % 10000))"
 
 
