@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -42,6 +45,30 @@ EVERY_JOB = periodic_jobs(
 def test_every_periodic_job_runs_a_registered_celery_task():
     unregistered = {job.task for job in (*periodic_jobs(settings), *EVERY_JOB)} - set(app.tasks)
     assert not unregistered
+
+
+def test_the_embedded_loop_registers_every_task_of_the_table_by_itself():
+    """In a fresh interpreter, as ``make demo`` starts it: importing ``run_scheduler``
+    alone must register every task the table names (this test module imports them all,
+    so only a process of its own can tell)."""
+    program = (
+        "import django; django.setup()\n"
+        "from django.conf import settings\n"
+        "from portal.management.commands import run_scheduler\n"
+        "from portal.periodic import periodic_jobs\n"
+        "missing = {j.task for j in periodic_jobs(settings)} - set(run_scheduler.celery_app.tasks)\n"
+        "print(sorted(missing))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", "DEBUG": "1"},
+        cwd=SETTINGS.parents[1],
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_beat_runs_exactly_the_table():

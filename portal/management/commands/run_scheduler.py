@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 
 import monitoring.tasks
+import notifications.tasks
 import portal.tasks
 import scheduler.tasks
 from portal.celery import app as celery_app
@@ -34,7 +35,7 @@ def drop_broken_connections() -> None:
 
 
 #: The tasks the table names (imported above so that they are registered).
-TASK_MODULES = (scheduler.tasks, monitoring.tasks, portal.tasks)
+TASK_MODULES = (scheduler.tasks, monitoring.tasks, notifications.tasks, portal.tasks)
 
 #: The jobs whose period ``--interval`` sets: the loop's heartbeat.
 HEARTBEAT = frozenset({"scheduler.tick", "scheduler.poll_backends"})
