@@ -340,6 +340,13 @@ JOB_WORKDIR_ROOTS = env_list("JOB_WORKDIR_ROOTS", ["/home/{user}", "/scratch/{us
 #: The most a job's files may hold in all (bytes of UTF-8 text), and how many files.
 JOB_FILES_MAX_BYTES = env_int("JOB_FILES_MAX_BYTES", 1_000_000, minimum=1)
 JOB_FILES_MAX_COUNT = env_int("JOB_FILES_MAX_COUNT", 50, minimum=1)
+#: Job arrays: task indices run from 0 to JOB_ARRAY_MAX_SIZE - 1, so an array has at most
+#: that many tasks (Slurm's MaxArraySize, same default).
+JOB_ARRAY_MAX_SIZE = env_int("JOB_ARRAY_MAX_SIZE", 10001, minimum=1)
+#: Every task stores its own command, script and files: an array may hold at most this
+#: many bytes of them in all (tasks x bytes per task); larger inputs belong on the
+#: cluster's storage, the script reading them by $QM_ARRAY_TASK_ID.
+JOB_ARRAY_MAX_BYTES = env_int("JOB_ARRAY_MAX_BYTES", 256_000_000, minimum=1)
 #: The lowest uid a job may run as: cluster identities below it (root, system accounts)
 #: are refused, in the API and again by the backends (Debian's FIRST_UID).
 QM_MIN_JOB_UID = env_int("QM_MIN_JOB_UID", 1000, minimum=1)

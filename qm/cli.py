@@ -7,10 +7,15 @@ on the portal's API tokens page), or ``--url`` and ``--token``.
     qm submit [options] -- COMMAND...     submit (sbatch; ``--wait`` follows it to the end)
     qm submit [options] --wrap 'CMD; CMD' a command line run by the shell as written
     qm estimate [options] -- COMMAND...   when would it start? nothing is submitted
-    qm jobs [--state S] [--account A]     list jobs you can see (squeue)
+    qm submit --array 0-99%10 [options]   a job array: one job per index, 10 at once at most
+    qm jobs [--state S] [--account A]     list jobs you can see (squeue; an array's waiting
+                                          tasks on one line, 42_[8-99])
     qm show ID                            one job, with why it waits (scontrol show job)
     qm edit ID [options]                  change a waiting job (scontrol update)
-    qm cancel|hold|release|requeue ID...  (scancel, scontrol hold|release|requeue)
+    qm cancel|hold|release|requeue ID...  (scancel, scontrol hold|release|requeue); an
+                                          array's id acts on all its tasks, 42_7 on one
+
+ID is a job id (42) or a task of an array (42_7).
     qm log ID [--follow]                  the job's output, following it while it runs
     qm priority ID                        a waiting job's priority factors (sprio)
     qm fairshare                          the fair-share tree of your accounts (sshare)
@@ -34,7 +39,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from qm.api import Api, ApiError
-from qm.request import add_edit_options, add_request_options, edit_body, request_body
+from qm.request import add_edit_options, add_request_options, edit_body, job_ref, request_body
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"}
 SPINNER = "|/-\\"
@@ -45,6 +50,7 @@ VERBS = {
     "release": "let held jobs start (scontrol release)",
     "requeue": "put jobs back in the queue as a new attempt (scontrol requeue)",
 }
+DONE = {"cancel": "cancelled", "hold": "held", "release": "released", "requeue": "requeued"}
 
 
 def _gpus(job: dict[str, Any]) -> str:
@@ -101,9 +107,26 @@ class Cli:
 
     def submit(self, args: argparse.Namespace) -> int:
         job = self.api.post("jobs/", request_body(args))
+        array = job.get("array_job")
         if not self.json_or(job, args):
-            self.say(f"Submitted job {job['id']} ({job['name']}): {job['state']}")
-        return self.wait_for(job["id"], args.interval) if args.wait else 0
+            if array:
+                self.say(f"Submitted array job {array} ({job['name']}): {job['array_task_count']} tasks")
+            else:
+                self.say(f"Submitted job {job['id']} ({job['name']}): {job['state']}")
+        if not args.wait:
+            return 0
+        return self.wait_for_array(array, args.interval) if array else self.wait_for(job["id"], args.interval)
+
+    def job_id(self, ref: tuple[int, int | None]) -> int:
+        """The job id of ``42`` or of task ``42_7`` (looked up: a task has an id of its own)."""
+        array, task = ref
+        if task is None:
+            return array
+        found = self.api.get("jobs/", array_job=array, array_task=task)
+        rows = found["results"] if isinstance(found, dict) else found
+        if not rows:
+            raise ApiError(404, {"detail": f"no task {task} of array {array} that you can see"})
+        return int(rows[0]["id"])
 
     def estimate(self, args: argparse.Namespace) -> int:
         answer = self.api.post("jobs/estimate/", request_body(args))
@@ -128,20 +151,35 @@ class Cli:
         if not body:
             print("qm: say what to change (qm edit ID --walltime 1h --name x ...)", file=self.err)
             return 2
-        job = self.api.patch(f"jobs/{args.id}/", body)
+        job = self.api.patch(f"jobs/{self.job_id(args.id)}/", body)
         if not self.json_or(job, args):
             self.say(f"Job {job['id']} ({job['name']}): {', '.join(sorted(body))} changed")
         return 0
 
     def jobs(self, args: argparse.Namespace) -> int:
-        page = self.api.get("jobs/", state=args.state, account=args.account, owner=args.owner, page_size=args.limit)
+        page = self.api.get(
+            "jobs/",
+            state=args.state,
+            account=args.account,
+            owner=args.owner,
+            page_size=args.limit,
+            collapse="arrays",
+        )
         rows = page["results"] if isinstance(page, dict) else page
         if self.json_or(rows, args):
             return 0
         self.table(
             ["ID", "STATE", "GPUS", "ACCOUNT", "OWNER", "REASON", "NAME"],
             [
-                [job["id"], job["state"], _gpus(job), job["account"], job["owner"], job["pending_reason"], job["name"]]
+                [
+                    job.get("display_id", job["id"]),
+                    job["state"],
+                    _gpus(job),
+                    job["account"],
+                    job["owner"],
+                    job["pending_reason"],
+                    job["name"],
+                ]
                 for job in rows
             ],
             right=["ID"],
@@ -149,10 +187,15 @@ class Cli:
         return 0
 
     def show(self, args: argparse.Namespace) -> int:
-        job = self.api.get(f"jobs/{args.id}/")
+        job = self.api.get(f"jobs/{self.job_id(args.id)}/")
         if self.json_or(job, args):
             return 0
-        self.say(f"Job {job['id']}: {job['name']}  [{job['state']}]")
+        self.say(f"Job {job.get('display_id', job['id'])}: {job['name']}  [{job['state']}]")
+        if job.get("array_job"):
+            array = self.api.get(f"arrays/{job['array_job']}/")
+            states = ", ".join(f"{n} {state}" for state, n in array["states"].items())
+            place = f"task {job['array_task_id']} of array {array['array_job']} ({array['spec']})"
+            self.say(f"  job {job['id']}, {place}: {states}")
         self.say(f"  owner {job['owner']}, account {job['account']}, qos {job['qos'] or '-'}")
         self.say(f"  {_gpus(job)} {job['gpu_model'] or 'GPU'}, walltime {job['walltime_seconds']} s")
         for blocker in job.get("pending_blockers") or []:
@@ -170,33 +213,42 @@ class Cli:
         return 0
 
     def verb(self, args: argparse.Namespace) -> int:
-        """cancel, hold, release, requeue: each job in turn; 1 if any was refused."""
+        """cancel, hold, release, requeue: each job in turn; 1 if any was refused. An
+        array's id moves every task of it (``scancel 42``), ``42_7`` the one task."""
         status = 0
-        for job_id in args.ids:
+        for ref in args.ids:
+            name = f"{ref[0]}" if ref[1] is None else f"{ref[0]}_{ref[1]}"
             try:
+                job_id = self.job_id(ref)
+                if ref[1] is None and self.api.get(f"jobs/{job_id}/").get("array_job") == job_id:
+                    moved = self.api.post(f"arrays/{job_id}/{args.verb}/")
+                    states = ", ".join(f"{n} {state}" for state, n in moved["array"]["states"].items())
+                    self.say(f"Array {job_id}: {moved['changed']} tasks {DONE[args.verb]}; now {states}")
+                    continue
                 job = self.api.post(f"jobs/{job_id}/{args.verb}/")
-                self.say(f"Job {job['id']}: {job['state']}")
+                self.say(f"Job {job.get('display_id', job['id'])}: {job['state']}")
             except ApiError as exc:
-                print(f"qm: job {job_id}: {exc.describe()}", file=self.err)
+                print(f"qm: job {name}: {exc.describe()}", file=self.err)
                 status = 1
         return status
 
     def log(self, args: argparse.Namespace) -> int:
         """The job's output; ``--follow`` prints what it adds until it ends (tail -f)."""
         shown = ""
+        job_id = self.job_id(args.id)
         while True:
-            text = self.api.get(f"jobs/{args.id}/log/", max_bytes=args.bytes)["log"]
+            text = self.api.get(f"jobs/{job_id}/log/", max_bytes=args.bytes)["log"]
             self.out.write(_new_part(shown, text))
             self.out.flush()
             shown = text
-            if not args.follow or self.api.get(f"jobs/{args.id}/")["state"] in TERMINAL:
+            if not args.follow or self.api.get(f"jobs/{job_id}/")["state"] in TERMINAL:
                 if args.follow:  # what it wrote between the last read and its end
-                    self.out.write(_new_part(shown, self.api.get(f"jobs/{args.id}/log/", max_bytes=args.bytes)["log"]))
+                    self.out.write(_new_part(shown, self.api.get(f"jobs/{job_id}/log/", max_bytes=args.bytes)["log"]))
                 return 0
             self.sleep(args.interval)
 
     def priority(self, args: argparse.Namespace) -> int:
-        factors = self.api.get(f"jobs/{args.id}/priority/")
+        factors = self.api.get(f"jobs/{self.job_id(args.id)}/priority/")
         if not self.json_or(factors, args):
             names = ["job_id", "total", "age", "fairshare", "jobsize", "qos", "nice"]
             self.table(
@@ -245,7 +297,23 @@ class Cli:
         return 0
 
     def wait(self, args: argparse.Namespace) -> int:
-        return self.wait_for(args.id, args.interval)
+        job_id = self.job_id(args.id)
+        if args.id[1] is None and self.api.get(f"jobs/{job_id}/").get("array_job") == job_id:
+            return self.wait_for_array(job_id, args.interval)
+        return self.wait_for(job_id, args.interval)
+
+    def wait_for_array(self, array_job: int, interval: float) -> int:
+        """Poll the array until every task ended, printing its task counts when they change.
+        0 if every task completed, 3 otherwise."""
+        last = None
+        while True:
+            states = self.api.get(f"arrays/{array_job}/")["states"]
+            if states != last:
+                self.say(f"array {array_job}: " + ", ".join(f"{n} {state}" for state, n in states.items()))
+                last = states
+            if set(states) <= TERMINAL:
+                return 0 if set(states) == {"COMPLETED"} else 3
+            self.sleep(interval)
 
     def wait_for(self, job_id: int, interval: float) -> int:
         """Poll the job, printing each state change (and a spinner on a terminal) until it
@@ -332,24 +400,24 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--owner")
     jobs.add_argument("--limit", type=int, default=50)
     show = sub.add_parser("show", help="show one job")
-    show.add_argument("id", type=int)
+    show.add_argument("id", type=job_ref, help="a job id, or ARRAY_TASK (42_7)")
     for verb, help_text in VERBS.items():
         moves = sub.add_parser(verb, help=help_text)
-        moves.add_argument("ids", type=int, nargs="+")
+        moves.add_argument("ids", type=job_ref, nargs="+", help="job ids; an array's id: all its tasks; 42_7: one")
     log = sub.add_parser("log", help="a job's output")
-    log.add_argument("id", type=int)
+    log.add_argument("id", type=job_ref, help="a job id, or ARRAY_TASK (42_7)")
     log.add_argument("--follow", "-f", action="store_true", help="keep printing what it writes until it ends")
     log.add_argument("--bytes", type=int, default=65536, help="how much of the end to read (at most 1048576)")
     log.add_argument("--interval", type=float, default=2.0)
     priority = sub.add_parser("priority", help="a waiting job's priority factors (sprio)")
-    priority.add_argument("id", type=int)
+    priority.add_argument("id", type=job_ref, help="a job id, or ARRAY_TASK (42_7)")
     sub.add_parser("fairshare", help="the fair-share tree of your accounts (sshare)")
     usage = sub.add_parser("usage", help="GPU-hours over a period (sreport): your own, your accounts' for coordinators")
     usage.add_argument("--start", help="first day, YYYY-MM-DD (default: 30 days before --end)")
     usage.add_argument("--end", help="last day, YYYY-MM-DD (default: today)")
     usage.add_argument("--by", choices=["account", "user", "gpu_model", "qos"], default="account")
     wait = sub.add_parser("wait", help="follow a job until it ends")
-    wait.add_argument("id", type=int)
+    wait.add_argument("id", type=job_ref, help="a job id, or ARRAY_TASK (42_7)")
     wait.add_argument("--interval", type=float, default=2.0)
     return parser
 

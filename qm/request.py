@@ -89,6 +89,9 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
     """The options of a submission (``qm submit``, ``qm estimate``)."""
     _add_shared_options(parser, walltime_required=True)
     parser.add_argument("--account", "-A", help="default: your default account (GET /api/v1/me/)")
+    parser.add_argument(
+        "--array", "-a", help="a job array, one job per index (sbatch --array): 0-999, 1,3,5-7, 0-15:4, 0-999%%50"
+    )
     parser.add_argument("--nodes", "-N", type=int)
     parser.add_argument("--gpus", "-G", type=int, dest="gpus_per_node", help="GPUs per node")
     parser.add_argument("--gpu-share", type=float, help="a fraction of one shared GPU (0 < share < 1)")
@@ -117,9 +120,21 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command and its arguments, each quoted")
 
 
+_JOB_REF = re.compile(r"^(\d+)(?:_(\d+))?$")
+
+
+def job_ref(text: str) -> tuple[int, int | None]:
+    """A job as ``squeue`` names it: ``42`` (a job, or a whole array), ``42_7`` (task 7 of
+    array 42) -> ``(42, None)``, ``(42, 7)``."""
+    match = _JOB_REF.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (42) or an array task (42_7)")
+    return int(match.group(1)), int(match.group(2)) if match.group(2) is not None else None
+
+
 def add_edit_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``qm edit`` (what ``PATCH /api/v1/jobs/{id}/`` may change)."""
-    parser.add_argument("id", type=int)
+    parser.add_argument("id", type=job_ref, help="a job id, or ARRAY_TASK (42_7)")
     _add_shared_options(parser, walltime_required=False)
 
 
@@ -164,6 +179,8 @@ def request_body(args: argparse.Namespace) -> dict[str, Any]:
         body["env"] = dict(args.env)
     if args.workdir:
         body["workdir"] = args.workdir
+    if args.array:
+        body["array"] = args.array
     if args.files:
         body["files"] = dict(args.files)
     if args.script is not None:

@@ -132,6 +132,19 @@ class Job(models.Model):
         default=list, blank=True, help_text='[{"type": "afterok"|"afternotok"|"afterany", "job": <id>}]'
     )
 
+    #: A task of a job array (``sbatch --array``): the array is addressed by its first
+    #: task's id (``array_job``, that task's own id for itself), the task by its index.
+    #: Every task is a job of its own for scheduling, quotas, accounting and states.
+    array_job = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="array_tasks", editable=False
+    )
+    array_task_id = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    array_task_count = models.PositiveIntegerField(default=0, editable=False)
+    #: How many tasks of the array may run at once (``%50``); 0: no limit.
+    array_throttle = models.PositiveIntegerField(default=0)
+    #: The indices as submitted (``0-999:2%50``), for people.
+    array_spec = models.CharField(max_length=1024, blank=True, editable=False)
+
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
     pending_reason = models.CharField(max_length=64, blank=True)
     #: Every blocker of a waiting job: ``[{"code", "message", "evidence"}]``, the
@@ -163,6 +176,7 @@ class Job(models.Model):
             models.Index(fields=["state", "submitted_at"], name="job_state_submitted"),
             models.Index(fields=["owner", "state"], name="job_owner_state"),
             models.Index(fields=["account", "state"], name="job_account_state"),
+            models.Index(fields=["array_job", "array_task_id"], name="job_array_task"),
         ]
 
     def __str__(self) -> str:

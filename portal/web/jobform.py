@@ -112,7 +112,15 @@ FIELD_SHAPES: dict[str, tuple[Callable[[str], Any], Callable[[Any], str]]] = {
 }
 #: Fields sent as typed, whose empty value means "the API's default", so they are left
 #: out of the body: the request fields without a shape of their own, what to run, the QOS.
-_OPTIONAL = ("qos", *(f for f in REQUEST_FIELDS if f not in FIELD_SHAPES), "command", "script", "image", "workdir")
+_OPTIONAL = (
+    "qos",
+    *(f for f in REQUEST_FIELDS if f not in FIELD_SHAPES),
+    "command",
+    "script",
+    "image",
+    "workdir",
+    "array",
+)
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -224,6 +232,7 @@ def job_as_fields(job: Job) -> dict[str, str]:
         "image": job.image,
         "workdir": job.workdir,
         "env": format_env(job.env),
+        "array": job.array_spec,
     }
 
 
@@ -270,6 +279,12 @@ class JobForm(forms.Form):
     cpus_per_node = _number("CPUs per node", "", "1")
     memory_mib_per_node = _number("Memory per node (MiB)", "", "0")
     walltime_seconds = forms.CharField(label="Walltime", help_text="2h, 90m, 1:30:00 or seconds.")
+    array = _text(
+        "Job array",
+        "One job per index, each told its $QM_ARRAY_TASK_ID: 0-99, 1,3,5-7 or 0-15:4; "
+        "add %10 to run at most 10 at once. Empty: one job.",
+        max_length=1024,
+    )
     command = _text("Command", "A command line, or use a script below.", widget=forms.Textarea(attrs={"rows": 2}))
     script = _text("Script", "Run instead of a command.", widget=forms.Textarea(attrs={"rows": 5}))
     image = _text("Container image")

@@ -37,12 +37,14 @@ from scheduler.api.throttles import WhatIfThrottle
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
 from scheduler.clusters.logs import read_job_log
 from scheduler.jobs import verbs
+from scheduler.jobs.array_verbs import ARRAY_VERBS, set_throttle
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.submit import submit_job
 from scheduler.jobs.transitions import JobStateConflict
 from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Job
 from scheduler.reads import reports
+from scheduler.reads.arrays import ArraySummary, array_summary, collapse_pending, display_label, without_folded_tasks
 from scheduler.tick import estimates
 
 PAGE_SIZE = 50
@@ -62,6 +64,8 @@ SORTS: dict[str, tuple[str, list[Any]]] = {
 #: Columns the list shows; the rest of a row (scripts, blockers) is never read.
 LIST_COLUMNS = (
     "id",
+    "array_job_id",
+    "array_task_id",
     "name",
     "state",
     "pending_reason",
@@ -80,6 +84,7 @@ LIST_COLUMNS = (
     "efficiency__samples",
 )
 VERBS = {"cancel", "hold", "release", "requeue"}
+PAST = {"cancel": "cancelled", "hold": "held", "release": "released", "requeue": "requeued"}
 
 
 def _safe_next(request: HttpRequest, fallback: str) -> str:
@@ -168,7 +173,10 @@ def submit(request: HttpRequest) -> HttpResponse:
                     estimate = _what_if_if_allowed(request, form, account, qos, data)
                 else:
                     job = submit_job(owner=user, account=account, qos=qos, **data)
-                    messages.success(request, f"Job {job.id} submitted.")
+                    if job.array_job_id:
+                        messages.success(request, f"Array job {job.id} submitted: {job.array_task_count} tasks.")
+                    else:
+                        messages.success(request, f"Job {job.id} submitted.")
                     return redirect("web:job-detail", job_id=job.id)
             except DjangoValidationError as exc:
                 form.add_django_errors(exc)
@@ -295,6 +303,8 @@ class JobFilterForm(forms.Form):
     gpu_model = forms.CharField(required=False, max_length=64, label="GPU model")
     sort = forms.ChoiceField(choices=[(k, label) for k, (label, _) in SORTS.items()], required=False)
     page = forms.IntegerField(required=False, min_value=1, max_value=100_000)
+    #: The tasks of one job array, each on its row (else its waiting tasks are one row).
+    array = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1, widget=forms.HiddenInput)
 
 
 @login_required
@@ -307,9 +317,11 @@ def job_list(request: HttpRequest) -> HttpResponse:
     """
     form = JobFilterForm(request.GET)
     jobs = visible_jobs(request.user, Job.objects.all())
-    page, sort = 1, "-id"
+    page, sort, array = 1, "-id", None
     if form.is_valid():
         data = form.cleaned_data
+        array = data["array"]
+        jobs = jobs.filter(array_job_id=array) if array else without_folded_tasks(jobs)
         if data["state"]:
             jobs = jobs.filter(state__in=data["state"])
         for field, lookup in (
@@ -327,6 +339,12 @@ def job_list(request: HttpRequest) -> HttpResponse:
     offset = (page - 1) * PAGE_SIZE
     rows = list(jobs.order_by(*SORTS[sort][1]).values(*LIST_COLUMNS)[offset : offset + PAGE_SIZE + 1])
     has_next = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    folded = {} if array else collapse_pending((r["id"], r["array_job_id"], r["state"]) for r in rows)
+    for row in rows:
+        row["folded"] = folded.get(row["id"])
+        own = display_label(row["id"], row["array_job_id"], row["array_task_id"])
+        row["label"] = row["folded"]["label"] if row["folded"] else own
     params = request.GET.copy()
     params.pop("page", None)
     return render(
@@ -334,7 +352,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "portal/jobs/list.html",
         {
             "form": form,
-            "rows": rows[:PAGE_SIZE],
+            "rows": rows,
+            "array": array,
             "page": page,
             "has_next": has_next,
             "base_query": params.urlencode(),
@@ -407,6 +426,8 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             else None,
             "health_notes": health_notes_for_job(job, now),
             "efficiency": JobEfficiency.objects.filter(job=job, attempt=job.attempt).first(),
+            "array": _array_of(request, job),
+            "array_verbs": list(ARRAY_VERBS),
             "may": {
                 "cancel": job.state in QUEUED_STATES | ACTIVE_STATES,
                 "hold": job.state == JobState.PENDING,
@@ -415,6 +436,38 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             },
         },
     )
+
+
+def _array_of(request: HttpRequest, job: Job) -> ArraySummary | None:
+    """The array ``job`` is a task of, as its reader may see it (``None`` for a plain job)."""
+    if job.array_job_id is None:
+        return None
+    tasks = visible_jobs(request.user, Job.objects.filter(array_job_id=job.array_job_id))
+    return array_summary(tasks, job.array_job_id)
+
+
+@login_required
+@require_POST
+def array_verb(request: HttpRequest, array_job: int, verb: str) -> HttpResponse:
+    """A verb on every task of an array (``scancel 42``), or its throttle (``verb`` "throttle")."""
+    tasks = visible_jobs(request.user, Job.objects.filter(array_job_id=array_job))
+    if (verb not in ARRAY_VERBS and verb != "throttle") or not tasks.exists():
+        raise Http404("No such array or action.")
+    if verb == "throttle":
+        raw = request.POST.get("throttle", "")
+        if not (raw.isascii() and raw.isdigit()) or int(raw) > 1_000_000:
+            messages.error(request, "Throttle: give a number of tasks (0: no limit).")
+        else:
+            set_throttle(tasks, int(raw))
+            messages.success(request, f"Array {array_job}: at most {raw} tasks at once" if int(raw) else "No limit.")
+        return redirect("web:job-detail", job_id=array_job)
+    try:
+        changed = ARRAY_VERBS[verb](tasks, array_job, by=request.user.get_username())
+    except JobStateConflict as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Array {array_job}: {changed} task{'s' if changed != 1 else ''} {PAST[verb]}.")
+    return redirect("web:job-detail", job_id=array_job)
 
 
 @login_required
@@ -436,8 +489,7 @@ def job_verb(request: HttpRequest, job_id: int, verb: str) -> HttpResponse:
     except JobStateConflict as exc:
         messages.error(request, str(exc))
     else:
-        past = {"cancel": "cancelled", "hold": "held", "release": "released", "requeue": "requeued"}[verb]
-        messages.success(request, f"Job {job.id} {past}.")
+        messages.success(request, f"Job {job.id} {PAST[verb]}.")
     return redirect("web:job-detail", job_id=job.id)
 
 

@@ -20,6 +20,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/log/", researcher.job_log, name="job-log"),
     path("jobs/<int:job_id>/edit/", jobedit.job_edit, name="job-edit"),
     path("jobs/<int:job_id>/<slug:verb>/", researcher.job_verb, name="job-verb"),
+    path("arrays/<int:array_job>/<slug:verb>/", researcher.array_verb, name="array-verb"),
     path("tokens/", researcher.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", researcher.revoke_token, name="token-revoke"),
     path("manage/accounts/", staff.accounts, name="manage-accounts"),

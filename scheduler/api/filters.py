@@ -40,6 +40,8 @@ class JobFilter(django_filters.FilterSet):
     owner = django_filters.CharFilter(field_name="owner__username")
     cluster = django_filters.CharFilter(field_name="cluster__name")
     name = django_filters.CharFilter(lookup_expr="icontains")
+    array_job = django_filters.NumberFilter(field_name="array_job_id", help_text="The tasks of this job array.")
+    array_task = django_filters.NumberFilter(field_name="array_task_id", help_text="The task with this index.")
     submitted_after = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
     submitted_before = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
 

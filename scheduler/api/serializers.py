@@ -25,10 +25,12 @@ from scheduler.backends.job_files import name_problem
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.reason_words import reason_words
 from scheduler.core.types import parse_compute_capability
+from scheduler.jobs.array_spec import MAX_SPEC_LENGTH, ArraySpec, ArraySpecError, parse_array
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.request import REQUEST_FIELDS, pending_request
 from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
+from scheduler.reads.arrays import display_id
 from scheduler.reads.identity import clusters_requiring_identity
 from scheduler.reads.inventory import load_inventory
 
@@ -103,11 +105,19 @@ class JobSerializer(serializers.ModelSerializer):
     file_names = serializers.SerializerMethodField(
         help_text="The files it brought (GET /api/v1/jobs/{id}/ only; null in lists, which do not read them)."
     )
+    display_id = serializers.SerializerMethodField(
+        help_text="As squeue shows it: 42, 42_7 for task 7 of array 42, 42_[8-999] for an array's waiting "
+        "tasks folded into one row (?collapse=arrays)."
+    )
+    folded_tasks = serializers.SerializerMethodField(
+        help_text="With ?collapse=arrays: how many waiting tasks this row stands for (null otherwise)."
+    )
 
     class Meta:
         model = Job
         fields = [
             "id",
+            "display_id",
             "uuid",
             "name",
             "owner",
@@ -137,8 +147,27 @@ class JobSerializer(serializers.ModelSerializer):
             "started_at",
             "ended_at",
             "efficiency",
+            "array_job",
+            "array_task_id",
+            "array_task_count",
+            "array_throttle",
+            "array_spec",
+            "folded_tasks",
         ]
         read_only_fields = fields
+
+    def _folded(self, job: Job) -> dict[str, Any] | None:
+        folded = self.context.get("folded")
+        return folded.get(job.id) if folded else None
+
+    def get_display_id(self, job: Job) -> str:
+        folded = self._folded(job)
+        return str(folded["label"]) if folded else display_id(job)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_folded_tasks(self, job: Job) -> int | None:
+        folded = self._folded(job)
+        return int(folded["tasks"]) if folded else None
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField(), allow_null=True))
     def get_file_names(self, job: Job) -> list[str] | None:
@@ -180,7 +209,6 @@ SUBMIT_FIELD_HINTS: dict[str, str] = {
     "dependency": _slurm_name("dependencies") + ' ([{"type": "afterok", "job": 12}])',
     "job_name": _slurm_name("name"),
     "comment": "Not a field here: put notes in 'name' or in the script.",
-    "array": _not_yet("job arrays (Slurm's --array); submit one job per task"),
     "mail_type": _not_yet("e-mail notifications (Slurm's --mail-type)"),
     "mail_user": _not_yet("e-mail notifications (Slurm's --mail-user)"),
     "reservation": _not_yet("reservations (Slurm's --reservation)"),
@@ -260,6 +288,24 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
         default=dict,
         help_text='Small text files written into its working directory first: {"train.py": "..."}.',
     )
+    array = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        max_length=MAX_SPEC_LENGTH,
+        help_text="A job array (sbatch --array): one job per task index, e.g. 0-999, 1,3,5-7, 0-15:4, "
+        "0-999%50 (at most 50 run at once). Each task gets QM_ARRAY_JOB_ID, QM_ARRAY_TASK_ID and "
+        "QM_ARRAY_TASK_COUNT; the answer is the first task, whose id is the array's. Empty: one job.",
+    )
+
+    def validate_array(self, value: str | None) -> ArraySpec | None:
+        if not value:
+            return None
+        try:
+            return parse_array(value, max_size=settings.JOB_ARRAY_MAX_SIZE)
+        except ArraySpecError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
     def validate_workdir(self, value: str) -> str:
         return checked_workdir(value, self.context["request"].user)
@@ -355,6 +401,17 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
             errors["walltime_seconds"] = (
                 f"{attrs['walltime_seconds']}s exceeds the maximum of QOS {qos.name!r} ({qos.max_walltime_seconds}s)."
             )
+        array = attrs.get("array")
+        if array is not None:
+            each = sum(len(attrs[f].encode("utf-8")) for f in ("command", "script")) + sum(
+                len(text.encode("utf-8")) for text in attrs["files"].values()
+            )
+            if each * array.count > settings.JOB_ARRAY_MAX_BYTES:
+                errors["array"] = (
+                    f"{array.count} tasks of {each} bytes (command, script and files) each exceed the "
+                    f"{settings.JOB_ARRAY_MAX_BYTES} bytes an array may hold; put the inputs on the cluster's "
+                    "storage and read them by $QM_ARRAY_TASK_ID."
+                )
         if attrs["gpu_share"] and attrs["gpus_per_node"] != 1:
             errors["gpus_per_node"] = "A fractional job (gpu_share) takes a share of 1 GPU per node."
         if attrs["gpu_memory_mib_share"] and not attrs["gpu_share"]:

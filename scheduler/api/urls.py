@@ -1,10 +1,12 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
+from scheduler.api.arrays import ArrayViewSet
 from scheduler.api.views import ClusterViewSet, GpuViewSet, JobViewSet, NodeViewSet
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
+router.register("arrays", ArrayViewSet, basename="array")
 router.register("nodes", NodeViewSet, basename="node")
 router.register("gpus", GpuViewSet, basename="gpu")
 router.register("clusters", ClusterViewSet, basename="cluster")

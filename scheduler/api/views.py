@@ -49,6 +49,7 @@ from scheduler.jobs import verbs
 from scheduler.jobs.edit import edit_job
 from scheduler.models import Cluster, Gpu, Job, Node
 from scheduler.reads import reports
+from scheduler.reads.arrays import collapse_pending, without_folded_tasks
 from scheduler.tick import estimates
 
 
@@ -81,6 +82,31 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self) -> type:
         return JobSubmitSerializer if self.action in ("create", "estimate") else JobSerializer
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "collapse",
+                str,
+                enum=["arrays"],
+                description="arrays: each job array's waiting tasks as one row (display_id 42_[8-999], "
+                "folded_tasks their number), as squeue shows them; started tasks keep a row each.",
+            )
+        ]
+    )
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        collapse = request.query_params.get("collapse", "")
+        if collapse not in ("", "arrays"):
+            raise ValidationError({"collapse": "Must be 'arrays' (or left out)."})
+        jobs = self.filter_queryset(self.get_queryset())
+        if collapse:
+            jobs = without_folded_tasks(jobs)
+        page = self.paginate_queryset(jobs)
+        rows = page if page is not None else list(jobs)
+        folded = collapse_pending((j.id, j.array_job_id, j.state) for j in rows) if collapse else {}
+        context = {**self.get_serializer_context(), "folded": folded}
+        data = JobSerializer(rows, many=True, context=context).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -56,6 +56,16 @@ class RunAs:
 
 
 @dataclass(frozen=True, slots=True)
+class ArrayTask:
+    """One task of a job array: the array's id, this task's index and how many tasks the
+    array has (``QM_ARRAY_JOB_ID``, ``QM_ARRAY_TASK_ID``, ``QM_ARRAY_TASK_COUNT``)."""
+
+    array_job: int
+    task_id: int
+    task_count: int
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """Everything a backend needs to start one attempt of one job.
 
@@ -83,6 +93,8 @@ class JobSpec:
     #: Whom the job runs as (None: the owner has no cluster identity; a backend that
     #: runs jobs as their owners refuses such a spec rather than use its own user).
     run_as: RunAs | None = None
+    #: Which task of which job array this is (None: a plain job).
+    array: ArrayTask | None = None
 
 
 class RemoteState(enum.StrEnum):

@@ -12,6 +12,15 @@ Every job gets::
     QM_MASTER_ADDR    where rank 0 runs, reachable from every rank
     QM_MASTER_PORT    a TCP port for rank 0's rendezvous
 
+and a task of a job array also::
+
+    QM_ARRAY_JOB_ID     the array's id (its first task's job id)
+    QM_ARRAY_TASK_ID    this task's index (``--array=0-999``: 0 .. 999)
+    QM_ARRAY_TASK_COUNT how many tasks the array has
+
+(on Slurm also under Slurm's names, ``SLURM_ARRAY_JOB_ID``, ``SLURM_ARRAY_TASK_ID``
+and ``SLURM_ARRAY_TASK_COUNT``, so a script written for ``sbatch --array`` runs as is)
+
 and the names torchrun and PyTorch Lightning read: ``MASTER_ADDR``, ``MASTER_PORT``,
 ``NODE_RANK`` and ``WORLD_SIZE`` (processes in all: one per GPU, ``QM_NNODES *
 max(1, QM_GPUS_PER_NODE)``, as DDP runs them). A typical multi-node command::
@@ -67,6 +76,19 @@ def job_env(spec: JobSpec) -> dict[str, str]:
         "QM_NNODES": str(nodes),
         "QM_GPUS_PER_NODE": str(gpus),
         "WORLD_SIZE": str(nodes * max(1, gpus)),
+        **array_env(spec, "QM_"),
+    }
+
+
+def array_env(spec: JobSpec, prefix: str) -> dict[str, str]:
+    """A task's place in its array under ``prefix`` (``QM_``, or ``SLURM_`` on Slurm);
+    nothing for a plain job."""
+    if spec.array is None:
+        return {}
+    return {
+        f"{prefix}ARRAY_JOB_ID": str(spec.array.array_job),
+        f"{prefix}ARRAY_TASK_ID": str(spec.array.task_id),
+        f"{prefix}ARRAY_TASK_COUNT": str(spec.array.task_count),
     }
 
 

@@ -64,7 +64,7 @@ from typing import Any, ClassVar
 
 from scheduler.backends import slurm_parse as parse
 from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState
-from scheduler.backends.job_env import job_env
+from scheduler.backends.job_env import array_env, job_env
 from scheduler.backends.job_files import prelude
 from scheduler.backends.slurm_owner import Owner, OwnerCommands, OwnerError
 from scheduler.backends.spec_check import spec_problem
@@ -437,8 +437,9 @@ class SlurmBackend:
         env = {"PATH": _JOB_PATH}
         # The first non-comment line ends sbatch's #SBATCH parsing, so directives in the
         # user's script cannot override the placement above. Scripts run with bash.
+        ours = {**job_env(spec), **array_env(spec, "SLURM_")}
         exports = "".join(
-            f"export {key}={shlex.quote(value)}\n" for key, value in [*sorted(spec.env.items()), *job_env(spec).items()]
+            f"export {key}={shlex.quote(value)}\n" for key, value in [*sorted(spec.env.items()), *ours.items()]
         )
         # Without a workdir the job starts in the owner's output directory, shared by their
         # jobs: files it brings go into a directory of its own there.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from portal.models import ClusterIdentity
-from scheduler.backends.base import BackendError, JobSpec, Placement, RunAs
+from scheduler.backends.base import ArrayTask, BackendError, JobSpec, Placement, RunAs
 from scheduler.choices import EventKind, JobState
 from scheduler.clusters.failpoints import failpoint
 from scheduler.jobs import allocations
@@ -44,6 +44,11 @@ def job_spec(job: Job) -> JobSpec:
         workdir=job.workdir,
         files={str(k): str(v) for k, v in (job.files or {}).items()},
         run_as=run_as(job.owner),
+        array=(
+            ArrayTask(job.array_job_id, job.array_task_id or 0, job.array_task_count)
+            if job.array_job_id is not None
+            else None
+        ),
     )
 
 

@@ -12,6 +12,7 @@ import gc
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 
+from scheduler.core.arrays import ArrayThrottle
 from scheduler.core.backfill import Release, delayed_by, held_back, plan_reservation
 from scheduler.core.borrowing import GuaranteeBook
 from scheduler.core.carry import Carry
@@ -128,7 +129,8 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     1. Build the free-capacity ledger (node capacity minus running allocations).
     2. Walk pending jobs in queue order (see :func:`queue_order`).
     3. A job whose dependencies are not met gets ``Dependency`` (or
-       ``DependencyNeverSatisfied``), a job no schedulable node could ever hold gets
+       ``DependencyNeverSatisfied``), a task of an array that runs as many tasks as its
+       throttle allows gets ``JobArrayTaskLimit``, a job no schedulable node could ever hold gets
        ``ReqNodeNotAvail``, and a job that would break a quota limit gets that limit as
        its reason; none of them blocks others.
     4. A job that fits now, without touching what reservations hold back from it,
@@ -186,6 +188,7 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if carry is not None
         else GuaranteeBook(snapshot.running, snapshot.account_limits, snapshot.account_parents)
     )
+    throttled = ArrayThrottle.of(snapshot)
     may_evict = policy.preemption or (policy.reclaim and guarantees.active)
     evictable = {r.id: r for r in snapshot.running} if may_evict else {}
     order = queue_order(snapshot, policy, now, decisions)
@@ -209,6 +212,9 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
                     PendingReason.DEPENDENCY if ready is Readiness.WAITING else PendingReason.DEPENDENCY_NEVER
                 )
                 continue
+        if throttled is not None and job.array_limit and throttled.at_limit(job):
+            reasons[job.id] = PendingReason.ARRAY_TASK_LIMIT
+            continue
         shape = request_shape(job)
         if not fits(job, shape):
             reasons[job.id] = PendingReason.NODES_UNAVAILABLE
@@ -260,6 +266,8 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
                 for victim_id in gone:
                     victim = evictable.pop(victim_id)
                     guarantees.release(victim)
+                    if throttled is not None:
+                        throttled.release(victim.array_job)
                     if limits is not None:
                         limits.release(victim)
         if start is not None and limits is not None:
@@ -271,6 +279,8 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if start is not None:
             ledger.commit(start)
             guarantees.commit(job, start)
+            if throttled is not None:
+                throttled.commit(job.array_job)
             no_victims.clear()
             starts.append(start)
             if reservations:
@@ -299,7 +309,9 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         carry.keep(decisions)
     if policy.explain:
         decisions.blockers = explain(
-            order, decisions, Circumstances(snapshot, ledger, idle, limits, guarantees, reservations, policy.max_starts)
+            order,
+            decisions,
+            Circumstances(snapshot, ledger, idle, limits, guarantees, reservations, policy.max_starts, throttled),
         )
     if policy.estimates:
         decisions.estimates = estimate_queue(

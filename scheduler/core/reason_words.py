@@ -72,6 +72,10 @@ REASON_WORDS: Mapping[PendingReason, ReasonWords] = {
         "Its account has borrowed all the idle GPUs it may",
         "Its account has borrowed all it may beyond its guarantee.",
     ),
+    PendingReason.ARRAY_TASK_LIMIT: ReasonWords(
+        "Its array runs as many tasks at once as it allows",
+        "Its job array already runs as many tasks at once as its throttle (%) allows.",
+    ),
     PendingReason.HELD: ReasonWords(
         "Held: release it to queue it",
         "It is held by its owner or an admin; release it to queue it.",

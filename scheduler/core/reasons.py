@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from scheduler.core.arrays import ArrayThrottle
 from scheduler.core.borrowing import GuaranteeBook
 from scheduler.core.dependencies import ENDED
 from scheduler.core.limits import LimitBook, duration_text
@@ -50,6 +51,7 @@ class Circumstances:
     guarantees: GuaranteeBook
     reservations: Sequence[Reservation]
     max_starts: int
+    throttle: ArrayThrottle | None = None
 
 
 def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances) -> dict[int, tuple[Blocker, ...]]:
@@ -81,6 +83,8 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
         found: list[Blocker] = []
         if job.dependencies:
             found.extend(_dependencies(job, snapshot.dependency_states))
+        if primary is _ARRAY_TASK_LIMIT and c.throttle is not None:
+            found.append(_array_limit(job, c.throttle.running_tasks(job.array_job)))
         shape = request_shape(job)
         if not fits(job, shape):
             cause = never.get(shape)
@@ -138,6 +142,15 @@ def _no_blockers(job: PendingJob) -> tuple[Blocker, ...]:
 _PRIORITY = PendingReason.PRIORITY
 _CYCLE_LIMIT = PendingReason.CYCLE_LIMIT
 _RESOURCES = PendingReason.RESOURCES
+_ARRAY_TASK_LIMIT = PendingReason.ARRAY_TASK_LIMIT
+
+
+def _array_limit(job: PendingJob, running: int) -> Blocker:
+    return Blocker(
+        _ARRAY_TASK_LIMIT,
+        f"array {job.array_job} runs {running} tasks and allows {job.array_limit} at once",
+        {"array_job": job.array_job, "running_tasks": running, "limit": job.array_limit},
+    )
 
 
 def _primary_first(primary: PendingReason, found: list[Blocker]) -> tuple[Blocker, ...]:

@@ -490,6 +490,7 @@ NOT_ESTIMATED = frozenset(
         PendingReason.NODES_UNAVAILABLE,
         PendingReason.DEPENDENCY,
         PendingReason.DEPENDENCY_NEVER,
+        PendingReason.ARRAY_TASK_LIMIT,
         PendingReason.ACCOUNT_GPU_LIMIT,
         PendingReason.ACCOUNT_JOB_LIMIT,
         PendingReason.USER_GPU_LIMIT,
@@ -515,8 +516,8 @@ def estimate_queue(
     order, each at the earliest instant it fits for its whole walltime alongside every
     job planned before it; under a strict-order policy without backfill no job is
     planned before the one ahead of it (the queue is walked forward in time, as the
-    cycle would walk it at each release). Jobs waiting on a dependency, a quota limit
-    or hardware that is not up get no estimate.
+    cycle would walk it at each release). Jobs waiting on a dependency, their array's
+    throttle, a quota limit or hardware that is not up get no estimate.
     """
     estimates = {start.job_id: now for start in decisions.starts}
     waiting = [

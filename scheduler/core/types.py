@@ -108,6 +108,8 @@ class RunningJob:
     account: str = ""
     user: str = ""
     qos: str = ""
+    #: The array it is a task of (its array job id), 0 for a plain job.
+    array_job: int = 0
 
     @property
     def gpus(self) -> int:
@@ -147,6 +149,10 @@ class PendingJob:
     #: Node labels every node of the job must carry (``key``, ``value``), sorted: Slurm's
     #: ``--constraint`` or a Kubernetes node selector (``rack=r1``, ``network=infiniband``).
     node_labels: tuple[tuple[str, str], ...] = ()
+    #: A task of a job array: the array's job id (0 for a plain job), and how many of its
+    #: tasks may run at once (``--array=0-999%50``; 0: no limit).
+    array_job: int = 0
+    array_limit: int = 0
 
     @property
     def gpus(self) -> int:
@@ -270,6 +276,7 @@ class PendingReason(enum.StrEnum):
     WALLTIME_LIMIT = "WalltimeLimit"  # asks more time than its QOS or quota now allows
     BORROW_LIMIT = "AccountBorrowLimit"  # its account has borrowed all it may beyond its guarantee
     HELD = "JobHeldUser"  # held by its owner or an admin (set by the portal, not the cycle)
+    ARRAY_TASK_LIMIT = "JobArrayTaskLimit"  # its array runs as many tasks as its throttle allows
 
 
 @dataclass(slots=True)

@@ -16,9 +16,12 @@ from scheduler.models import Job
 
 #: The ``PendingJob`` fields that are not part of a request: the job's identity and
 #: bookkeeping (who submitted it, when, charged to which account, in which QOS), which
-#: :data:`PENDING_VALUES` reads beside the request. Every other ``PendingJob`` field is
+#: :data:`PENDING_VALUES` reads beside the request, and, for a task of a job array, its
+#: array and throttle. Every other ``PendingJob`` field is
 #: a request field (a test checks it).
-NOT_REQUEST_FIELDS: frozenset[str] = frozenset({"id", "submitted_at", "account", "user", "qos"})
+NOT_REQUEST_FIELDS: frozenset[str] = frozenset(
+    {"id", "submitted_at", "account", "user", "qos", "array_job", "array_limit"}
+)
 
 #: The ``Job`` fields that make up a request, each also a ``PendingJob`` field.
 REQUEST_FIELDS: tuple[str, ...] = (
@@ -45,6 +48,8 @@ PENDING_VALUES: tuple[str, ...] = (
     "account__name",
     "owner__username",
     "qos__name",
+    "array_job_id",
+    "array_throttle",
 )
 
 
@@ -83,6 +88,8 @@ def pending_from_values(row: dict[str, Any]) -> PendingJob:
         gpu_share=row["gpu_share"],
         gpu_memory_mib_share=row["gpu_memory_mib_share"],
         node_labels=tuple(sorted((str(k), str(v)) for k, v in (row["node_labels"] or {}).items())),
+        array_job=row["array_job_id"] or 0,
+        array_limit=row["array_throttle"],
     )
 
 
@@ -97,6 +104,8 @@ def pending_job(job: Job) -> PendingJob:
             "account__name": job.account.name,
             "owner__username": job.owner.get_username(),
             "qos__name": job.qos.name if job.qos else "",
+            "array_job_id": job.array_job_id,
+            "array_throttle": job.array_throttle,
         }
     )
 
@@ -113,6 +122,8 @@ def pending_request(values: Mapping[str, Any]) -> PendingJob:
             "account__name": "",
             "owner__username": "",
             "qos__name": "",
+            "array_job_id": None,
+            "array_throttle": 0,
         }
     )
 

@@ -16,16 +16,23 @@ from django.utils import timezone
 
 from portal.models import Account, Qos, Quota
 from scheduler.choices import QUEUED_STATES, EventKind
+from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.transitions import record_event
-from scheduler.models import Job
+from scheduler.models import Job, JobEvent
+
+#: Rows per INSERT when an array's tasks are written (bounded statement size).
+ARRAY_INSERT_BATCH = 2000
 
 
-def _check_quota(quota: Quota | None, queued: int, walltime_seconds: int, field: str, who: str) -> dict[str, str]:
+def _check_quota(
+    quota: Quota | None, queued: int, walltime_seconds: int, field: str, who: str, adding: int
+) -> dict[str, str]:
     errors: dict[str, str] = {}
     if quota is None:
         return errors
-    if quota.max_pending_jobs is not None and queued >= quota.max_pending_jobs:
-        errors[field] = f"{who} already has {queued} pending jobs; the quota allows {quota.max_pending_jobs}."
+    if quota.max_pending_jobs is not None and queued + adding > quota.max_pending_jobs:
+        asked = "" if adding == 1 else f" and the array adds {adding} tasks"
+        errors[field] = f"{who} already has {queued} pending jobs{asked}; the quota allows {quota.max_pending_jobs}."
     if quota.max_walltime_seconds is not None and walltime_seconds > quota.max_walltime_seconds:
         errors["walltime_seconds"] = (
             f"{walltime_seconds}s exceeds the {who} quota maximum of {quota.max_walltime_seconds}s."
@@ -38,9 +45,12 @@ def _queued(quota: Quota, jobs: Any) -> int:
     return int(jobs.filter(state__in=QUEUED_STATES).count()) if quota.max_pending_jobs is not None else 0
 
 
-def quota_refusals(owner: Any, account: Account, walltime_seconds: int, *, lock: bool = False) -> dict[str, str]:
-    """Field -> message for every quota that would refuse one more job of ``owner`` in
-    ``account`` with this walltime; ``{}`` when none would. Reads only.
+def quota_refusals(
+    owner: Any, account: Account, walltime_seconds: int, *, lock: bool = False, adding: int = 1
+) -> dict[str, str]:
+    """Field -> message for every quota that would refuse ``adding`` more jobs (the tasks
+    of an array count one each) of ``owner`` in ``account`` with this walltime; ``{}``
+    when none would. Reads only.
 
     With ``lock`` (inside a transaction, as :func:`submit_job` calls it), when a
     pending-jobs quota applies the user's and the account's rows are locked
@@ -56,24 +66,61 @@ def quota_refusals(owner: Any, account: Account, walltime_seconds: int, *, lock:
     errors: dict[str, str] = {}
     if "account" in quotas:
         queued = _queued(quotas["account"], Job.objects.filter(account=account))
-        errors.update(_check_quota(quotas["account"], queued, walltime_seconds, "account", f"Account {account.name}"))
+        errors.update(
+            _check_quota(quotas["account"], queued, walltime_seconds, "account", f"Account {account.name}", adding)
+        )
     if "user" in quotas:
         queued = _queued(quotas["user"], Job.objects.filter(owner_id=owner.pk))
-        errors.update(_check_quota(quotas["user"], queued, walltime_seconds, "account", f"User {owner}"))
+        errors.update(_check_quota(quotas["user"], queued, walltime_seconds, "account", f"User {owner}", adding))
     return errors
 
 
-def submit_job(*, owner: Any, account: Account, qos: Qos | None, **fields: Any) -> Job:
-    """Create a PENDING job after checking the quotas that depend on the queue.
+def submit_job(*, owner: Any, account: Account, qos: Qos | None, array: ArraySpec | None = None, **fields: Any) -> Job:
+    """Create a PENDING job (or, with ``array``, one PENDING job per task) after checking
+    the quotas that depend on the queue.
 
     Raises ``ValidationError`` (field -> message) and writes nothing when a quota refuses
-    the job (see :func:`quota_refusals`, called here with its row locks).
+    the job (see :func:`quota_refusals`, called here with its row locks). Returns the
+    job, or an array's first task, whose id is the array's.
     """
     now = timezone.now()
     with transaction.atomic():
-        errors = quota_refusals(owner, account, int(fields["walltime_seconds"]), lock=True)
+        errors = quota_refusals(
+            owner, account, int(fields["walltime_seconds"]), lock=True, adding=array.count if array else 1
+        )
         if errors:
             raise ValidationError(errors)
+        if array is not None:
+            return _create_array(array, owner=owner, account=account, qos=qos, submitted_at=now, **fields)
         job = Job.objects.create(owner=owner, account=account, qos=qos, submitted_at=now, **fields)
         record_event(job.id, EventKind.SUBMITTED, f"submitted by {owner}", {"total_gpus": job.total_gpus})
     return job
+
+
+def _create_array(array: ArraySpec, **fields: Any) -> Job:
+    """Every task of ``array`` as a job, in index order (so ids and the FIFO order follow
+    the indices), in bulk: a 10,000-task array is a few statements, not 10,000 saves.
+    The first task's id names the array; its ``array_job`` is itself."""
+    common = {
+        **fields,
+        "array_task_count": array.count,
+        "array_throttle": array.throttle,
+        "array_spec": array.text,
+    }
+    first = Job.objects.create(array_task_id=array.indices[0], **common)
+    Job.objects.filter(pk=first.pk).update(array_job=first)
+    first.array_job_id = first.pk
+    tasks = [first]
+    tasks += Job.objects.bulk_create(
+        [Job(array_job_id=first.pk, array_task_id=index, **common) for index in array.indices[1:]],
+        batch_size=ARRAY_INSERT_BATCH,
+    )
+    owner = fields["owner"]
+    message = f"submitted by {owner} as task of array {first.pk}"
+    data = {"total_gpus": first.total_gpus, "array_job": first.pk}
+    at = timezone.now()
+    JobEvent.objects.bulk_create(
+        [JobEvent(job_id=task.pk, at=at, kind=EventKind.SUBMITTED, message=message, data=data) for task in tasks],
+        batch_size=ARRAY_INSERT_BATCH,
+    )
+    return first

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from scheduler.choices import ACTIVE_STATES, EventKind
@@ -81,3 +82,28 @@ def transition(
                 hours.record_attempt(before, ended)
                 attempts.record(before, before["started_at"], ended)
     return changed == 1
+
+
+def transition_many(
+    jobs: QuerySet[Job], from_states: Iterable[str], to_state: str, *, event: str, message: str, **fields: Any
+) -> list[int]:
+    """Move every job of ``jobs`` still in ``from_states`` to ``to_state``, as
+    :func:`transition` moves one, in three statements whatever their number: the tasks of
+    a job array are held, released or cancelled together. Returns the ids moved.
+
+    Only for moves that end no attempt (queued jobs, ended ones): an active job's move
+    charges its attempt, one by one with :func:`transition`.
+    """
+    sources = list(from_states)
+    if not ACTIVE_STATES.isdisjoint(sources):
+        raise ValueError("transition_many moves no active job: its attempt must be charged by transition()")
+    with transaction.atomic():
+        ids = list(jobs.filter(state__in=sources).select_for_update().values_list("id", flat=True))
+        if ids:
+            Job.objects.filter(pk__in=ids, state__in=sources).update(state=to_state, **fields)
+            at = timezone.now()
+            JobEvent.objects.bulk_create(
+                [JobEvent(job_id=i, at=at, kind=event, message=message, data={"to": to_state}) for i in ids],
+                batch_size=2000,
+            )
+    return ids

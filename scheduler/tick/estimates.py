@@ -34,6 +34,7 @@ from scheduler.core.estimate import estimate_starts
 from scheduler.core.priority import PriorityBreakdown
 from scheduler.core.reason_words import REASON_WORDS
 from scheduler.core.types import PendingReason, Snapshot
+from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.blockers import blockers_to_json
 from scheduler.jobs.request import pending_job
 from scheduler.jobs.submit import quota_refusals
@@ -75,8 +76,17 @@ class WhatIf:
     blockers: list[dict[str, Any]]
 
 
-def what_if(*, owner: Any, account: Account, qos: Qos | None, now: datetime | None = None, **fields: Any) -> WhatIf:
-    """When a job with these fields, submitted by ``owner`` now, would start. Writes nothing.
+def what_if(
+    *,
+    owner: Any,
+    account: Account,
+    qos: Qos | None,
+    now: datetime | None = None,
+    array: ArraySpec | None = None,
+    **fields: Any,
+) -> WhatIf:
+    """When a job with these fields, submitted by ``owner`` now, would start (for an
+    array: its first task; quotas count all of its tasks). Writes nothing.
 
     Takes what :func:`scheduler.jobs.submit.submit_job` takes (the API validates both with
     the same serializer) and raises the ``ValidationError`` (field -> message) it would
@@ -90,7 +100,7 @@ def what_if(*, owner: Any, account: Account, qos: Qos | None, now: datetime | No
        estimate (when it starts at the latest).
     """
     now = now or timezone.now()
-    refusals = quota_refusals(owner, account, int(fields["walltime_seconds"]))
+    refusals = quota_refusals(owner, account, int(fields["walltime_seconds"]), adding=array.count if array else 1)
     if refusals:
         raise ValidationError(refusals)
     job = pending_job(Job(id=WHAT_IF_ID, owner=owner, account=account, qos=qos, submitted_at=now, **fields))

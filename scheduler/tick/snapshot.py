@@ -107,6 +107,7 @@ def load_snapshot() -> LoadedSnapshot:
             "owner__username",
             "qos__name",
             "borrowed",
+            "array_job_id",
         )
     )
     running = tuple(
@@ -118,6 +119,7 @@ def load_snapshot() -> LoadedSnapshot:
             account=row["account__name"],
             user=row["owner__username"],
             qos=row["qos__name"] or "",
+            array_job=row["array_job_id"] or 0,
         )
         for row in active
     )

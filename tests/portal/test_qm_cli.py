@@ -248,3 +248,31 @@ def test_usage_prints_sreports_table(qm, world):
         "2.00",
         "2.00",
     ]
+
+
+def test_an_array_is_submitted_listed_compactly_and_moved_whole_or_per_task(qm, world):
+    code, out, _ = qm("submit", "--name", "sweep", "-t", "1h", "--array", "0-9%3", "--", "python", "sweep.py")
+    first = Job.objects.get(name="sweep", array_task_id=0)
+    assert code == 0 and f"Submitted array job {first.id} (sweep): 10 tasks" in out
+    run_tick()
+
+    code, out, _ = qm("jobs")
+    assert code == 0
+    assert f"{first.id}_[3-9]" in out and f"{first.id}_0 " in out and f"{first.id}_4" not in out
+
+    code, out, _ = qm("hold", f"{first.id}_5")
+    assert code == 0 and f"Job {first.id}_5: HELD" in out
+    code, out, _ = qm("show", f"{first.id}_5")
+    assert f"task 5 of array {first.id} (0-9%3)" in out and "1 HELD" in out
+    code, out, _ = qm("cancel", str(first.id))
+    assert code == 0 and f"Array {first.id}: 10 tasks cancelled; now 10 CANCELLED" in out
+    code, _, err = qm("cancel", f"{first.id}_77")
+    assert code == 1 and f"no task 77 of array {first.id}" in err
+
+
+
+def test_a_job_reference_is_an_id_or_an_array_task(capsys):
+    with pytest.raises(SystemExit) as usage:
+        main(["cancel", "12x"])
+    assert usage.value.code == 2
+    assert "'12x' is not a job id (42) or an array task (42_7)" in capsys.readouterr().err
