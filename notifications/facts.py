@@ -15,10 +15,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Count
 
 from notifications.models import EstimateSeen, Event
 from portal.models import Membership, Quota
-from scheduler.choices import ACTIVE_STATES, EventKind, JobState
+from scheduler.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind, JobState
 from scheduler.core.hours import job_gpus
 from scheduler.models import Job, JobEvent
 
@@ -54,12 +55,20 @@ def _about(job: Job) -> dict[str, Any]:
 
 def from_events(events: Iterable[JobEvent]) -> Iterator[Message]:
     """The messages job events make (see ``Event``): one per event that is news to the
-    job's owner."""
+    job's owner. The tasks of a job array make one message for the whole array, when its
+    last task ends (as Slurm mails an array once), never one per task: a 10,000-task
+    sweep is one e-mail, not 10,000; only a task's idle GPUs are told task by task."""
     events = list(events)
     jobs = Job.objects.select_related("owner", "account").in_bulk({e.job_id for e in events})
+    ended_arrays = _ended_arrays(job.array_job_id for job in jobs.values() if job.array_job_id is not None)
     for event in events:
         job = jobs.get(event.job_id)
         if job is None:
+            continue
+        if job.array_job_id is not None and event.kind != EventKind.IDLE:
+            states = ended_arrays.pop(job.array_job_id, None)
+            if states is not None and set(states) != {JobState.CANCELLED}:  # all cancelled: its owner's doing
+                yield _array_ended(job, states)
             continue
         kind, to = event.kind, (event.data or {}).get("to")
         name = f"job {job.id} ({job.name})"
@@ -91,6 +100,43 @@ def from_events(events: Iterable[JobEvent]) -> Iterator[Message]:
         yield Message(
             job.owner_id, what, f"event:{event.id}", subject, f"{text}\n{job_url(job.id)}", job.id, _about(job)
         )
+
+
+def _ended_arrays(arrays: Iterable[int]) -> dict[int, dict[str, int]]:
+    """Array id -> its tasks counted by state, for those of ``arrays`` whose every task
+    has ended (two queries, whatever the number of arrays)."""
+    candidates = set(arrays)
+    if not candidates:
+        return {}
+    unfinished = set(
+        Job.objects.filter(array_job_id__in=candidates)
+        .exclude(state__in=TERMINAL_STATES)
+        .values_list("array_job_id", flat=True)
+        .distinct()
+    )
+    done = candidates - unfinished
+    if not done:
+        return {}
+    counts: dict[int, dict[str, int]] = {array: {} for array in done}
+    rows = Job.objects.filter(array_job_id__in=done).order_by().values_list("array_job_id", "state")
+    for array, state, n in rows.annotate(n=Count("id")).values_list("array_job_id", "state", "n"):
+        counts[array][state] = n
+    return counts
+
+
+def _array_ended(task: Job, states: dict[str, int]) -> Message:
+    array = task.array_job_id
+    tally = ", ".join(f"{n} {state.lower()}" for state, n in sorted(states.items()))
+    name = f"array {array} ({task.name})"
+    return Message(
+        task.owner_id,
+        Event.ENDED,
+        f"array-ended:{array}",
+        f"Ended: {name}",
+        f"Every task of your {name} has ended: {tally}.\n{job_url(array or task.id)}",
+        array,
+        {**_about(task), "id": array, "url": job_url(array or task.id), "tasks": states},
+    )
 
 
 def quotas_near(now: datetime) -> Iterator[Message]:

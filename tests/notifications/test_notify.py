@@ -18,6 +18,8 @@ from notifications.models import Delivery, Event, Preference, Status
 from notifications.outbox import backoff, pump
 from portal.models import Quota
 from scheduler.choices import EventKind, JobState
+from scheduler.jobs.array_spec import parse_array
+from scheduler.jobs.submit import submit_job
 from scheduler.jobs.transitions import record_event, transition
 from scheduler.jobs.verbs import cancel_job, hold_job
 from scheduler.models import Job
@@ -253,3 +255,30 @@ def test_bad_choices_are_a_400_naming_the_field(world, client_for, body, field):
     response = client_for(world.alice).patch("/api/v1/notifications/preferences/", body, format="json")
     assert response.status_code == 400 and field in response.json()
     assert not Preference.objects.exists()
+
+
+def test_a_job_array_is_told_once_when_its_last_task_ends(world, receiver):
+    webhook(world.alice, receiver.url)
+    first = submit_job(
+        owner=world.alice,
+        account=world.lab,
+        qos=None,
+        array=parse_array("0-2", max_size=10),
+        name="sweep",
+        command="true",
+        walltime_seconds=60,
+    )
+    tasks = list(Job.objects.filter(array_job=first).order_by("array_task_id"))
+    run_and_end(tasks[0])
+    run_and_end(tasks[1], exit_code=1)
+    pump(later())
+    assert receiver.received == []  # two of three ended: nothing yet, and never one per task
+
+    run_and_end(tasks[2])
+    pump(later(20))
+    pump(later(40))
+
+    [(_, body)] = receiver.received
+    told = json.loads(body)
+    assert told["subject"] == f"Ended: array {first.id} (sweep)"
+    assert "every task of your array" in told["text"].lower() and "2 completed, 1 failed" in told["text"]
