@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from scheduler.backends.base import BackendError, JobSpec, Placement, PollResult, RemoteState, RunAs
+from scheduler.backends.base import ArrayTask, BackendError, JobSpec, Placement, PollResult, RemoteState, RunAs
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes_objects import (
     RECORD_FINALIZER,
@@ -101,6 +101,7 @@ MANIFEST_CASES = {
     "script, image and env": spec(
         command="", script="#!/bin/bash\necho hi\n", image="nvcr.io/nvidia/pytorch:25.01", env={"WANDB_MODE": "offline"}
     ),
+    "a task of a job array": spec("python3 sweep.py", array=ArrayTask(42, 7, 1000)),
 }
 
 
@@ -196,6 +197,13 @@ def test_multi_node_ranks_are_completion_indexes_and_rank_0_has_a_dns_name() -> 
     assert built["spec"]["template"]["spec"]["subdomain"] == name  # pods <name>-<index>.<name>
     assert (env["QM_MASTER_PORT"], env["MASTER_PORT"]) == ("29500", "29500")
     assert (env["QM_NNODES"], env["QM_GPUS_PER_NODE"], env["WORLD_SIZE"]) == ("2", "1", "2")
+
+
+def test_a_task_of_an_array_knows_its_place() -> None:
+    env = env_of(manifest(spec("python3 sweep.py", array=ArrayTask(42, 7, 1000))))
+
+    assert (env["QM_ARRAY_JOB_ID"], env["QM_ARRAY_TASK_ID"], env["QM_ARRAY_TASK_COUNT"]) == ("42", "7", "1000")
+    assert "SLURM_ARRAY_TASK_ID" not in env  # Slurm's names only where Slurm runs it
 
 
 def test_a_single_node_job_is_rank_0_on_loopback() -> None:

@@ -285,3 +285,36 @@ def test_a_cancel_through_the_portal_reaches_the_owners_job(world: Any, slurm_cl
     cancel_remote(job.id)
 
     wait_for(lambda: backend.poll([job.external_id])[job.external_id].state.value == "CANCELLED", what="cancelled")
+
+
+@pytest.mark.slurm
+def test_an_array_runs_on_slurm_each_task_with_its_index_under_both_names(
+    world: Any, slurm_cluster: Any, tick: Any, client_for: Any
+) -> None:
+    """A script written for ``sbatch --array`` reads SLURM_ARRAY_TASK_ID; a portable one
+    QM_ARRAY_TASK_ID: each task, a Slurm job of its own with its own output, has both."""
+    body = {"name": "sweep", "gpus_per_node": 1, "walltime_seconds": 600, "array": "3-5%2"}
+    command = 'echo "qm=$QM_ARRAY_JOB_ID/$QM_ARRAY_TASK_ID/$QM_ARRAY_TASK_COUNT slurm=$SLURM_ARRAY_TASK_ID"'
+    response = client_for(world.alice).post("/api/v1/jobs/", {**body, "command": command}, format="json")
+    assert response.status_code == 201, response.json()
+    first = response.json()["id"]
+    tasks = list(Job.objects.filter(array_job_id=first).order_by("array_task_id"))
+
+    tick()
+    assert sorted(Job.objects.filter(array_job_id=first).values_list("state", flat=True)) == [
+        JobState.PENDING,
+        JobState.RUNNING,
+        JobState.RUNNING,
+    ]  # the throttle: two at once
+
+    def ended(task: Job) -> Job | None:
+        tick()  # the third task starts once one of the first two has ended
+        return finished(task)
+
+    for task in tasks:
+        wait_for(lambda task=task: ended(task), what=f"task {task.array_task_id} to end")
+
+    assert {task.state for task in tasks} == {JobState.COMPLETED}
+    assert len({task.external_id for task in tasks}) == 3
+    for task in tasks:
+        assert f"qm={first}/{task.array_task_id}/3 slurm={task.array_task_id}" in read_job_log(task)
