@@ -14,9 +14,16 @@ Steps:
 3. Send a few untimed warm-up submissions, then ``--n`` submissions from
    ``--concurrency`` threads (one ``httpx.Client`` each) and check every answer is 201
    and every job is in the database.
-4. Print ``submit_jobs_per_s`` (n / wall time of the timed phase), ``submit_p50_ms`` and
-   ``submit_p99_ms`` (per-request latency seen by the client).
-5. Stop gunicorn, always (also on an error or Ctrl-C), then drop the database.
+4. Time ``--n`` authenticated ``GET /api/v1/me/`` from the same clients: the cheapest
+   request the stack serves, the floor submission is compared with.
+5. Post one job array of ``--array-size`` tasks (``0-9999``) and time it until it is
+   answered 201 (every task then stored, in one transaction); check that
+   ``GET /api/v1/arrays/{id}/`` counts every task.
+6. Print ``submit_jobs_per_s`` (n / wall time of the timed phase), ``submit_p50_ms`` and
+   ``submit_p99_ms`` (per-request latency seen by the client), ``submit_floor_per_s``
+   and ``submit_floor_ratio`` (submissions per second / floor requests per second), and
+   ``submit_array_tasks_per_s`` (tasks / seconds of the array's POST).
+7. Stop gunicorn, always (also on an error or Ctrl-C), then drop the database.
 """
 
 from __future__ import annotations
@@ -49,14 +56,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--nodes", type=int, default=1000, help="8-GPU nodes in the inventory (default 1000, at least 20)"
     )
     parser.add_argument(
-        "--conn-max-age", type=int, default=0, help="DATABASE_CONN_MAX_AGE for gunicorn (default 0, the app's default)"
+        "--conn-max-age", type=int, default=60, help="DATABASE_CONN_MAX_AGE for gunicorn (default 60, the app's default)"
     )
+    parser.add_argument("--array-size", type=int, default=10_000, help="tasks of the timed array (default 10000)")
     args = parser.parse_args(argv)
     if min(args.n, args.concurrency, args.workers) < 1:
         parser.error("--n, --concurrency and --workers must be >= 1")
     if args.nodes < 20:
         parser.error("--nodes must be >= 20, so that every request of the mix fits (4 x 8 L4 GPUs)")
     return args
+
+
+def read_me(client: httpx.Client, _: int) -> str:
+    """The floor: one authenticated ``GET /api/v1/me/``."""
+    response = client.get("/api/v1/me/")
+    return "" if response.status_code == 200 else f"answer {response.status_code}: {response.text[:500]}"
+
+
+def submit_array(base_url: str, token: str, payload: dict[str, Any], size: int) -> float:
+    """POST one array of ``size`` tasks; seconds until its 201 (every task then stored),
+    after checking that the API counts every task."""
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=300) as client:
+        t0 = time.perf_counter()
+        response = client.post(JOBS_URL, json={**payload, "array": f"0-{size - 1}"})
+        seconds = time.perf_counter() - t0
+        if response.status_code != 201:
+            raise SystemExit(f"array answered {response.status_code}: {response.text[:500]}")
+        states = client.get(f"/api/v1/arrays/{response.json()['array_job']}/").json()["states"]
+    if sum(states.values()) != size:
+        raise SystemExit(f"the API counts {states} tasks of the array, not {size}")
+    return seconds
 
 
 def submit(client: httpx.Client, payload: dict[str, Any]) -> str:
@@ -85,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         from scheduler.models import Job
 
         log(f"seeding one cluster of {args.nodes} nodes")
-        site, token = seed(args.nodes, quota_pending=10 * (args.n + warmup))
+        site, token = seed(args.nodes, quota_pending=10 * (args.n + warmup) + args.array_size)
         rng = random.Random(3)
         payloads = [job_request(rng, i, feasible_only=True) for i in range(warmup + args.n)]
         port = free_port()
@@ -97,12 +126,20 @@ def main(argv: list[str] | None = None) -> int:
             submitter.run(payloads[:warmup], args.concurrency)
             log(f"warmed up with {warmup} submissions; timing {args.n}")
             latencies, wall_ms = submitter.run(payloads[warmup:], args.concurrency)
+            reader = ClientPool(f"http://127.0.0.1:{port}", read_me, {"Authorization": f"Bearer {token}"})
+            try:
+                reader.run(list(range(warmup)), args.concurrency)
+                _, floor_ms = reader.run(list(range(args.n)), args.concurrency)
+            finally:
+                reader.close()
+            log(f"timing one array of {args.array_size} tasks")
+            array_seconds = submit_array(f"http://127.0.0.1:{port}", token, payloads[0], args.array_size)
         finally:
             submitter.close()
             stop_gunicorn(proc)
         stored = Job.objects.filter(owner=site.user, state="PENDING").count()
-        if stored != warmup + args.n:
-            raise SystemExit(f"expected {warmup + args.n} pending jobs in the database, found {stored}")
+        if stored != warmup + args.n + args.array_size:
+            raise SystemExit(f"expected {warmup + args.n + args.array_size} pending jobs, found {stored}")
         context = {
             "n": args.n,
             "concurrency": args.concurrency,
@@ -116,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         emit("submit_jobs_per_s", args.n / (wall_ms / 1000), "jobs/s", **context)
         emit("submit_p50_ms", percentile(latencies, 50), "ms", **context)
         emit("submit_p99_ms", percentile(latencies, 99), "ms", **context)
+        rate, floor = args.n / (wall_ms / 1000), args.n / (floor_ms / 1000)
+        emit("submit_floor_per_s", floor, "requests/s", request="GET /api/v1/me/", **context)
+        emit("submit_floor_ratio", rate / floor, "ratio", **context)
+        emit("submit_array_tasks_per_s", args.array_size / array_seconds, "tasks/s", tasks=args.array_size, **context)
     log(f"submit benchmark finished in {time.perf_counter() - began:.1f}s")
     return 0
 

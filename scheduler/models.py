@@ -135,8 +135,17 @@ class Job(models.Model):
     #: A task of a job array (``sbatch --array``): the array is addressed by its first
     #: task's id (``array_job``, that task's own id for itself), the task by its index.
     #: Every task is a job of its own for scheduling, quotas, accounting and states.
+    #: No database constraint: the tasks are written with their first task in one
+    #: transaction, and PostgreSQL's check of 10,000 references to a row written in that
+    #: same transaction took seconds at commit (Django deletes tasks with their array).
     array_job = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="array_tasks", editable=False
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="array_tasks",
+        editable=False,
+        db_constraint=False,
     )
     array_task_id = models.PositiveIntegerField(null=True, blank=True, editable=False)
     array_task_count = models.PositiveIntegerField(default=0, editable=False)

@@ -74,6 +74,8 @@ def _isolated_scheduler_settings(settings: Any, tmp_path: Any) -> None:
     """Dispatch inline and keep backend files per test, unless a test says otherwise."""
     settings.SCHEDULER_DISPATCH = "inline"
     settings.QM_WORK_DIR = tmp_path / "work"
+    # Tests change the hardware between requests: the submit-time check sees it at once.
+    settings.SCHEDULER_INVENTORY_RECHECK_SECONDS = 0
     # Password hashing is deliberately slow; tests create many users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Rate limits (what-if) count in the cache: start each test with none spent.

@@ -17,7 +17,7 @@ from portal.access import default_account, may_submit_to, usable_qos, visible_jo
 from portal.api.fields import SlugRelatedField, TextField
 from portal.api.strict import RejectUnknownFields
 from portal.api.validators import no_nul_characters, plain_name
-from portal.models import Account, ClusterIdentity, Qos
+from portal.models import Account, Qos
 from scheduler.api.workdir import checked_workdir
 from scheduler.backends import BackendError, available_kinds, load_backend
 from scheduler.backends.job_env import RESERVED_WORDS, is_reserved
@@ -31,7 +31,7 @@ from scheduler.jobs.request import REQUEST_FIELDS, pending_request
 from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
 from scheduler.reads.arrays import display_id
-from scheduler.reads.identity import clusters_requiring_identity
+from scheduler.reads.identity import clusters_requiring_identity, has_cluster_identity
 from scheduler.reads.inventory import load_inventory
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -175,6 +175,8 @@ class JobSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(EfficiencySerializer(allow_null=True))
     def get_efficiency(self, job: Job) -> dict[str, Any] | None:
+        if self.context.get("just_submitted"):
+            return None  # nothing has run yet: no query for it
         try:
             efficiency = job.efficiency  # type: ignore[attr-defined]  # monitoring's reverse one-to-one
         except ObjectDoesNotExist:
@@ -331,6 +333,8 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
 
     def validate_dependencies(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """At most 100, and every job depended on must exist and be visible to the submitter."""
+        if not value:
+            return []
         if len(value) > 100:
             raise serializers.ValidationError("At most 100 dependencies.")
         ids = {d["job"] for d in value}
@@ -418,7 +422,7 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
             errors["gpu_memory_mib_share"] = "Only a fractional job (gpu_share) reserves a share of GPU memory."
         for field, message in load_inventory().check(pending_request(attrs)).items():
             errors.setdefault(field, message)
-        if not ClusterIdentity.objects.filter(user_id=user.pk).exists():
+        if not has_cluster_identity(user):
             needing = clusters_requiring_identity()
             if needing:
                 errors["cluster_identity"] = (

@@ -113,7 +113,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         serializer = JobSubmitSerializer(data=request.data, context=self.get_serializer_context())
         serializer.is_valid(raise_exception=True)
         job = serializer.save()
-        return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+        return Response(JobSerializer(job, context={"just_submitted": True}).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         request=JobEditSerializer,

@@ -6,30 +6,70 @@ submit time (with the models and sizes that do exist) is kinder than a silent qu
 
 from __future__ import annotations
 
-from collections import defaultdict
+import time
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
+from django.conf import settings
 from django.db.models import Count, Max, Sum
 
 from scheduler.core.types import GpuView, PendingJob
 from scheduler.models import Gpu, Node
 from scheduler.tick.snapshot import load_hardware
 
+#: What one node offers: (cluster, cpus, memory_mib, gpus, name).
+NodeEntry = tuple[str, int, int, tuple[GpuView, ...], str]
+
 
 @dataclass(frozen=True, slots=True)
-class Inventory:
-    node_gpus: list[tuple[str, int, int, tuple[GpuView, ...], str]]  # (cluster, cpus, memory_mib, gpus, name)
+class NodeKind:
+    """Nodes alike in all a request can ask of them (cluster, CPUs, memory, GPUs), counted:
+    a 1,000-node site has a handful of kinds, so a check looks at a handful of rows."""
 
-    @property
-    def models(self) -> list[str]:
-        return sorted({g.model for _, _, _, gpus, _ in self.node_gpus for g in gpus})
+    cluster: str
+    cpus: int
+    memory_mib: int
+    gpus: tuple[GpuView, ...]
+    count: int
+
+
+def _request_key(job: PendingJob) -> tuple[object, ...]:
+    """Everything :meth:`Inventory.check` looks at of a request (labels aside)."""
+    return (
+        job.nodes,
+        job.gpus_per_node,
+        job.cpus_per_node,
+        job.memory_mib_per_node,
+        job.gpu_model,
+        job.min_gpu_memory_mib,
+        job.min_compute_capability,
+        job.gpu_share,
+        job.gpu_memory_mib_share,
+    )
+
+
+#: Distinct request shapes whose answers an inventory keeps (requests repeat: a site's
+#: submissions come in a few hundred shapes).
+MAX_REMEMBERED_SHAPES = 4096
+
+
+class Inventory:
+    """The enabled clusters' nodes as kinds, and the answers already given per request shape."""
+
+    __slots__ = ("_answers", "kinds", "models", "node_gpus")
+
+    def __init__(self, node_gpus: list[NodeEntry]) -> None:
+        self.node_gpus = node_gpus
+        counts = Counter((cluster, cpus, mem, gpus) for cluster, cpus, mem, gpus, _ in node_gpus)
+        self.kinds = [NodeKind(c, cpus, mem, gpus, n) for (c, cpus, mem, gpus), n in counts.items()]
+        self.models: list[str] = sorted({g.model for kind in self.kinds for g in kind.gpus})
+        self._answers: dict[tuple[object, ...], dict[str, str]] = {}
 
     def matching_gpus(self, job: PendingJob, gpus: tuple[GpuView, ...]) -> int:
         return sum(1 for g in gpus if job.accepts(g))
 
     def check(self, job: PendingJob) -> dict[str, str]:
         """Field -> message for every part of ``job`` that no node can satisfy."""
-        errors: dict[str, str] = {}
         if not self.node_gpus:
             return {"nodes": "No cluster has any nodes yet; ask an admin to add or sync a cluster."}
         if job.node_labels:
@@ -38,10 +78,20 @@ class Inventory:
                 wanted = ", ".join(f"{key}={value}" for key, value in job.node_labels)
                 return {"node_labels": f"No node has the labels {wanted}."}
             return narrowed.check(replace(job, node_labels=()))
+        key = _request_key(job)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = self._check(job)
+            if len(self._answers) < MAX_REMEMBERED_SHAPES:
+                self._answers[key] = answer
+        return dict(answer)
+
+    def _check(self, job: PendingJob) -> dict[str, str]:
+        errors: dict[str, str] = {}
         if job.gpu_model and job.gpu_model not in self.models:
             errors["gpu_model"] = f"Unknown GPU model {job.gpu_model!r}; known models: {', '.join(self.models)}."
             return errors
-        best = max(self.matching_gpus(job, gpus) for _, _, _, gpus, _ in self.node_gpus)
+        best = max(self.matching_gpus(job, kind.gpus) for kind in self.kinds)
         if job.gpu_share and not best:
             memory = f" with {job.gpu_memory_mib_share} MiB of memory" if job.gpu_memory_mib_share else ""
             errors["gpu_share"] = f"No node has a shared GPU (time-slicing or MPS){memory} matching this request."
@@ -57,22 +107,22 @@ class Inventory:
                 what.append(f"compute capability >= {major}.{minor}")
             suffix = f" matching {', '.join(what)}" if what else ""
             errors["gpus_per_node"] = f"No node has {job.gpus_per_node} GPUs{suffix}; the most on one node is {best}."
-        max_cpus = max(cpus for _, cpus, _, _, _ in self.node_gpus)
+        max_cpus = max(kind.cpus for kind in self.kinds)
         if job.cpus_per_node > max_cpus:
             errors["cpus_per_node"] = f"No node has {job.cpus_per_node} CPUs; the largest has {max_cpus}."
-        max_mem = max(mem for _, _, mem, _, _ in self.node_gpus)
+        max_mem = max(kind.memory_mib for kind in self.kinds)
         if job.memory_mib_per_node > max_mem:
             errors["memory_mib_per_node"] = f"No node has {job.memory_mib_per_node} MiB; the largest has {max_mem}."
         if not errors:
             # A gang job runs inside one cluster, so count fitting nodes per cluster.
             per_cluster: dict[str, int] = defaultdict(int)
-            for cluster, cpus, mem, gpus, _ in self.node_gpus:
+            for kind in self.kinds:
                 if (
-                    self.matching_gpus(job, gpus) >= job.gpus_per_node
-                    and cpus >= job.cpus_per_node
-                    and mem >= job.memory_mib_per_node
+                    self.matching_gpus(job, kind.gpus) >= job.gpus_per_node
+                    and kind.cpus >= job.cpus_per_node
+                    and kind.memory_mib >= job.memory_mib_per_node
                 ):
-                    per_cluster[cluster] += 1
+                    per_cluster[kind.cluster] += kind.count
             fitting = max(per_cluster.values(), default=0)
             if job.nodes > fitting:
                 errors["nodes"] = (
@@ -92,7 +142,7 @@ class Inventory:
         return Inventory(kept)
 
 
-_cache: tuple[tuple[object, ...], Inventory] | None = None
+_cache: tuple[tuple[object, ...], float, Inventory] | None = None
 
 
 def _fingerprint() -> tuple[object, ...]:
@@ -110,12 +160,20 @@ def load_inventory() -> Inventory:
     with all their GPUs, whatever their health (an XID hold or a hot GPU passes): the
     question is whether the hardware could ever hold a request, not whether it can now.
 
-    Every job submission validates against the inventory, and reading every GPU row
-    per request dominated submit latency on a 1,000-node cluster; the inventory is
-    kept per process and rebuilt only when its fingerprint changes.
+    Every job submission validates against the inventory, so it is kept per process as
+    node kinds with the answers given per request shape (a repeated shape costs a dict
+    lookup), and its fingerprint is read again at most every
+    ``SCHEDULER_INVENTORY_RECHECK_SECONDS`` (5): hardware that changes reaches the
+    submit-time check within that, while a burst of submissions reads nothing. The tick
+    never uses this: it reads the nodes afresh every time.
     """
     global _cache
+    now = time.monotonic()
+    if _cache is not None and now - _cache[1] < settings.SCHEDULER_INVENTORY_RECHECK_SECONDS:
+        return _cache[2]
     key = _fingerprint()
     if _cache is None or _cache[0] != key:
-        _cache = (key, Inventory([(n.cluster, n.cpus, n.memory_mib, n.gpus, n.name) for n in load_hardware()]))
-    return _cache[1]
+        _cache = (key, now, Inventory([(n.cluster, n.cpus, n.memory_mib, n.gpus, n.name) for n in load_hardware()]))
+    else:
+        _cache = (key, now, _cache[2])
+    return _cache[2]

@@ -45,8 +45,8 @@ def test_an_array_is_one_job_per_task_named_by_its_first_task(world, client_for)
         (JobState.PENDING, 5, 2, "1,3,5-7%2")
     }
     assert [t.id for t in tasks] == sorted(t.id for t in tasks)  # ids (FIFO order) follow the indices
-    submitted = JobEvent.objects.filter(job__in=tasks, kind=EventKind.SUBMITTED).count()
-    assert submitted == 5
+    [submitted] = JobEvent.objects.filter(job__in=tasks, kind=EventKind.SUBMITTED)  # one, the array's
+    assert submitted.job_id == first["id"] and submitted.data["tasks"] == 5
 
 
 @pytest.mark.parametrize(
