@@ -40,6 +40,9 @@ REQUEST_FIELDS: tuple[str, ...] = (
     "node_labels",
 )
 
+#: The JSON columns among :data:`PENDING_VALUES`, with their empty value.
+PENDING_JSON: dict[str, Any] = {"dependencies": [], "node_labels": {}}
+
 #: What a pending job's core view is read from (``values()`` names).
 PENDING_VALUES: tuple[str, ...] = (
     "id",

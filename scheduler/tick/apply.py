@@ -15,6 +15,7 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Any
 
+from scheduler import stored_json
 from scheduler.bulk import update_rows
 from scheduler.choices import ACTIVE_STATES, EventKind, JobState
 from scheduler.config import SchedulerConfig
@@ -125,7 +126,9 @@ def store_waiting(decisions: Decisions, loaded: LoadedSnapshot) -> int:
     changed: dict[int, tuple[str, list[dict[str, Any]]]] = {}
     for job_id, reason in decisions.pending_reasons.items():
         stored = blockers_to_json(decisions.blockers.get(job_id, ()))
-        if loaded.pending_reasons.get(job_id) != reason or loaded.pending_blockers.get(job_id) != stored:
+        if loaded.pending_reasons.get(job_id) != reason or not stored_json.same(
+            loaded.pending_blockers.get(job_id), stored
+        ):
             changed[job_id] = (str(reason), stored)
     ids = list(changed)
     update_rows(
