@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--nodes", type=int, default=1000, help="8-GPU nodes in the inventory (default 1000, at least 20)"
     )
     parser.add_argument(
-        "--conn-max-age", type=int, default=60, help="DATABASE_CONN_MAX_AGE for gunicorn (default 60, the app's default)"
+        "--conn-max-age", type=int, default=60, help="DATABASE_CONN_MAX_AGE for gunicorn (default 60, as the app)"
     )
     parser.add_argument("--array-size", type=int, default=10_000, help="tasks of the timed array (default 10000)")
     args = parser.parse_args(argv)

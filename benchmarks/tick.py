@@ -36,7 +36,7 @@ callback per started job, which hands the job to its backend. There is no backen
 (the cluster's nodes are bare rows; a Celery dispatch would need a broker), and
 dispatch is not part of a tick's cost by contract: it runs after the commit, in
 workers. So the tick runs under ``SCHEDULER_DISPATCH="inline"`` with
-``dispatch_job`` replaced by a no-op: the real commit happens and the
+``dispatch_jobs`` replaced by a no-op: the real commit happens and the
 callbacks run (and are timed, at ~nothing), only the backend call is gone. Rolling back
 an outer ``atomic()`` instead would have skipped the commit, which is part of the cost.
 """
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         walls, inside, queries = [], [], 0
         with (
             override_settings(SCHEDULER_DISPATCH="inline"),
-            mock.patch("scheduler.tick.run.dispatch_job", lambda job_id: None),
+            mock.patch("scheduler.tick.run.dispatch_jobs", lambda job_ids: []),
         ):
             for run in range(args.repeat + 1):
                 reset_jobs()

@@ -36,6 +36,13 @@ def dispatch_job(job_id: int) -> None:
     dispatch.dispatch_job(job_id)
 
 
+@shared_task(name="scheduler.dispatch_jobs", ignore_result=True)
+def dispatch_jobs(job_ids: list[int]) -> int:
+    """A tick's starts in one batch. No retry of the whole batch: a job whose hand-off
+    failed stays DISPATCHING and the poll loop hands it off again."""
+    return len(dispatch.dispatch_jobs(job_ids))
+
+
 @shared_task(
     name="scheduler.cancel_remote",
     ignore_result=True,

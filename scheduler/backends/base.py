@@ -174,6 +174,13 @@ class Backend(Protocol):
         """
         ...
 
+    def submit_many(self, specs: Sequence[JobSpec]) -> list[str | BackendError]:
+        """:meth:`submit` for each spec: its id or the error it met, in order. One spec's
+        failure never stops the others. (:func:`submit_one_by_one` where the adapter has
+        nothing better than a loop; Slurm looks the batch up once and submits
+        concurrently.)"""
+        ...
+
     def cancel(self, external_id: str, *, grace_seconds: float | None = None) -> None:
         """Stop the job. Idempotent: cancelling a finished or unknown job is a no-op.
 
@@ -214,3 +221,14 @@ class NodeAdmin(Protocol):
     def resume_node(self, node: str) -> None:
         """Make a drained ``node`` schedulable again."""
         ...
+
+
+def submit_one_by_one(backend: Backend, specs: Sequence[JobSpec]) -> list[str | BackendError]:
+    """``Backend.submit_many`` as a loop over ``submit``."""
+    results: list[str | BackendError] = []
+    for spec in specs:
+        try:
+            results.append(backend.submit(spec))
+        except BackendError as exc:
+            results.append(exc)
+    return results

@@ -48,7 +48,15 @@ from typing import Any, ClassVar
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState, RunAs
+from scheduler.backends.base import (
+    BackendError,
+    JobSpec,
+    NodeInfo,
+    PollResult,
+    RemoteState,
+    RunAs,
+    submit_one_by_one,
+)
 from scheduler.backends.kubernetes_api import Conflict, KubeApi, NotFound, Obj
 from scheduler.backends.kubernetes_objects import (
     CANCELLED_ANNOTATION,
@@ -221,6 +229,9 @@ class KubernetesBackend:
         return namespace, name
 
     # -- Backend protocol ---------------------------------------------------------------------
+
+    def submit_many(self, specs: Sequence[JobSpec]) -> list[str | BackendError]:
+        return submit_one_by_one(self, specs)
 
     def submit(self, spec: JobSpec) -> str:
         """Create the Job for ``spec`` unless it exists; return ``<namespace>/<name>``.

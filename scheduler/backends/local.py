@@ -64,6 +64,7 @@ from scheduler.backends.base import (
     NodeInfo,
     PollResult,
     RemoteState,
+    submit_one_by_one,
 )
 from scheduler.backends.job_env import job_env, master_env, rank_env
 from scheduler.backends.job_files import prelude
@@ -347,6 +348,9 @@ class LocalBackend:
         self.shared_paths = tuple(shared)
 
     # -- Backend protocol -------------------------------------------------------------
+
+    def submit_many(self, specs: Sequence[JobSpec]) -> list[str | BackendError]:
+        return submit_one_by_one(self, specs)
 
     def submit(self, spec: JobSpec) -> str:
         """Start ``spec``; return its external id (the spec key).

@@ -58,6 +58,7 @@ import shlex
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -68,6 +69,9 @@ from scheduler.backends.job_env import array_env, job_env
 from scheduler.backends.job_files import prelude
 from scheduler.backends.slurm_owner import Owner, OwnerCommands, OwnerError
 from scheduler.backends.spec_check import spec_problem
+
+#: What sbatch is run with for one spec: argv, environment, batch script, owner.
+_Request = tuple[list[str], dict[str, str], str, Owner | None]
 
 _CONFIG_KEYS = frozenset(
     {
@@ -82,6 +86,7 @@ _CONFIG_KEYS = frozenset(
         "sudo",
         "output_dir",
         "min_uid",
+        "submit_concurrency",
     }
 )
 _GPU_MODEL_KEYS = frozenset({"model", "memory_mib", "compute_capability"})
@@ -178,6 +183,10 @@ class SlurmBackend:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise _bad(name, f"command_timeout_seconds must be a positive number, got {timeout!r}")
         self.command_timeout = float(timeout)
+        concurrency = config.get("submit_concurrency", 8)
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= 64:
+            raise _bad(name, f"submit_concurrency must be a whole number from 1 to 64, got {concurrency!r}")
+        self.submit_concurrency = concurrency
         accounting = config.get("accounting", True)
         if not isinstance(accounting, bool):
             raise _bad(name, f"accounting must be true or false, got {accounting!r}")
@@ -218,9 +227,55 @@ class SlurmBackend:
            squeue and, if this host tried the key before, in accounting too.
         3. Otherwise ``sbatch --parsable`` and return the id it prints.
         """
-        argv, env, script, owner = self._sbatch(spec)
+        return self._submit(spec, self._sbatch(spec), None)
+
+    def submit_many(self, specs: Sequence[JobSpec]) -> list[str | BackendError]:
+        """:meth:`submit` for a tick's starts: one ``squeue`` looks every key of the
+        batch up (not one per job), then the sbatch calls run concurrently, at most
+        ``submit_concurrency`` (8) at once, each under its key's lock as in
+        :meth:`submit`. A key this host tried before (a retry after a crash) is looked
+        up again under its lock, accounting too, exactly as :meth:`submit` does."""
+        requests: list[_Request | BackendError] = []
+        for spec in specs:
+            try:
+                requests.append(self._sbatch(spec))
+            except BackendError as exc:
+                requests.append(exc)
+        try:
+            known = self._jobs_by_comment()
+        except BackendError as exc:
+            return [exc for _ in specs]
+
+        def one(pair: tuple[JobSpec, _Request | BackendError]) -> str | BackendError:
+            spec, request = pair
+            if isinstance(request, BackendError):
+                return request
+            try:
+                return self._submit(spec, request, known)
+            except BackendError as exc:
+                return exc
+
+        pairs = list(zip(specs, requests, strict=True))
+        if len(pairs) <= 1:
+            return [one(pair) for pair in pairs]
+        with ThreadPoolExecutor(max_workers=min(self.submit_concurrency, len(pairs))) as pool:
+            return list(pool.map(one, pairs))
+
+    def _submit(
+        self,
+        spec: JobSpec,
+        request: _Request,
+        known: Mapping[str, str] | None,
+    ) -> str:
+        """sbatch ``request`` for ``spec`` unless its key has a job: ``known`` (comment ->
+        job id, from a batch's one squeue) answers a first try; a key tried on this host
+        before, or without ``known``, is looked up under its lock."""
+        argv, env, script, owner = request
         with self._key_lock(spec.key) as tried_here_before:
-            existing = self._find_by_key(spec, in_accounting=tried_here_before)
+            if known is None or tried_here_before:
+                existing = self._find_by_key(spec, in_accounting=tried_here_before)
+            else:
+                existing = known.get(self.comment_prefix + spec.key) or known.get(parse.COMMENT_PREFIX + spec.key)
             if existing is not None:
                 return existing
             if owner is not None and self.owners.needs_output_dir(owner):
@@ -230,6 +285,17 @@ class SlurmBackend:
         if not job_id.isdigit():
             raise self._error(f"sbatch printed {out.strip()!r}, not a job id", permanent=False)
         return job_id
+
+    def _jobs_by_comment(self) -> dict[str, str]:
+        """Comment -> job id of every job of ours slurmctld remembers (one squeue)."""
+        out = self._run(["squeue", "-h", "-a", "-t", "all", "-o", "%i|%k"], what="squeue (lookup of a batch by key)")
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            job_id, _, comment = line.partition("|")
+            comment = comment.strip()
+            if comment.startswith(parse.COMMENT_PREFIX):
+                found[comment] = job_id.strip()
+        return found
 
     def cancel(self, external_id: str, *, grace_seconds: float | None = None) -> None:
         """``scancel``: SIGTERM, then SIGKILL after the cluster's KillWait.
@@ -379,7 +445,7 @@ class SlurmBackend:
         argv, env, script, _ = self._sbatch(spec)
         return argv, env, script
 
-    def _sbatch(self, spec: JobSpec) -> tuple[list[str], dict[str, str], str, Owner | None]:
+    def _sbatch(self, spec: JobSpec) -> _Request:
         """:meth:`sbatch_request`, and the owner it runs as (None: as the portal)."""
         if not _SAFE_NAME.fullmatch(spec.key):
             raise self._reject(spec, f"key must match {_SAFE_NAME.pattern}")

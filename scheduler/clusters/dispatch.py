@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.utils import timezone
 
 from portal.models import ClusterIdentity
-from scheduler.backends.base import ArrayTask, BackendError, JobSpec, Placement, RunAs
+from scheduler.backends.base import ArrayTask, Backend, BackendError, JobSpec, Placement, RunAs
 from scheduler.choices import EventKind, JobState
 from scheduler.clusters.failpoints import failpoint
 from scheduler.jobs import allocations
@@ -53,34 +55,73 @@ def job_spec(job: Job) -> JobSpec:
 
 
 def dispatch_job(job_id: int) -> None:
-    """Hand a DISPATCHING job to its backend and mark it RUNNING.
+    """Hand one DISPATCHING job to its backend and mark it RUNNING (see
+    :func:`dispatch_jobs`); a transient backend error is re-raised, so that the caller
+    (a Celery task) retries."""
+    failures = dispatch_jobs([job_id])
+    if failures:
+        raise failures[0]
 
-    Safe to call again for the same job (after a worker crash or a transient error):
-    ``submit`` is idempotent per attempt key, and the state moves only if the job is
-    still DISPATCHING. If the job was cancelled while we submitted, the fresh remote job
-    is cancelled too. A permanent backend error fails the job; a transient one is
-    re-raised so the caller retries.
+
+def dispatch_jobs(job_ids: Sequence[int]) -> list[BackendError]:
+    """Hand DISPATCHING jobs to their backends, a cluster's jobs in one batch
+    (``Backend.submit_many``: on Slurm one lookup and concurrent sbatch calls), and mark
+    each RUNNING. Returns the transient errors met (those jobs stay DISPATCHING and are
+    handed off again by the poll loop).
+
+    Safe to call again for the same jobs (after a worker crash or a transient error):
+    ``submit`` is idempotent per attempt key, and a state moves only if the job is
+    still DISPATCHING. If a job was cancelled while we submitted, its fresh remote job
+    is cancelled too. A permanent backend error fails that job alone.
     """
-    job = Job.objects.select_related("cluster", "owner__cluster_identity", "account").filter(pk=job_id).first()
-    if job is None or job.state != JobState.DISPATCHING or job.cluster is None:
-        return
-    try:
-        backend = backend_for(job.cluster)
-        external_id = backend.submit(job_spec(job))
-    except BackendError as exc:
-        if exc.permanent:
-            transition(
-                job.id,
-                [JobState.DISPATCHING],
-                JobState.FAILED,
-                message=f"backend refused: {exc.message}",
-                state_reason=exc.message[:500],
-                ended_at=timezone.now(),
-            )
-            return
-        record_event(job.id, EventKind.DISPATCH_RETRY, f"dispatch failed, will retry: {exc.message}")
-        raise
-    failpoint("dispatch.after_submit")
+    jobs = list(
+        Job.objects.select_related("cluster", "owner__cluster_identity", "account")
+        .filter(pk__in=job_ids, state=JobState.DISPATCHING, cluster__isnull=False)
+        .order_by("id")
+    )
+    by_cluster: dict[int, list[Job]] = {}
+    for job in jobs:
+        by_cluster.setdefault(job.cluster_id or 0, []).append(job)
+    transient: list[BackendError] = []
+    for batch in by_cluster.values():
+        cluster = batch[0].cluster
+        assert cluster is not None  # filtered above
+        try:
+            backend = backend_for(cluster)
+        except BackendError as exc:
+            outcomes: list[str | BackendError] = [exc for _ in batch]
+        else:
+            outcomes = backend.submit_many([job_spec(job) for job in batch])
+        for job, outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, BackendError):
+                if _failed(job, outcome):
+                    transient.append(outcome)
+                continue
+            failpoint("dispatch.after_submit")
+            _running(job, backend, outcome)
+    return transient
+
+
+def _failed(job: Job, exc: BackendError) -> bool:
+    """Record a backend's refusal: a permanent one fails the job; a transient one is an
+    event and the job stays DISPATCHING. Returns whether it was transient."""
+    if exc.permanent:
+        transition(
+            job.id,
+            [JobState.DISPATCHING],
+            JobState.FAILED,
+            message=f"backend refused: {exc.message}",
+            state_reason=exc.message[:500],
+            ended_at=timezone.now(),
+        )
+        return False
+    record_event(job.id, EventKind.DISPATCH_RETRY, f"dispatch failed, will retry: {exc.message}")
+    return True
+
+
+def _running(job: Job, backend: Backend, external_id: str) -> None:
+    """The backend took the job: RUNNING, unless it was cancelled or requeued meanwhile."""
+    assert job.cluster is not None
     moved = transition(
         job.id,
         [JobState.DISPATCHING],

@@ -14,7 +14,7 @@ from django.utils import timezone
 from scheduler.backends.base import BackendError, PollResult, RemoteState
 from scheduler.choices import JobState
 from scheduler.clusters import reconcile
-from scheduler.clusters.dispatch import dispatch_job
+from scheduler.clusters.dispatch import dispatch_jobs
 from scheduler.clusters.sync import sync_nodes
 from scheduler.config import SchedulerConfig, current_config
 from scheduler.jobs.remote import after_commit, backend_for
@@ -94,9 +94,9 @@ def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int
             "id", flat=True
         )
     )
-    for job_id in stuck:
-        Job.objects.filter(pk=job_id, state=JobState.DISPATCHING).update(dispatched_at=now)
-        after_commit("scheduler.dispatch_job", dispatch_job, job_id)
+    if stuck:
+        Job.objects.filter(pk__in=stuck, state=JobState.DISPATCHING).update(dispatched_at=now)
+        after_commit("scheduler.dispatch_jobs", dispatch_jobs, stuck)
     report = {"nodes": nodes_seen, "running": len(running), "ended": ended, "redispatched": len(stuck)}
     return report | reconcile.reconcile(cluster, backend, now, config)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -30,9 +31,10 @@ def backend_for(cluster: Cluster) -> Backend:
     )
 
 
-def after_commit(task_name: str, func: Callable[[int], object], job_id: int) -> None:
+def after_commit(task_name: str, func: Callable[[Any], object], job_id: Any) -> None:
     """Run ``func(job_id)`` after the surrounding transaction commits: as Celery task
-    ``task_name`` with a broker (``SCHEDULER_DISPATCH=celery``), else inline."""
+    ``task_name`` with a broker (``SCHEDULER_DISPATCH=celery``), else inline. ``job_id``
+    may be a list of ids for a task that takes a batch (``scheduler.dispatch_jobs``)."""
 
     def run() -> None:
         if settings.SCHEDULER_DISPATCH == "celery":

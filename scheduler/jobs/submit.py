@@ -149,10 +149,10 @@ def _copy_tasks(first: Job, indices: tuple[int, ...]) -> None:
     if not indices:
         return
     table = connection.ops.quote_name(Job._meta.db_table)
-    columns = [f.column for f in Job._meta.concrete_fields if f.column not in ("id", "uuid", "array_task_id")]
+    columns = [str(f.column) for f in Job._meta.concrete_fields if f.column not in ("id", "uuid", "array_task_id")]
     quoted = [connection.ops.quote_name(c) for c in columns]
     listing, new_uuid = _dialect()
-    indices_param: object = list(indices) if connection.vendor == "postgresql" else json.dumps(list(indices))
+    indices_param: list[int] | str = list(indices) if connection.vendor == "postgresql" else json.dumps(list(indices))
     uuid_column, task_column = connection.ops.quote_name("uuid"), connection.ops.quote_name("array_task_id")
     sql = (
         f"INSERT INTO {table} ({uuid_column}, {task_column}, {', '.join(quoted)}) "  # our table and columns

@@ -89,7 +89,8 @@ def collapse_pending(page: Iterable[tuple[int, int | None, str]]) -> dict[int, d
     indices: dict[int, list[int]] = {array: [] for array in heads}
     rows = Job.objects.filter(array_job_id__in=heads, state=JobState.PENDING)
     for array, index in rows.values_list("array_job_id", "array_task_id"):
-        indices[array].append(index)
+        if index is not None:
+            indices[array].append(index)
     return {
         heads[array]: {"label": task_label(array, found), "tasks": len(found), "array_job": array}
         for array, found in indices.items()

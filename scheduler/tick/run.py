@@ -10,7 +10,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from scheduler.clusters.dispatch import dispatch_job
+from scheduler.clusters.dispatch import dispatch_jobs
 from scheduler.config import SchedulerConfig, current_config
 from scheduler.core import schedule
 from scheduler.jobs.remote import after_commit
@@ -64,7 +64,7 @@ def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None)
     4. Evict the preempted (``apply.evict``); claim the started jobs that are still
        PENDING and store their allocations (``apply.claim``); store pending reasons,
        blockers and borrowing that changed.
-    5. After commit, dispatch each claimed job (Celery task or inline).
+    5. After commit, dispatch the claimed jobs as one batch (Celery task or inline).
     """
     began = time.perf_counter()
     config = config or current_config()
@@ -95,6 +95,6 @@ def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None)
             started_jobs=len(started),
             pending_jobs=len(loaded.snapshot.pending),
         )
-        for job_id in started:
-            after_commit("scheduler.dispatch_job", dispatch_job, job_id)
+        if started:  # one batch: one lookup and concurrent submissions (Backend.submit_many)
+            after_commit("scheduler.dispatch_jobs", dispatch_jobs, started)
     return TickResult(ran=True, started=started, pending=len(loaded.snapshot.pending), duration_ms=duration)

@@ -4,15 +4,17 @@ tasks past the limit wait with ``JobArrayTaskLimit`` and hold no one else up."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core import PendingReason, Policy, schedule
+from scheduler.core.types import PendingJob
 from tests.builders import T0, node, pending, running, snapshot
 
 
-def task(job_id: int, array: int, limit: int, **request: object) -> object:
+def task(job_id: int, array: int, limit: int, **request: Any) -> PendingJob:
     return pending(job_id, array_job=array, array_limit=limit, **request)
 
 

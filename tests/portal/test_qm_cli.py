@@ -270,7 +270,6 @@ def test_an_array_is_submitted_listed_compactly_and_moved_whole_or_per_task(qm, 
     assert code == 1 and f"no task 77 of array {first.id}" in err
 
 
-
 def test_a_job_reference_is_an_id_or_an_array_task(capsys):
     with pytest.raises(SystemExit) as usage:
         main(["cancel", "12x"])

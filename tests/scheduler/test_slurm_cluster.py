@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -312,9 +313,40 @@ def test_an_array_runs_on_slurm_each_task_with_its_index_under_both_names(
         return finished(task)
 
     for task in tasks:
-        wait_for(lambda task=task: ended(task), what=f"task {task.array_task_id} to end")
+        wait_for(partial(ended, task), what=f"task {task.array_task_id} to end")
 
     assert {task.state for task in tasks} == {JobState.COMPLETED}
     assert len({task.external_id for task in tasks}) == 3
     for task in tasks:
         assert f"qm={first}/{task.array_task_id}/3 slurm={task.array_task_id}" in read_job_log(task)
+
+
+@pytest.mark.slurm
+def test_a_ticks_starts_reach_slurm_as_one_batch_with_one_lookup(
+    world: Any, slurm_cluster: Any, tick: Any, monkeypatch: Any
+) -> None:
+    """Dispatch is not one squeue and one sbatch after another: the batch is looked up
+    once, then submitted concurrently, and still each job exactly once."""
+    from scheduler.backends.slurm import SlurmBackend
+
+    lookups: list[str] = []
+    real_run = SlurmBackend._run
+
+    def counting(self: SlurmBackend, argv: list[str], *, what: str, **kwargs: Any) -> str:
+        if what.startswith("squeue (lookup"):
+            lookups.append(what)
+        return real_run(self, argv, what=what, **kwargs)
+
+    monkeypatch.setattr(SlurmBackend, "_run", counting)
+    jobs = [submit(world.alice, world.lab, command="sleep 1", gpus_per_node=1) for _ in range(6)]
+
+    tick()
+
+    for job in jobs:
+        job.refresh_from_db()
+    assert {job.state for job in jobs} == {JobState.RUNNING}
+    assert len({job.external_id for job in jobs}) == 6
+    assert lookups == ["squeue (lookup of a batch by key)"]
+    for job in jobs:
+        wait_for(partial(finished, job), what="the Slurm job to end")
+    assert {job.state for job in jobs} == {JobState.COMPLETED}
