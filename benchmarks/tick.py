@@ -68,6 +68,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="pending-queue sizes of the in-memory core figure, comma-separated (default 1000,10000,100000)",
     )
     parser.add_argument("--core-only", action="store_true", help="only the in-memory core figures (no database)")
+    parser.add_argument(
+        "--array-tasks",
+        type=int,
+        default=0,
+        help="make the pending jobs tasks of job arrays of this many tasks each, throttled to a tenth of them "
+        "(context array_tasks; compare with a run without it: tasks must cost no more than jobs)",
+    )
     args = parser.parse_args(argv)
     if min(args.nodes, args.pending, args.repeat) < 1:
         parser.error("--nodes, --pending and --repeat must be >= 1")
@@ -83,6 +90,25 @@ class QueryCounter:
     def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         self.count += 1
         return execute(sql, params, many, context)
+
+
+def as_arrays(size: int) -> None:
+    """Group the pending jobs, in id order, into arrays of ``size`` tasks (the first of
+    each names it), each throttled to ``max(1, size // 10)`` running tasks."""
+    from django.db.models import F
+
+    from scheduler.models import Job
+
+    ids = list(Job.objects.filter(state="PENDING").order_by("id").values_list("id", flat=True))
+    for start in range(0, len(ids), size):
+        chunk = ids[start : start + size]
+        Job.objects.filter(pk__in=chunk).update(
+            array_job_id=chunk[0],
+            array_task_id=F("id") - chunk[0],
+            array_task_count=len(chunk),
+            array_throttle=max(1, size // 10),
+            array_spec=f"0-{len(chunk) - 1}%{max(1, size // 10)}",
+        )
 
 
 def reset_jobs() -> None:
@@ -158,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"building {args.nodes} nodes and {args.pending} pending jobs")
         site = build_site(args.nodes)
         bulk_pending_jobs(site, args.pending)
+        if args.array_tasks:
+            as_arrays(args.array_tasks)
         vacuum_analyze()
         log(f"built in {time.perf_counter() - began:.1f}s (including migrate)")
         context = {
@@ -167,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             "vendor": db.vendor,
             "repeat": args.repeat,
             "core": compiled.state,
+            "array_tasks": args.array_tasks,
         }
 
         # 1. The bulk read.
