@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -52,6 +52,11 @@ class ThrottleSerializer(RejectUnknownFields, serializers.Serializer):
     )
 
 
+@extend_schema(
+    parameters=[
+        OpenApiParameter("id", int, OpenApiParameter.PATH, description="The array's id (its first task's job id).")
+    ]
+)
 class ArrayViewSet(viewsets.ViewSet):
     """Inspect, throttle, cancel, hold, release and requeue a whole job array."""
 

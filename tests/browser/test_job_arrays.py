@@ -21,9 +21,12 @@ def box(page, selector: str) -> dict[str, float]:
 
 
 def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
-    return a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"] and a["y"] < b["y"] + b["height"] and b[
-        "y"
-    ] < a["y"] + a["height"]
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
 
 
 def test_an_arrays_rows_and_page(transactional_db, world, login, shot):
