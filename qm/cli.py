@@ -9,7 +9,7 @@ on the portal's API tokens page), or ``--url`` and ``--token``.
     qm estimate [options] -- COMMAND...   when would it start? nothing is submitted
     qm submit --array 0-99%10 [options]   a job array: one job per index, 10 at once at most
     qm jobs [--state S] [--account A]     list jobs you can see (squeue; an array's waiting
-                                          tasks on one line, 42_[8-99])
+                                          tasks on one line, 42_[8-99]; --array 42: each task)
     qm show ID                            one job, with why it waits (scontrol show job)
     qm edit ID [options]                  change a waiting job (scontrol update)
     qm cancel|hold|release|requeue ID...  (scancel, scontrol hold|release|requeue); an
@@ -163,7 +163,9 @@ class Cli:
             account=args.account,
             owner=args.owner,
             page_size=args.limit,
-            collapse="arrays",
+            # An array's waiting tasks on one line, unless asked for its tasks one by one.
+            collapse=None if args.array else "arrays",
+            array_job=args.array,
         )
         rows = page["results"] if isinstance(page, dict) else page
         if self.json_or(rows, args):
@@ -399,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--account")
     jobs.add_argument("--owner")
     jobs.add_argument("--limit", type=int, default=50)
+    jobs.add_argument("--array", type=int, help="every task of this job array, one per line")
     show = sub.add_parser("show", help="show one job")
     show.add_argument("id", type=job_ref, help="a job id, or ARRAY_TASK (42_7)")
     for verb, help_text in VERBS.items():

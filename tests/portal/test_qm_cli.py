@@ -260,6 +260,9 @@ def test_an_array_is_submitted_listed_compactly_and_moved_whole_or_per_task(qm, 
     assert code == 0
     assert f"{first.id}_[3-9]" in out and f"{first.id}_0 " in out and f"{first.id}_4" not in out
 
+    code, out, _ = qm("jobs", "--array", str(first.id), "--state", "PENDING")
+    assert code == 0 and all(f"{first.id}_{i} " in out for i in range(3, 10)) and "_[" not in out
+
     code, out, _ = qm("hold", f"{first.id}_5")
     assert code == 0 and f"Job {first.id}_5: HELD" in out
     code, out, _ = qm("show", f"{first.id}_5")
