@@ -19,7 +19,7 @@ from typing import Any
 from monitoring.gpu_health import unhealthy_gpu_ids
 from portal.models import Account, Membership, Qos, Quota
 from scheduler import stored_json
-from scheduler.choices import ACTIVE_STATES, JobState, NodeState
+from scheduler.choices import ACTIVE_STATES, TERMINAL_STATES, JobState, NodeState
 from scheduler.core.fairshare import AccountNode, FairShareTree, UserAssociation
 from scheduler.core.types import GpuView, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
 from scheduler.jobs import allocations
@@ -171,9 +171,36 @@ def load_snapshot() -> LoadedSnapshot:
 
 
 def load_dependency_states(jobs: Iterable[PendingJob]) -> dict[int, str]:
-    """Job id -> state of every job that one of ``jobs`` depends on (no query if none does)."""
+    """Job id -> state of every job that one of ``jobs`` depends on (no query if none does).
+
+    A job array's id stands for the whole array, as in Slurm (``afterok:42`` waits for
+    every task of array 42): its state is COMPLETED once every task completed, FAILED
+    once every task ended and one did not complete, PENDING while any task has not
+    ended. One more query, only when a dependency names an array.
+    """
     depends_on = {job_id for job in jobs for _, job_id in job.dependencies}
-    return dict(Job.objects.filter(pk__in=depends_on).values_list("id", "state")) if depends_on else {}
+    if not depends_on:
+        return {}
+    rows = Job.objects.filter(pk__in=depends_on).values_list("id", "state", "array_job_id")
+    states = {job_id: state for job_id, state, _ in rows}
+    arrays = [job_id for job_id, _, array in rows if array == job_id]
+    if arrays:
+        tasks = Job.objects.filter(array_job_id__in=arrays).order_by().values_list("array_job_id", "state").distinct()
+        by_array: dict[int, set[str]] = defaultdict(set)
+        for array, state in tasks:
+            if array is not None:
+                by_array[array].add(state)
+        for array, found in by_array.items():
+            states[array] = array_state(found)
+    return states
+
+
+def array_state(task_states: AbstractSet[str]) -> str:
+    """The state a whole array counts as for a dependency on it (see
+    :func:`load_dependency_states`)."""
+    if not task_states <= TERMINAL_STATES:
+        return JobState.PENDING
+    return JobState.COMPLETED if task_states == {JobState.COMPLETED} else JobState.FAILED
 
 
 def load_fairshare_tree() -> FairShareTree | None:

@@ -198,3 +198,25 @@ def test_others_cannot_see_or_touch_an_array_but_its_coordinator_can(world, clie
     assert client_for(world.charlie).post(f"/api/v1/arrays/{first}/cancel/").status_code == 404
     assert client_for(world.bob).post(f"/api/v1/arrays/{first}/hold/").status_code == 200
     assert client_for(world.alice).get("/api/v1/arrays/999999/").status_code == 404
+
+
+def test_a_dependency_on_an_array_waits_for_every_task(world, client_for, tick):
+    """``afterok:42`` on an array means all of it, as in Slurm: not only its first task."""
+    client = client_for(world.alice)
+    first = submit_array(client, "0-2").json()["id"]
+    after = client.post(
+        "/api/v1/jobs/", {**JOB, "dependencies": [{"type": "afterok", "job": first}]}, format="json"
+    ).json()["id"]
+    tasks = tasks_of(first)
+    Job.objects.filter(pk__in=[tasks[0].id, tasks[1].id]).update(state=JobState.COMPLETED)
+
+    tick()
+    assert Job.objects.get(pk=after).pending_reason == PendingReason.DEPENDENCY  # task 2 has not ended
+
+    Job.objects.filter(pk=tasks[2].id).update(state=JobState.FAILED)
+    tick()
+    assert Job.objects.get(pk=after).pending_reason == PendingReason.DEPENDENCY_NEVER  # one task failed
+
+    Job.objects.filter(pk=tasks[2].id).update(state=JobState.COMPLETED)
+    tick()
+    assert Job.objects.get(pk=after).state != JobState.PENDING  # every task completed: it starts
