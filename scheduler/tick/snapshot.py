@@ -23,13 +23,7 @@ from scheduler.choices import ACTIVE_STATES, TERMINAL_STATES, JobState, NodeStat
 from scheduler.core.fairshare import AccountNode, FairShareTree, UserAssociation
 from scheduler.core.types import GpuView, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
 from scheduler.jobs import allocations
-from scheduler.jobs.request import (
-    PENDING_JSON,
-    PENDING_VALUES,
-    compute_capability,
-    gpu_model_label,
-    pending_from_values,
-)
+from scheduler.jobs.request import PENDING_JSON, PENDING_VALUES, compute_capability, gpu_model_label, pending_from_row
 from scheduler.models import Cluster, Gpu, Job, Node
 
 log = logging.getLogger(__name__)
@@ -136,15 +130,18 @@ def load_snapshot() -> LoadedSnapshot:
     blockers: dict[int, str | None] = {}
     # JSON columns as text (``scheduler.stored_json``): almost all are empty or what the
     # last tick wrote, and parsing 30,000 of them was a third of the load.
-    scalars = [name for name in PENDING_VALUES if name not in PENDING_JSON]
+    columns = [f"{name}__text" if name in PENDING_JSON else name for name in PENDING_VALUES]
     texts = {f"{name}__text": stored_json.as_text(name) for name in (*PENDING_JSON, "pending_blockers")}
-    rows = Job.objects.filter(state=JobState.PENDING).annotate(**texts).values(*scalars, *texts, "pending_reason")
-    for row in rows:
-        for name, default in PENDING_JSON.items():
-            row[name] = stored_json.parsed(row.pop(f"{name}__text"), default)
-        pending.append(pending_from_values(row))
-        reasons[row["id"]] = row["pending_reason"]
-        blockers[row["id"]] = row["pending_blockers__text"]
+    rows = Job.objects.filter(state=JobState.PENDING).annotate(**texts)
+    json_at = [(PENDING_VALUES.index(name), default) for name, default in PENDING_JSON.items()]
+    reason_at = len(columns)
+    for row in rows.values_list(*columns, "pending_reason", "pending_blockers__text"):
+        values = list(row)
+        for i, default in json_at:
+            values[i] = stored_json.parsed(values[i], default)
+        pending.append(pending_from_row(values))
+        reasons[row[0]] = row[reason_at]  # PENDING_VALUES starts with the id
+        blockers[row[0]] = row[reason_at + 1]
     dependency_states = load_dependency_states(pending)
     account_limits, user_limits = load_limits()
     parents = dict(Account.objects.values_list("name", "parent__name"))
