@@ -59,25 +59,27 @@ def load_hardware() -> tuple[NodeView, ...]:
 
 def _node_views(unhealthy: AbstractSet[int]) -> tuple[NodeView, ...]:
     gpu_rows = list(
-        Gpu.objects.filter(node__cluster__enabled=True).values(
+        Gpu.objects.filter(node__cluster__enabled=True).values_list(
             "id", "node_id", "index", "model", "memory_mib", "compute_capability", "mig_profile", "parent_id", "shared"
         )
     )
-    split_parents = {row["parent_id"] for row in gpu_rows if row["parent_id"] is not None}
+    split_parents = {row[7] for row in gpu_rows if row[7] is not None}
     gpus_by_node: dict[int, list[GpuView]] = defaultdict(list)
-    for row in gpu_rows:
-        if row["id"] in split_parents:
+    # Tuples, not dicts: 8,000 GPUs a tick. A model's label and a capability's parse are
+    # the same for thousands of GPUs: made once each.
+    labels: dict[tuple[str, str], str] = {}
+    capabilities: dict[str, tuple[int, int]] = {}
+    for gpu_id, node_id, index, model, memory, cc, profile, parent, shared in gpu_rows:
+        if gpu_id in split_parents:
             continue
-        gpus_by_node[row["node_id"]].append(
-            GpuView(
-                index=row["index"],
-                model=gpu_model_label(row["model"], row["mig_profile"]),
-                memory_mib=row["memory_mib"],
-                compute_capability=compute_capability(row["compute_capability"]),
-                shared=row["shared"],
-                healthy=row["id"] not in unhealthy and row["parent_id"] not in unhealthy,
-            )
-        )
+        label = labels.get((model, profile))
+        if label is None:
+            label = labels[(model, profile)] = gpu_model_label(model, profile)
+        capability = capabilities.get(cc)
+        if capability is None:
+            capability = capabilities[cc] = compute_capability(cc)
+        healthy = gpu_id not in unhealthy and parent not in unhealthy
+        gpus_by_node[node_id].append(GpuView(index, label, memory, capability, healthy, shared))
     nodes = Node.objects.filter(cluster__enabled=True).values(
         "id", "name", "cluster__name", "cluster__reachable", "state", "cpus", "memory_mib", "labels"
     )
