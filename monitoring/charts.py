@@ -340,6 +340,35 @@ def gpu_hours_figure(hours: Sequence[tuple[str, float]]) -> dict[str, Any]:
     )
 
 
+def usage_figure(
+    starts: Sequence[datetime], series: dict[str, list[float]], group_by: str, bucket: str
+) -> dict[str, Any]:
+    """GPU-hours per period, one stacked bar segment per group (largest group lowest),
+    each group its palette colour by name."""
+    names = sorted(series, key=lambda name: (-sum(series[name]), name))
+    x = [start.date().isoformat() for start in starts]
+    traces = [
+        {
+            "type": "bar",
+            "name": name or "-",
+            "x": x,
+            "y": [round(value, 3) for value in series[name]],
+            "marker": {"color": PALETTE[i % len(PALETTE)]},
+            "hovertemplate": f"{name or '-'}: %{{y:.1f}} GPU-hours<extra>%{{x}}</extra>",
+        }
+        for i, name in enumerate(names)
+    ]
+    return _figure(
+        traces,
+        f"GPU-hours per {bucket}, by {group_by.replace('_', ' ')}",
+        barmode="stack",
+        height=380,
+        # Legend to the right (Plotly's default): below, it ran into the slanted dates.
+        xaxis={"type": "category", "title": {"text": f"{bucket} starting"}, "automargin": True, "tickangle": -45},
+        yaxis={"title": {"text": "GPU-hours"}, "rangemode": "tozero"},
+    )
+
+
 def fairshare_figure(rows: Sequence[ShareRow]) -> dict[str, Any]:
     """Per account (tree order, indented by depth): its normalised shares (the fraction of
     the machine it is entitled to) beside its normalised usage (the fraction it used)."""

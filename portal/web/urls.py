@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.web import jobedit, profile, researcher, signin, staff, users
+from portal.web import jobedit, profile, researcher, signin, staff, usage, users
 
 app_name = "web"
 
@@ -21,6 +21,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/edit/", jobedit.job_edit, name="job-edit"),
     path("jobs/<int:job_id>/<slug:verb>/", researcher.job_verb, name="job-verb"),
     path("arrays/<int:array_job>/<slug:verb>/", researcher.array_verb, name="array-verb"),
+    path("usage/", usage.usage_page, name="usage"),
     path("tokens/", researcher.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", researcher.revoke_token, name="token-revoke"),
     path("manage/accounts/", staff.accounts, name="manage-accounts"),

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django.db.models import Q
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -22,10 +21,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.access import coordinated_account_ids
 from portal.api.strict import RejectUnknownFields
 from portal.models import Account
-from scheduler.reads.usage import GROUPS, attempts_in, usage
+from scheduler.reads.usage import GROUPS, attempts_in, day_span, usage, usage_scope
 
 #: The longest period one question may cover.
 MAX_DAYS = 400
@@ -65,19 +63,6 @@ class UsageSerializer(serializers.Serializer):
     rows = UsageRowSerializer(many=True)
 
 
-def subtree_ids(account: Account) -> list[int]:
-    """The account and every account under it."""
-    parents: dict[int | None, list[int]] = {}
-    for pk, parent in Account.objects.values_list("pk", "parent_id"):
-        parents.setdefault(parent, []).append(pk)
-    found, todo = [], [account.pk]
-    while todo:
-        pk = todo.pop()
-        found.append(pk)
-        todo += parents.get(pk, [])
-    return found
-
-
 class UsageView(APIView):
     """GPU-hours over a period (``sreport``): each attempt's overlap with the period times
     its GPUs, summed by ``group_by``; ``billed_gpu_hours`` weighs them as the fair-share
@@ -94,16 +79,8 @@ class UsageView(APIView):
         query = UsageQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        scope = Q()
-        user = request.user
-        if not user.is_staff:
-            scope &= Q(owner_id=user.pk) | Q(account_id__in=coordinated_account_ids(user))
-        if params.get("account") is not None:
-            scope &= Q(account_id__in=subtree_ids(params["account"]))
-        if params.get("user"):
-            scope &= Q(owner__username=params["user"])
-        start = datetime.combine(params["start"], time.min, tzinfo=UTC)
-        end = datetime.combine(params["end"] + timedelta(days=1), time.min, tzinfo=UTC)
+        scope = usage_scope(request.user, params.get("account"), params.get("user", ""))
+        start, end = day_span(params["start"], params["end"])
         now = datetime.now(UTC)
         rows = usage(attempts_in(start, end, min(now, end), scope), start, end, params["group_by"])
         if params["output"] == "csv":

@@ -13,11 +13,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
 
+from portal.access import coordinated_account_ids
+from portal.models import Account
 from scheduler.choices import ACTIVE_STATES
 from scheduler.core.hours import job_gpus
 from scheduler.jobs.attempts import first_gpu, gpu_models
@@ -25,6 +28,8 @@ from scheduler.models import Job, JobAttempt
 from scheduler.tick.usage import usage_policy
 
 GROUPS = ("account", "user", "gpu_model", "qos")
+#: How a period is cut for the chart over time.
+BUCKETS = ("day", "week", "month")
 
 
 @dataclass(frozen=True)
@@ -95,12 +100,88 @@ def usage(held: Iterable[Held], start: datetime, end: datetime, group_by: str) -
         seconds = seconds_in(attempt, start, end)
         if seconds <= 0:
             continue
-        key = {"account": attempt.account, "user": attempt.user, "gpu_model": attempt.gpu_model, "qos": attempt.qos}[
-            group_by
-        ]
+        key = _group_of(attempt, group_by)
         raw[key] += attempt.gpus * seconds / 3600
         billed[key] += policy.rate(attempt.gpus, attempt.gpu_model, attempt.qos) * seconds / 3600
         count[key] += 1
     return sorted(
         (UsageRow(key, count[key], raw[key], billed[key]) for key in raw), key=lambda row: (-row.gpu_hours, row.group)
     )
+
+
+def subtree_ids(account: Account) -> list[int]:
+    """The account and every account under it."""
+    parents: dict[int | None, list[int]] = {}
+    for pk, parent in Account.objects.values_list("pk", "parent_id"):
+        parents.setdefault(parent, []).append(pk)
+    found, todo = [], [account.pk]
+    while todo:
+        pk = todo.pop()
+        found.append(pk)
+        todo += parents.get(pk, [])
+    return found
+
+
+def usage_scope(reader: Any, account: Account | None = None, owner: str = "") -> Q:
+    """The jobs whose GPU-hours ``reader`` may see, as the job list: staff every job,
+    others their own and those of the accounts they coordinate; narrowed to ``account``
+    with its subtree and to one ``owner`` when given."""
+    scope = Q()
+    if not reader.is_staff:
+        scope &= Q(owner_id=reader.pk) | Q(account_id__in=coordinated_account_ids(reader))
+    if account is not None:
+        scope &= Q(account_id__in=subtree_ids(account))
+    if owner:
+        scope &= Q(owner__username=owner)
+    return scope
+
+
+def day_span(first: date, last: date) -> tuple[datetime, datetime]:
+    """``[first 00:00, the day after last 00:00)`` in UTC: whole days, ``last`` included."""
+    return datetime.combine(first, time.min, tzinfo=UTC), datetime.combine(
+        last + timedelta(days=1), time.min, tzinfo=UTC
+    )
+
+
+def period_starts(start: datetime, end: datetime, bucket: str) -> list[datetime]:
+    """The starts of the days, ISO weeks (Mondays) or months that meet ``[start, end)``."""
+    day = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    if bucket == "week":
+        day -= timedelta(days=day.weekday())
+    elif bucket == "month":
+        day = day.replace(day=1)
+    starts = []
+    while day < end:
+        starts.append(day)
+        if bucket == "day":
+            day += timedelta(days=1)
+        elif bucket == "week":
+            day += timedelta(days=7)
+        else:
+            day = (day + timedelta(days=32)).replace(day=1)
+    return starts
+
+
+def usage_over_time(
+    held: Iterable[Held], start: datetime, end: datetime, group_by: str, bucket: str
+) -> tuple[list[datetime], dict[str, list[float]]]:
+    """GPU-hours per period (``bucket``) and group, each period clipped to ``[start,
+    end)``: the periods' starts and, per group, one figure per period. Each group's
+    figures add up to its total from :func:`usage` (the same overlaps, cut at period
+    boundaries)."""
+    starts = period_starts(start, end, bucket)
+    bounds = [(max(p, start), min(starts[i + 1] if i + 1 < len(starts) else end, end)) for i, p in enumerate(starts)]
+    series: dict[str, list[float]] = {}
+    for attempt in held:
+        key = _group_of(attempt, group_by)
+        for i, (lo, hi) in enumerate(bounds):
+            seconds = seconds_in(attempt, lo, hi)
+            if seconds > 0:
+                series.setdefault(key, [0.0] * len(bounds))[i] += attempt.gpus * seconds / 3600
+    return starts, series
+
+
+def _group_of(attempt: Held, group_by: str) -> str:
+    return {"account": attempt.account, "user": attempt.user, "gpu_model": attempt.gpu_model, "qos": attempt.qos}[
+        group_by
+    ]
