@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.db.models import F, QuerySet
-from django.utils import timezone
 
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, EventKind, JobState
-from scheduler.core.types import PendingReason
 from scheduler.jobs import verbs
-from scheduler.jobs.blockers import held_blockers
 from scheduler.jobs.transitions import FRESH_ATTEMPT, JobStateConflict, transition_many
+from scheduler.jobs.verbs import RELEASED_FIELDS, cancelled_fields, held_fields
 from scheduler.models import Job
 
 
@@ -38,16 +36,9 @@ def _nothing_to(verb: str, array_job: int, states: frozenset[str]) -> JobStateCo
 
 def cancel_array(tasks: QuerySet[Job], array_job: int, *, by: str) -> int:
     """Cancel every queued and active task; returns how many were cancelled."""
+    message = f"cancelled by {by} (the whole array)"
     moved = transition_many(
-        tasks,
-        QUEUED_STATES,
-        JobState.CANCELLED,
-        event=EventKind.CANCELLED,
-        message=f"cancelled by {by} (the whole array)",
-        ended_at=timezone.now(),
-        pending_reason="",
-        pending_blockers=[],
-        estimated_start_at=None,
+        tasks, QUEUED_STATES, JobState.CANCELLED, event=EventKind.CANCELLED, message=message, **cancelled_fields()
     )
     count = len(moved) + _one_by_one(tasks, ACTIVE_STATES, "cancel", by)
     if not count:
@@ -56,15 +47,9 @@ def cancel_array(tasks: QuerySet[Job], array_job: int, *, by: str) -> int:
 
 
 def hold_array(tasks: QuerySet[Job], array_job: int, *, by: str) -> int:
+    message = f"held by {by} (the whole array)"
     moved = transition_many(
-        tasks,
-        [JobState.PENDING],
-        JobState.HELD,
-        event=EventKind.HELD,
-        message=f"held by {by} (the whole array)",
-        pending_reason=PendingReason.HELD,
-        pending_blockers=held_blockers(by),
-        estimated_start_at=None,
+        tasks, [JobState.PENDING], JobState.HELD, event=EventKind.HELD, message=message, **held_fields(by)
     )
     if not moved:
         raise _nothing_to("held", array_job, frozenset({JobState.PENDING}))
@@ -72,14 +57,9 @@ def hold_array(tasks: QuerySet[Job], array_job: int, *, by: str) -> int:
 
 
 def release_array(tasks: QuerySet[Job], array_job: int, *, by: str) -> int:
+    message = f"released by {by} (the whole array)"
     moved = transition_many(
-        tasks,
-        [JobState.HELD],
-        JobState.PENDING,
-        event=EventKind.RELEASED,
-        message=f"released by {by} (the whole array)",
-        pending_reason="",
-        pending_blockers=[],
+        tasks, [JobState.HELD], JobState.PENDING, event=EventKind.RELEASED, message=message, **RELEASED_FIELDS
     )
     if not moved:
         raise _nothing_to("released", array_job, frozenset({JobState.HELD}))

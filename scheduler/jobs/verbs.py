@@ -34,6 +34,20 @@ def _user_transition(
         raise JobStateConflict(f"Job {job.id} changed state meanwhile; reload and retry.")
 
 
+def cancelled_fields() -> dict[str, Any]:
+    """What a job that is cancelled now forgets of its wait (one job or a whole array)."""
+    return {"ended_at": timezone.now(), "pending_reason": "", "pending_blockers": [], "estimated_start_at": None}
+
+
+def held_fields(by: str) -> dict[str, Any]:
+    """What a job held by ``by`` shows while it waits to be released."""
+    return {"pending_reason": PendingReason.HELD, "pending_blockers": held_blockers(by), "estimated_start_at": None}
+
+
+#: What a released job forgets: the tick gives it its reasons again.
+RELEASED_FIELDS: dict[str, Any] = {"pending_reason": "", "pending_blockers": []}
+
+
 def cancel_job(job: Job, *, by: str) -> None:
     """Cancel a queued or active job. Active jobs are also cancelled at the backend.
 
@@ -47,10 +61,7 @@ def cancel_job(job: Job, *, by: str) -> None:
             verb="cancelled",
             event=EventKind.CANCELLED,
             by=by,
-            ended_at=timezone.now(),
-            pending_reason="",
-            pending_blockers=[],
-            estimated_start_at=None,
+            **cancelled_fields(),
         )
         if job.state in ACTIVE_STATES and job.external_id:
             after_commit("scheduler.cancel_remote", cancel_remote, job.id)
@@ -65,9 +76,7 @@ def hold_job(job: Job, *, by: str) -> None:
         verb="held",
         event=EventKind.HELD,
         by=by,
-        pending_reason=PendingReason.HELD,
-        pending_blockers=held_blockers(by),
-        estimated_start_at=None,
+        **held_fields(by),
     )
 
 
@@ -80,8 +89,7 @@ def release_job(job: Job, *, by: str) -> None:
         verb="released",
         event=EventKind.RELEASED,
         by=by,
-        pending_reason="",
-        pending_blockers=[],
+        **RELEASED_FIELDS,
     )
 
 
