@@ -9,10 +9,10 @@ error type whose ``permanent`` flag tells the caller whether a retry can help.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 
 class BackendError(Exception):
@@ -223,12 +223,18 @@ class NodeAdmin(Protocol):
         ...
 
 
+T = TypeVar("T")
+
+
+def outcome(call: Callable[..., T], *args: Any) -> T | BackendError:
+    """``call(*args)``'s result, or the ``BackendError`` it raised: one job of a batch that
+    fails must not stop the others."""
+    try:
+        return call(*args)
+    except BackendError as exc:
+        return exc
+
+
 def submit_one_by_one(backend: Backend, specs: Sequence[JobSpec]) -> list[str | BackendError]:
     """``Backend.submit_many`` as a loop over ``submit``."""
-    results: list[str | BackendError] = []
-    for spec in specs:
-        try:
-            results.append(backend.submit(spec))
-        except BackendError as exc:
-            results.append(exc)
-    return results
+    return [outcome(backend.submit, spec) for spec in specs]

@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from scheduler.backends import slurm_parse as parse
-from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState
+from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState, outcome
 from scheduler.backends.job_env import array_env, job_env
 from scheduler.backends.job_files import prelude
 from scheduler.backends.slurm_owner import Owner, OwnerCommands, OwnerError
@@ -235,12 +235,7 @@ class SlurmBackend:
         ``submit_concurrency`` (8) at once, each under its key's lock as in
         :meth:`submit`. A key this host tried before (a retry after a crash) is looked
         up again under its lock, accounting too, exactly as :meth:`submit` does."""
-        requests: list[_Request | BackendError] = []
-        for spec in specs:
-            try:
-                requests.append(self._sbatch(spec))
-            except BackendError as exc:
-                requests.append(exc)
+        requests = [outcome(self._sbatch, spec) for spec in specs]
         try:
             known = self._jobs_by_comment()
         except BackendError as exc:
@@ -248,12 +243,7 @@ class SlurmBackend:
 
         def one(pair: tuple[JobSpec, _Request | BackendError]) -> str | BackendError:
             spec, request = pair
-            if isinstance(request, BackendError):
-                return request
-            try:
-                return self._submit(spec, request, known)
-            except BackendError as exc:
-                return exc
+            return request if isinstance(request, BackendError) else outcome(self._submit, spec, request, known)
 
         pairs = list(zip(specs, requests, strict=True))
         if len(pairs) <= 1:

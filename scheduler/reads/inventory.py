@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 from django.db.models import Count, Max, Sum
 
+from scheduler.core.placement import request_shape
 from scheduler.core.types import GpuView, PendingJob
 from scheduler.models import Gpu, Node
 from scheduler.tick.snapshot import load_hardware
@@ -31,21 +32,6 @@ class NodeKind:
     memory_mib: int
     gpus: tuple[GpuView, ...]
     count: int
-
-
-def _request_key(job: PendingJob) -> tuple[object, ...]:
-    """Everything :meth:`Inventory.check` looks at of a request (labels aside)."""
-    return (
-        job.nodes,
-        job.gpus_per_node,
-        job.cpus_per_node,
-        job.memory_mib_per_node,
-        job.gpu_model,
-        job.min_gpu_memory_mib,
-        job.min_compute_capability,
-        job.gpu_share,
-        job.gpu_memory_mib_share,
-    )
 
 
 #: Distinct request shapes whose answers an inventory keeps (requests repeat: a site's
@@ -78,7 +64,7 @@ class Inventory:
                 wanted = ", ".join(f"{key}={value}" for key, value in job.node_labels)
                 return {"node_labels": f"No node has the labels {wanted}."}
             return narrowed.check(replace(job, node_labels=()))
-        key = _request_key(job)
+        key = request_shape(job)  # the labels are () here: handled above
         answer = self._answers.get(key)
         if answer is None:
             answer = self._check(job)

@@ -10,23 +10,9 @@ from playwright.sync_api import expect
 from scheduler.jobs.array_spec import parse_array
 from scheduler.jobs.submit import submit_job
 from scheduler.tick.run import run_tick
+from tests.browser.test_submit_form import box, overlap
 
 pytestmark = [pytest.mark.slow]
-
-
-def box(page, selector: str) -> dict[str, float]:
-    found = page.locator(selector).bounding_box()
-    assert found is not None, selector
-    return found
-
-
-def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
-    return (
-        a["x"] < b["x"] + b["width"]
-        and b["x"] < a["x"] + a["width"]
-        and a["y"] < b["y"] + b["height"]
-        and b["y"] < a["y"] + a["height"]
-    )
 
 
 def test_an_arrays_rows_and_page(transactional_db, world, login, shot):
@@ -55,9 +41,9 @@ def test_an_arrays_rows_and_page(transactional_db, world, login, shot):
     page.goto(f"/jobs/{first.id}/")
     expect(page.locator("#array h2")).to_contain_text("0-19%4, 20 tasks, at most 4 at once")
     expect(page.locator("#array")).to_contain_text("16 pending")
-    buttons = [box(page, f"#array form:nth-of-type({i}) button") for i in range(1, 5)]
-    throttle = box(page, "#throttle")
+    buttons = [box(page.locator(f"#array form:nth-of-type({i}) button")) for i in range(1, 5)]
+    throttle = box(page.locator("#throttle"))
     for i, a in enumerate([*buttons, throttle]):
         for b in [*buttons, throttle][i + 1 :]:
-            assert not overlap(a, b)
+            assert not overlap(a, b, slack=0)
     shot(page, "job-array-task")
