@@ -33,6 +33,7 @@ from portal.services import create_api_token, revoke_api_token
 from portal.web import figures
 from portal.web.jobform import PRESETS, PRESETS_BY_SLUG, JobForm, job_as_fields
 from portal.web.words import about, blocker_title, evidence_items, request_shape, starts_in
+from scheduler.api.arrays import ThrottleSerializer
 from scheduler.api.throttles import WhatIfThrottle
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
 from scheduler.clusters.logs import read_job_log
@@ -454,12 +455,14 @@ def array_verb(request: HttpRequest, array_job: int, verb: str) -> HttpResponse:
     if (verb not in ARRAY_VERBS and verb != "throttle") or not tasks.exists():
         raise Http404("No such array or action.")
     if verb == "throttle":
-        raw = request.POST.get("throttle", "")
-        if not (raw.isascii() and raw.isdigit()) or int(raw) > 1_000_000:
+        body = ThrottleSerializer(data={"throttle": request.POST.get("throttle", "")})  # the API's bounds
+        if not body.is_valid():
             messages.error(request, "Throttle: give a number of tasks (0: no limit).")
         else:
-            set_throttle(tasks, int(raw))
-            messages.success(request, f"Array {array_job}: at most {raw} tasks at once" if int(raw) else "No limit.")
+            throttle = body.validated_data["throttle"]
+            set_throttle(tasks, throttle)
+            told = f"Array {array_job}: at most {throttle} tasks at once" if throttle else "No limit."
+            messages.success(request, told)
         return redirect("web:job-detail", job_id=array_job)
     try:
         changed = ARRAY_VERBS[verb](tasks, array_job, by=request.user.get_username())

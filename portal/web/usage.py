@@ -4,7 +4,7 @@ researchers their own (``scheduler.reads.usage.usage_scope``, as the API does)."
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,8 +17,16 @@ from django.views.decorators.http import require_GET
 from monitoring import charts
 from portal.access import visible_accounts
 from portal.models import Account
-from scheduler.api.usage import MAX_DAYS
-from scheduler.reads.usage import BUCKETS, GROUPS, attempts_in, day_span, usage, usage_over_time, usage_scope
+from scheduler.reads.usage import (
+    BUCKETS,
+    GROUPS,
+    attempts_in,
+    day_span,
+    usage,
+    usage_over_time,
+    usage_period,
+    usage_scope,
+)
 
 
 class UsageForm(forms.Form):
@@ -37,27 +45,24 @@ class UsageForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        end = data.get("end") or datetime.now(UTC).date()
-        start = data.get("start") or end - timedelta(days=29)
-        if start > end:
-            self.add_error("start", "Must not be after the last day.")
-        elif (end - start).days >= MAX_DAYS:
-            self.add_error("start", f"At most {MAX_DAYS} days at once.")
+        try:
+            start, end = usage_period(data.get("start"), data.get("end"))
+        except ValueError as exc:
+            self.add_error("start", str(exc))
+            return data
         return {**data, "start": start, "end": end}
 
 
 @login_required
 @require_GET
 def usage_page(request: HttpRequest) -> HttpResponse:
-    form = UsageForm(request.GET or None, user=request.user)
-    valid = form.is_valid() if request.GET else True
-    data = form.cleaned_data if request.GET and valid else {}
-    today = datetime.now(UTC).date()
-    first, last = data.get("start") or today - timedelta(days=29), data.get("end") or today
-    group_by, bucket = data.get("group_by") or "account", data.get("bucket") or "day"
-    account = data.get("account")
+    form = UsageForm(request.GET, user=request.user)  # bound even when empty: the defaults apply
+    valid = form.is_valid()
     context: dict[str, Any] = {"form": form, "valid": valid}
     if valid:
+        data = form.cleaned_data
+        first, last, account = data["start"], data["end"], data.get("account")
+        group_by, bucket = data.get("group_by") or "account", data.get("bucket") or "day"
         start, end = day_span(first, last)
         now = datetime.now(UTC)
         held = attempts_in(start, end, min(now, end), usage_scope(request.user, account))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from typing import Any
 
 from django.http import HttpResponse
@@ -23,10 +23,7 @@ from rest_framework.views import APIView
 
 from portal.api.strict import RejectUnknownFields
 from portal.models import Account
-from scheduler.reads.usage import GROUPS, attempts_in, day_span, usage, usage_scope
-
-#: The longest period one question may cover.
-MAX_DAYS = 400
+from scheduler.reads.usage import GROUPS, attempts_in, day_span, usage, usage_period, usage_scope
 
 
 class UsageQuery(RejectUnknownFields, serializers.Serializer):
@@ -40,12 +37,10 @@ class UsageQuery(RejectUnknownFields, serializers.Serializer):
     output = serializers.ChoiceField(choices=["json", "csv"], default="json")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        end = attrs.get("end") or datetime.now(UTC).date()
-        start = attrs.get("start") or end - timedelta(days=29)
-        if start > end:
-            raise serializers.ValidationError({"start": "Must not be after end."})
-        if (end - start).days >= MAX_DAYS:
-            raise serializers.ValidationError({"start": f"At most {MAX_DAYS} days at once."})
+        try:
+            start, end = usage_period(attrs.get("start"), attrs.get("end"))
+        except ValueError as exc:
+            raise serializers.ValidationError({"start": str(exc)}) from None
         return {**attrs, "start": start, "end": end}
 
 

@@ -136,6 +136,23 @@ def usage_scope(reader: Any, account: Account | None = None, owner: str = "") ->
     return scope
 
 
+#: The longest period one question may cover.
+MAX_DAYS = 400
+
+
+def usage_period(first: date | None, last: date | None) -> tuple[date, date]:
+    """The days a question covers: ``last`` defaults to today (UTC), ``first`` to 30 days
+    before it. Raises ``ValueError`` saying what is wrong with ``first`` (the API and
+    the page report it against that field)."""
+    last = last or datetime.now(UTC).date()
+    first = first or last - timedelta(days=29)
+    if first > last:
+        raise ValueError("Must not be after the last day.")
+    if (last - first).days >= MAX_DAYS:
+        raise ValueError(f"At most {MAX_DAYS} days at once.")
+    return first, last
+
+
 def day_span(first: date, last: date) -> tuple[datetime, datetime]:
     """``[first 00:00, the day after last 00:00)`` in UTC: whole days, ``last`` included."""
     return datetime.combine(first, time.min, tzinfo=UTC), datetime.combine(
