@@ -117,6 +117,11 @@ class Cli:
             return 0
         return self.wait_for_array(array, args.interval) if array else self.wait_for(job["id"], args.interval)
 
+    def names_array(self, job_id: int) -> bool:
+        """Whether ``job_id`` is an array's id (its first task's), which ``scancel 42``
+        and ``qm cancel 42`` take as the whole array."""
+        return bool(self.api.get(f"jobs/{job_id}/").get("array_job") == job_id)
+
     def job_id(self, ref: tuple[int, int | None]) -> int:
         """The job id of ``42`` or of task ``42_7`` (looked up: a task has an id of its own)."""
         array, task = ref
@@ -222,7 +227,7 @@ class Cli:
             name = f"{ref[0]}" if ref[1] is None else f"{ref[0]}_{ref[1]}"
             try:
                 job_id = self.job_id(ref)
-                if ref[1] is None and self.api.get(f"jobs/{job_id}/").get("array_job") == job_id:
+                if ref[1] is None and self.names_array(job_id):
                     moved = self.api.post(f"arrays/{job_id}/{args.verb}/")
                     states = ", ".join(f"{n} {state}" for state, n in moved["array"]["states"].items())
                     self.say(f"Array {job_id}: {moved['changed']} tasks {DONE[args.verb]}; now {states}")
@@ -300,7 +305,7 @@ class Cli:
 
     def wait(self, args: argparse.Namespace) -> int:
         job_id = self.job_id(args.id)
-        if args.id[1] is None and self.api.get(f"jobs/{job_id}/").get("array_job") == job_id:
+        if args.id[1] is None and self.names_array(job_id):
             return self.wait_for_array(job_id, args.interval)
         return self.wait_for(job_id, args.interval)
 

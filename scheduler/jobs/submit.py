@@ -135,12 +135,13 @@ def _create_array(array: ArraySpec, **fields: Any) -> Job:
     return first
 
 
-def _dialect() -> tuple[str, str]:
-    """This database's way to list the indices from one parameter and to make a UUID."""
+def _dialect(indices: tuple[int, ...]) -> tuple[str, list[int] | str, str]:
+    """This database's way to list ``indices`` from one parameter (the SQL and the
+    parameter) and to make a UUID."""
     if connection.vendor == "postgresql":
-        return "SELECT unnest(%s::integer[]) AS idx", "gen_random_uuid()"
+        return "SELECT unnest(%s::integer[]) AS idx", list(indices), "gen_random_uuid()"
     # SQLite (the embedded default): a JSON list; Django keeps a UUID there as 32 hex digits.
-    return "SELECT value AS idx FROM json_each(%s)", "lower(hex(randomblob(16)))"
+    return "SELECT value AS idx FROM json_each(%s)", json.dumps(list(indices)), "lower(hex(randomblob(16)))"
 
 
 def _copy_tasks(first: Job, indices: tuple[int, ...]) -> None:
@@ -151,8 +152,7 @@ def _copy_tasks(first: Job, indices: tuple[int, ...]) -> None:
     table = connection.ops.quote_name(Job._meta.db_table)
     columns = [str(f.column) for f in Job._meta.concrete_fields if f.column not in ("id", "uuid", "array_task_id")]
     quoted = [connection.ops.quote_name(c) for c in columns]
-    listing, new_uuid = _dialect()
-    indices_param: list[int] | str = list(indices) if connection.vendor == "postgresql" else json.dumps(list(indices))
+    listing, indices_param, new_uuid = _dialect(indices)
     uuid_column, task_column = connection.ops.quote_name("uuid"), connection.ops.quote_name("array_task_id")
     sql = (
         f"INSERT INTO {table} ({uuid_column}, {task_column}, {', '.join(quoted)}) "  # our table and columns
