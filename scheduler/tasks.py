@@ -33,6 +33,8 @@ def tick() -> dict[str, Any]:
     max_retries=10,
 )
 def dispatch_job(job_id: int) -> None:
+    """One job (the tick and the poll loop send batches, ``scheduler.dispatch_jobs``; kept
+    for messages queued by an earlier version during an upgrade)."""
     dispatch.dispatch_job(job_id)
 
 

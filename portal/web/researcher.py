@@ -45,7 +45,14 @@ from scheduler.jobs.transitions import JobStateConflict
 from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Job
 from scheduler.reads import reports
-from scheduler.reads.arrays import ArraySummary, array_summary, collapse_pending, display_label, without_folded_tasks
+from scheduler.reads.arrays import (
+    ArraySummary,
+    array_summary,
+    collapse_pending,
+    display_id,
+    display_label,
+    without_folded_tasks,
+)
 from scheduler.tick import estimates
 
 PAGE_SIZE = 50
@@ -427,6 +434,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             else None,
             "health_notes": health_notes_for_job(job, now),
             "efficiency": JobEfficiency.objects.filter(job=job, attempt=job.attempt).first(),
+            "label": display_id(job),
             "array": _array_of(request, job),
             "array_verbs": list(ARRAY_VERBS),
             "may": {
