@@ -57,10 +57,9 @@ def plan_reservation(
     2. After each instant that gave something back, try to place the job, leaving
        alone what earlier reservations starting before it would end will need.
 
-    Within one instant the order of the events given back does not matter (whole GPUs,
-    CPUs and memory are given back exactly, in any order; a caller passing ``ordered``
-    holds no shared GPUs), so merging ``ordered`` by instant alone finds what sorting
-    everything would.
+    Within one instant the order of the events given back does not matter (GPUs, shares
+    in integer units, CPUs and memory are given back exactly, in any order), so merging
+    ``ordered`` by instant alone finds what sorting everything would.
     """
     earlier = list(earlier)
     # (instant, kind, sequence): given back before taken at one instant, else in order

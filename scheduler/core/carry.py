@@ -13,6 +13,7 @@ import bisect
 from datetime import datetime, timedelta
 
 from scheduler.core.borrowing import GuaranteeBook
+from scheduler.core.fragmentation import Shape, WorkloadMix, shapes_of_allocations
 from scheduler.core.placement import Ledger
 from scheduler.core.types import Allocation, Decisions, NodeView, RunningJob, Snapshot
 
@@ -33,59 +34,68 @@ class Carry:
     given back); the next snapshot's running jobs are compared to what it holds, by job
     id and allocations, and only the differences are given back or taken. Any snapshot
     may be passed: the result is the ledger ``Ledger.from_snapshot`` would build, for
-    valid snapshots (no GPU held twice). Shared GPUs are the exception: their loads are
-    floats, and taking and giving back in another order could round differently, so
-    while any running job holds a share the ledger is rebuilt every cycle.
+    valid snapshots (no GPU held twice); shares are counted in integer units, so the
+    order of updates never matters. The running jobs' request shapes are counted along
+    (:meth:`mix`).
     """
 
     def __init__(self) -> None:
         self._ledger: Ledger | None = None  # None while a cycle uses it (or before the first)
         self._lent: Ledger | None = None
         self._nodes: tuple[NodeView, ...] | None = None
-        self._overhead = 0.0
         self._held: dict[int, tuple[Allocation, ...]] = {}  # job id -> what the ledger took for it
-        self._shared: set[int] = set()  # jobs of ``_held`` that hold a share of a GPU
+        self._shapes: dict[Shape, int] = {}  # the shapes of ``_held``, counted
         self._ends: dict[int, tuple[RunningJob, datetime]] = {}  # job id -> job, start + walltime
         self._by_end: list[End] = []  # sorted
         #: The running jobs (id -> job), limits and tree the last guarantee book was built
         #: from, and a copy of it.
         self._book: tuple[dict[int, RunningJob], object, object, GuaranteeBook] | None = None
 
-    def ledger(self, snapshot: Snapshot, sharing_overhead: float) -> Ledger:
+    def ledger(self, snapshot: Snapshot) -> Ledger:
         """The ledger of ``snapshot`` (capacity minus running jobs), lent to one cycle
         until :meth:`keep`. A cycle that never hands it back leaves nothing to reuse."""
         ledger, self._ledger = self._ledger, None
-        if ledger is not None and (
-            snapshot.nodes is not self._nodes or sharing_overhead != self._overhead or self._shared
-        ):
+        if ledger is not None and snapshot.nodes is not self._nodes:
             ledger = None
         if ledger is not None:
             held = self._held
             current = {r.id: r.allocations for r in snapshot.running}
             for job_id in [i for i in held if i not in current]:
-                ledger.release(held.pop(job_id))
+                allocations = held.pop(job_id)
+                ledger.release(allocations)
+                self._count(allocations, -1)
             for job_id, allocations in current.items():
                 prior = held.get(job_id)
                 if prior is allocations or prior == allocations:
                     continue
-                if _shares(allocations):
-                    ledger = None
-                    break
                 if prior is not None:
                     ledger.release(prior)
+                    self._count(prior, -1)
                 ledger.take(allocations)
+                self._count(allocations, 1)
                 held[job_id] = allocations
-        if ledger is None:
-            ledger = Ledger.from_snapshot(snapshot, sharing_overhead)
+        else:
+            ledger = Ledger.from_snapshot(snapshot)
             self._held = {r.id: r.allocations for r in snapshot.running}
-            self._shared = {job_id for job_id, allocations in self._held.items() if _shares(allocations)}
-        self._lent, self._nodes, self._overhead = ledger, snapshot.nodes, sharing_overhead
+            self._shapes = {}
+            for allocations in self._held.values():
+                self._count(allocations, 1)
+        self._lent, self._nodes = ledger, snapshot.nodes
         return ledger
 
-    @property
-    def exact(self) -> bool:
-        """Whether no running job holds a share of a GPU (see :meth:`running_ends`)."""
-        return not self._shared
+    def _count(self, allocations: tuple[Allocation, ...], step: int) -> None:
+        shapes = self._shapes
+        for shape in shapes_of_allocations(allocations):
+            count = shapes.get(shape, 0) + step
+            if count:
+                shapes[shape] = count
+            else:
+                del shapes[shape]
+
+    def mix(self, snapshot: Snapshot) -> WorkloadMix:
+        """``WorkloadMix.of(snapshot.running, snapshot.pending)``, from the running jobs'
+        shapes counted as the ledger was brought up to date (call after :meth:`ledger`)."""
+        return WorkloadMix.counted(self._shapes, snapshot.pending)
 
     def running_ends(self, running: tuple[RunningJob, ...]) -> list[End] | None:
         """``(start + walltime, job id, allocations)`` of every running job, sorted,
@@ -137,14 +147,10 @@ class Carry:
         """Take the lent ledger back, noting what the cycle did to it: victims given
         back, starts taken."""
         for eviction in decisions.evictions:
-            self._held.pop(eviction.victim_id, None)
-            self._shared.discard(eviction.victim_id)
+            allocations = self._held.pop(eviction.victim_id, None)
+            if allocations is not None:
+                self._count(allocations, -1)
         for start in decisions.starts:
             self._held[start.job_id] = start.allocations
-            if _shares(start.allocations):
-                self._shared.add(start.job_id)
+            self._count(start.allocations, 1)
         self._ledger, self._lent = self._lent, None
-
-
-def _shares(allocations: tuple[Allocation, ...]) -> bool:
-    return any(a.gpu_share for a in allocations)

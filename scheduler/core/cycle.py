@@ -18,6 +18,7 @@ from scheduler.core.borrowing import GuaranteeBook
 from scheduler.core.carry import Carry
 from scheduler.core.dependencies import Readiness, readiness
 from scheduler.core.fairshare import fair_tree_factors
+from scheduler.core.fragmentation import Scorer, WorkloadMix
 from scheduler.core.limits import LimitBook, caps_anything
 from scheduler.core.placement import IdleCluster, Ledger, request_shape
 from scheduler.core.preemption import candidates, plan_preemption
@@ -30,6 +31,7 @@ from scheduler.core.types import (
     Eviction,
     PendingJob,
     PendingReason,
+    PlacementStrategy,
     Policy,
     Reservation,
     RunningJob,
@@ -67,11 +69,11 @@ class _Releases:
         self._running: list[Release] | None = None
 
     def for_reservation(self) -> tuple[list[Release], Iterator[tuple[datetime, int, tuple[Allocation, ...]]]]:
-        """The releases as ``plan_reservation`` takes them: with a carry (and no shared
-        GPU anywhere) the running jobs' ends come from its sorted list, clamped to
-        ``now``, and only the jobs started this cycle are listed."""
+        """The releases as ``plan_reservation`` takes them: with a carry the running
+        jobs' ends come from its sorted list, clamped to ``now``, and only the jobs
+        started this cycle are listed."""
         carry = self.carry
-        if carry is not None and carry.exact and not any(_shares(r.allocations) for r in self.started):
+        if carry is not None:
             ends = carry.running_ends(self.running)
             if ends is not None:
                 now, gone = self.now, self.gone
@@ -94,10 +96,6 @@ class _Releases:
             ]
         kept = [r for r in self._running if r.job_id not in self.gone] if self.gone else self._running
         return [*kept, *self.started]
-
-
-def _shares(allocations: tuple[Allocation, ...]) -> bool:
-    return any(a.gpu_share for a in allocations)
 
 
 def queue_order(snapshot: Snapshot, policy: Policy, now: datetime, decisions: Decisions) -> list[PendingJob]:
@@ -165,11 +163,11 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
 def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     decisions = Decisions()
     carry = snapshot.carry
-    if carry is not None:
-        ledger = carry.ledger(snapshot, policy.sharing_overhead)
-    else:
-        ledger = Ledger.from_snapshot(snapshot, policy.sharing_overhead)
-    idle = IdleCluster.shared(snapshot.nodes, policy.sharing_overhead)
+    ledger = carry.ledger(snapshot) if carry is not None else Ledger.from_snapshot(snapshot)
+    if policy.placement is PlacementStrategy.FRAGMENTATION:
+        mix = carry.mix(snapshot) if carry is not None else WorkloadMix.of(snapshot.running, snapshot.pending)
+        ledger.scorer = Scorer.for_mix(mix)
+    idle = IdleCluster.shared(snapshot.nodes)
     failed: set[tuple[object, ...]] = set()
     no_victims: set[tuple[object, ...]] = set()  # requests no eviction could start since the last change
     blocked = False

@@ -1,15 +1,31 @@
-"""Where a job fits: a ledger of free capacity and gang placement (pack, spread, first).
+"""Where a job fits: a ledger of free capacity and gang placement (pack, spread, first,
+fragmentation).
 
 The ledger is built once per cycle from the snapshot and updated as the cycle commits
 starts, so one GPU can never be handed to two jobs within a cycle or across cycles
-(running jobs' GPUs are removed before any placement is tried).
+(running jobs' GPUs are removed before any placement is tried). Shares of a shared GPU
+are counted in integer units (:data:`~scheduler.core.fragmentation.SHARE_UNITS`), so a
+ledger updated in any order holds exactly what one built from scratch holds, and a
+share's capacity is its fraction: what sharing costs (time-slicing's context switches,
+MPS's server) shows in run time and accounting, not as capacity lost on every GPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from scheduler.core.fragmentation import (
+    SHARE_UNITS,
+    GpuState,
+    NodeState,
+    Option,
+    Scorer,
+    equal_within_tolerance,
+    gpu_kind,
+    score_placement,
+    share_units,
+)
 from scheduler.core.types import Allocation, NodeView, PendingJob, Snapshot, Start
 from scheduler.core.types import PlacementStrategy as Strategy
 
@@ -24,11 +40,13 @@ class NodeCapacity:
     free_memory_mib: int = 0
     #: Number of free GPUs, kept so that full nodes are skipped without a scan.
     free_count: int = 0
-    #: Shared GPUs with shares on them: index -> (capacity used, with the overhead;
-    #: GPU memory reserved). Such a GPU is not free for whole-GPU jobs.
-    shares: dict[int, tuple[float, int]] = field(default_factory=dict)
-    #: A share ``s`` takes ``s * (1 + overhead)`` of a GPU (see ``Policy.sharing_overhead``).
-    overhead: float = 0.0
+    #: Shared GPUs with shares on them: index -> (units used, GPU memory reserved).
+    #: Such a GPU is not free for whole-GPU jobs.
+    shares: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: The free state (see :meth:`state`), kept until the next change.
+    _state: NodeState | None = None
+    #: Each GPU's kind (``fragmentation.gpu_kind``), by position, once asked for.
+    _kinds: tuple[int, ...] | None = None
 
     def usable_gpus(self, job: PendingJob, held: frozenset[int] = frozenset()) -> list[int]:
         """Free GPU indices on this node that satisfy the job's per-GPU constraints."""
@@ -70,15 +88,15 @@ class NodeCapacity:
     def _fit_share(self, job: PendingJob, held: frozenset[int]) -> Allocation | None:
         """A fractional job's GPU: the fullest shared GPU it still fits on (packing
         shares so whole GPUs stay free), else a free shared GPU."""
-        need = job.gpu_share * (1 + self.overhead)
-        best: tuple[float, int] | None = None
+        need = share_units(job.gpu_share)
+        best: tuple[int, int] | None = None
         for gpu in self.node.gpus:
             if gpu.index in held or not job.accepts(gpu):
                 continue
-            used, memory = self.shares.get(gpu.index, (0.0, 0))
+            used, memory = self.shares.get(gpu.index, (0, 0))
             if gpu.index not in self.shares and not self.free_gpus.get(gpu.index):
                 continue  # held whole by another job
-            if used + need > 1.0 + 1e-9 or memory + job.gpu_memory_mib_share > gpu.memory_mib:
+            if used + need > SHARE_UNITS or memory + job.gpu_memory_mib_share > gpu.memory_mib:
                 continue
             if best is None or used > best[0]:
                 best = (used, gpu.index)
@@ -94,26 +112,25 @@ class NodeCapacity:
         )
 
     def take(self, allocation: Allocation) -> None:
+        self._state = None
         for index in allocation.gpu_indices:
             if self.free_gpus.get(index):
                 self.free_gpus[index] = False
                 self.free_count -= 1
             if allocation.gpu_share:
-                used, memory = self.shares.get(index, (0.0, 0))
-                self.shares[index] = (
-                    used + allocation.gpu_share * (1 + self.overhead),
-                    memory + allocation.gpu_memory_mib,
-                )
+                used, memory = self.shares.get(index, (0, 0))
+                self.shares[index] = (used + share_units(allocation.gpu_share), memory + allocation.gpu_memory_mib)
         self.free_cpus -= allocation.cpus
         self.free_memory_mib -= allocation.memory_mib
 
     def give_back(self, allocation: Allocation) -> None:
+        self._state = None
         for index in allocation.gpu_indices:
             if allocation.gpu_share and index in self.shares:
                 used, memory = self.shares[index]
-                used -= allocation.gpu_share * (1 + self.overhead)
+                used -= share_units(allocation.gpu_share)
                 memory -= allocation.gpu_memory_mib
-                if used > 1e-9 or memory > 0:
+                if used > 0 or memory > 0:
                     self.shares[index] = (used, memory)
                     continue
                 del self.shares[index]
@@ -131,16 +148,81 @@ class NodeCapacity:
             self.free_memory_mib,
             self.free_count,
             dict(self.shares),
-            self.overhead,
+            self._state,
+            self._kinds,
         )
+
+    def state(self, hold: Allocation | None = None) -> NodeState:
+        """What is free here, as ``fragmentation`` scores it: free CPUs and memory, and
+        per GPU its kind, free units and the GPU memory shares reserve there, sorted
+        (GPUs of one kind are interchangeable). Equal for nodes that are equally free.
+        With ``hold`` (what a reservation keeps back here), without its GPUs, CPUs and
+        memory."""
+        state = self._state
+        if state is None or hold is not None:
+            kinds = self._kinds
+            if kinds is None:
+                kinds = self._kinds = tuple(gpu_kind(gpu) for gpu in self.node.gpus)
+            shares, free_gpus = self.shares, self.free_gpus
+            excluded = hold.gpu_indices if hold is not None else ()
+            gpus: list[GpuState] = []
+            for gpu, kind in zip(self.node.gpus, kinds, strict=True):
+                share = shares.get(gpu.index)
+                if gpu.index in excluded:
+                    gpus.append((kind, 0, 0))
+                elif share is not None:
+                    gpus.append((kind, SHARE_UNITS - share[0], share[1]))
+                else:
+                    gpus.append((kind, SHARE_UNITS if free_gpus.get(gpu.index) else 0, 0))
+            gpus.sort()
+            if hold is not None:
+                return (self.free_cpus - hold.cpus, self.free_memory_mib - hold.memory_mib, tuple(gpus))
+            state = self._state = (self.free_cpus, self.free_memory_mib, tuple(gpus))
+        return state
+
+    def _gpus_in(self, entry: GpuState, exclude: frozenset[int]) -> Iterator[int]:
+        """Indices of the GPUs in state ``entry`` here, lowest first."""
+        kinds = self._kinds
+        assert kinds is not None  # state() ran before any entry was chosen
+        for gpu, kind in zip(self.node.gpus, kinds, strict=True):
+            if kind != entry[0] or gpu.index in exclude:
+                continue
+            share = self.shares.get(gpu.index)
+            if share is not None:
+                if SHARE_UNITS - share[0] == entry[1] and share[1] == entry[2]:
+                    yield gpu.index
+            elif self.free_gpus.get(gpu.index) and entry[1] == SHARE_UNITS:
+                yield gpu.index
+
+    def gpu_for(self, entry: GpuState, exclude: frozenset[int]) -> int:
+        """The lowest index of a GPU in state ``entry`` (not in ``exclude``)."""
+        for index in self._gpus_in(entry, exclude):
+            return index
+        raise LookupError(f"no GPU in state {entry} on {self.node.name}")  # the state said there was
+
+    def whole_gpus_for(self, taken: tuple[GpuState, ...], exclude: frozenset[int]) -> tuple[int, ...]:
+        """Free GPUs for the entries ``taken`` (whole, free GPUs of some kinds): per kind,
+        the lowest indices."""
+        chosen: list[int] = []
+        for entry in sorted(set(taken)):
+            wanted = taken.count(entry)
+            for index in self._gpus_in(entry, exclude):
+                if wanted == 0:
+                    break
+                chosen.append(index)
+                wanted -= 1
+        return tuple(sorted(chosen))
 
 
 class Ledger:
     """Free capacity of every node, grouped by cluster, for one scheduling cycle."""
 
-    def __init__(self, nodes: Iterable[NodeView], sharing_overhead: float = 0.0) -> None:
+    def __init__(self, nodes: Iterable[NodeView]) -> None:
         self.by_name: dict[str, NodeCapacity] = {}
         self.by_cluster: dict[str, list[NodeCapacity]] = {}
+        #: Scores nodes for ``PlacementStrategy.FRAGMENTATION`` (set by the cycle);
+        #: without one that strategy places as ``PACK``.
+        self.scorer: Scorer | None = None
         for node in sorted(nodes, key=lambda n: (n.cluster, n.name)):
             capacity = NodeCapacity(
                 node=node,
@@ -148,29 +230,27 @@ class Ledger:
                 free_cpus=node.cpus,
                 free_memory_mib=node.memory_mib,
                 free_count=len(node.gpus),
-                overhead=sharing_overhead,
             )
             self.by_name[node.name] = capacity
             if node.schedulable:  # others only matter for what running jobs hold
                 self.by_cluster.setdefault(node.cluster, []).append(capacity)
 
     @classmethod
-    def idle(cls, nodes: tuple[NodeView, ...], sharing_overhead: float = 0.0) -> Ledger:
+    def idle(cls, nodes: tuple[NodeView, ...]) -> Ledger:
         """A ledger of ``nodes`` with everything free.
 
-        The last one built is kept and copied (for the same tuple object and overhead):
-        a replay passes the same nodes every cycle and the sort and set-up are then paid
-        once.
+        The last one built is kept and copied (for the same tuple object): a replay
+        passes the same nodes every cycle and the sort and set-up are then paid once.
         """
         global _last_idle
-        if _last_idle is None or _last_idle[0] is not nodes or _last_idle[1] != sharing_overhead:
-            _last_idle = (nodes, sharing_overhead, cls(nodes, sharing_overhead))
-        return _last_idle[2].copy()
+        if _last_idle is None or _last_idle[0] is not nodes:
+            _last_idle = (nodes, cls(nodes))
+        return _last_idle[1].copy()
 
     @classmethod
-    def from_snapshot(cls, snapshot: Snapshot, sharing_overhead: float = 0.0) -> Ledger:
+    def from_snapshot(cls, snapshot: Snapshot) -> Ledger:
         """Capacity left after subtracting what running jobs hold."""
-        ledger = cls.idle(snapshot.nodes, sharing_overhead)
+        ledger = cls.idle(snapshot.nodes)
         for job in snapshot.running:
             ledger.take(job.allocations)
         return ledger
@@ -178,6 +258,7 @@ class Ledger:
     def copy(self) -> Ledger:
         """An independent ledger to try futures on (reservations, estimates)."""
         clone = Ledger(())
+        clone.scorer = self.scorer
         clone.by_name = {name: capacity.copy() for name, capacity in self.by_name.items()}
         clone.by_cluster = {
             cluster: [clone.by_name[c.node.name] for c in capacities] for cluster, capacities in self.by_cluster.items()
@@ -202,6 +283,10 @@ class Ledger:
         a given ledger.
         """
         strategy = strategy or Strategy.PACK
+        if strategy is Strategy.FRAGMENTATION:
+            if job.nodes == 1 and self.scorer is not None:
+                return self._place_scored(job, held, self.scorer)
+            strategy = Strategy.PACK
         best: tuple[int, Start] | None = None
         need = job.gpus_per_node
         for cluster, capacities in self.by_cluster.items():
@@ -233,6 +318,61 @@ class Ledger:
                 best = (leftover, start)
         return best[1] if best else None
 
+    def _place_scored(self, job: PendingJob, held: Mapping[str, Allocation] | None, scorer: Scorer) -> Start | None:
+        """One node for ``job``: where it raises the cluster's fragmentation the least
+        (see ``scheduler.core.fragmentation``); among placements equal within its
+        tolerance, the node with the fewest GPUs, then CPUs, then the first by name.
+        Each distinct node state is scored once per call."""
+        need = job.gpus_per_node
+        whole = not job.gpu_share and need > 0
+        best_key: tuple[int, int, int, int] | None = None
+        best: tuple[NodeCapacity, tuple[GpuState, ...]] | None = None
+        for capacities in self.by_cluster.values():
+            seen: dict[NodeState, Option | None] = {}
+            for capacity in capacities:
+                if job.gpu_share:
+                    if capacity.free_count < need and not capacity.shares:
+                        continue
+                elif capacity.free_count < need:
+                    continue
+                node = capacity.node
+                if not node.schedulable or (job.node_labels and not job.fits_node(node)):
+                    continue
+                hold = held.get(node.name) if held else None
+                if hold is not None:  # scored on what the reservation leaves, not memoised
+                    option = score_placement(job, capacity.state(hold), scorer)
+                else:
+                    state = capacity.state()
+                    if state in seen:
+                        option = seen[state]
+                    else:
+                        option = seen[state] = score_placement(job, state, scorer)
+                if option is None:
+                    continue
+                key = (equal_within_tolerance(option[0]), len(node.gpus), node.cpus, whole and capacity.free_count)
+                if best_key is None or key < best_key:
+                    best_key, best = key, (capacity, option[1])
+        if best is None:
+            return None
+        capacity, taken = best
+        hold = held.get(capacity.node.name) if held else None
+        exclude = frozenset(hold.gpu_indices) if hold is not None else frozenset()
+        if job.gpu_share:
+            index = capacity.gpu_for(taken[0], exclude)
+            allocation = Allocation(
+                capacity.node.name,
+                (index,),
+                job.cpus_per_node,
+                job.memory_mib_per_node,
+                gpu_share=job.gpu_share,
+                gpu_memory_mib=job.gpu_memory_mib_share,
+            )
+        else:
+            allocation = Allocation(
+                capacity.node.name, capacity.whole_gpus_for(taken, exclude), job.cpus_per_node, job.memory_mib_per_node
+            )
+        return Start(job.id, capacity.node.cluster, (allocation,))
+
     def commit(self, start: Start) -> None:
         """Mark a start's GPUs, CPUs and memory as taken."""
         self.take(start.allocations)
@@ -251,7 +391,7 @@ class Ledger:
                 capacity.give_back(allocation)
 
 
-_last_idle: tuple[tuple[NodeView, ...], float, Ledger] | None = None
+_last_idle: tuple[tuple[NodeView, ...], Ledger] | None = None
 
 
 class IdleCluster:
@@ -262,19 +402,18 @@ class IdleCluster:
     once per cycle and never modified; answers are cached per request shape.
     """
 
-    def __init__(self, nodes: Iterable[NodeView], sharing_overhead: float = 0.0) -> None:
-        self._ledger = Ledger(nodes, sharing_overhead)
+    def __init__(self, nodes: Iterable[NodeView]) -> None:
+        self._ledger = Ledger(nodes)
         self._answers: dict[tuple[object, ...], bool] = {}
 
     @classmethod
-    def shared(cls, nodes: tuple[NodeView, ...], sharing_overhead: float = 0.0) -> IdleCluster:
-        """The same answers as ``IdleCluster(nodes, sharing_overhead)``, reused while the
-        same tuple object and overhead are passed (the answers depend on nothing else):
-        a replay builds it once."""
+    def shared(cls, nodes: tuple[NodeView, ...]) -> IdleCluster:
+        """The same answers as ``IdleCluster(nodes)``, reused while the same tuple object
+        is passed (the answers depend on nothing else): a replay builds it once."""
         global _last_cluster
-        if _last_cluster is None or _last_cluster[0] is not nodes or _last_cluster[1] != sharing_overhead:
-            _last_cluster = (nodes, sharing_overhead, cls(nodes, sharing_overhead))
-        return _last_cluster[2]
+        if _last_cluster is None or _last_cluster[0] is not nodes:
+            _last_cluster = (nodes, cls(nodes))
+        return _last_cluster[1]
 
     def fits(self, job: PendingJob, shape: tuple[object, ...] | None = None) -> bool:
         """Whether ``job`` fits the idle cluster (``shape``: its ``request_shape``, if known)."""
@@ -286,7 +425,7 @@ class IdleCluster:
         return answer
 
 
-_last_cluster: tuple[tuple[NodeView, ...], float, IdleCluster] | None = None
+_last_cluster: tuple[tuple[NodeView, ...], IdleCluster] | None = None
 
 
 def request_shape(job: PendingJob) -> tuple[object, ...]:

@@ -196,7 +196,9 @@ class Planner:
         strategy: PlacementStrategy,
     ) -> None:
         self.now = now
-        self.strategy = strategy
+        #: Start estimates plan fragmentation-aware placement as pack: the future's
+        #: node states are not scored (an estimate is a bound, not the placement).
+        self.strategy = PlacementStrategy.PACK if strategy is PlacementStrategy.FRAGMENTATION else strategy
         self.lines: list[NodeTimeline] = []
         self.by_name: dict[str, NodeTimeline] = {}
         self.clusters: dict[str, list[NodeTimeline]] = {}

@@ -132,6 +132,7 @@ class PendingJob:
     gpus_per_node: int = 1
     cpus_per_node: int = 1
     memory_mib_per_node: int = 0
+    #: A GPU model, or a set of acceptable ones as ``"V100M16|V100M32"`` ("" any).
     gpu_model: str = ""
     min_gpu_memory_mib: int = 0
     min_compute_capability: ComputeCapability | None = None
@@ -171,7 +172,7 @@ class PendingJob:
         """Whether one GPU satisfies this job's per-GPU constraints."""
         if self.gpu_share and (not gpu.shared or gpu.memory_mib < self.gpu_memory_mib_share):
             return False
-        if self.gpu_model and gpu.model != self.gpu_model:
+        if self.gpu_model and gpu.model != self.gpu_model and gpu.model not in self.gpu_model.split("|"):
             return False
         if gpu.memory_mib < self.min_gpu_memory_mib:
             return False
@@ -217,9 +218,12 @@ class Snapshot:
 class PlacementStrategy(enum.Enum):
     """How to choose among nodes that can all hold a job."""
 
-    PACK = "pack"  # fewest free GPUs first: fights fragmentation (default)
+    PACK = "pack"  # fewest free GPUs first
     SPREAD = "spread"  # most free GPUs first: spreads load and heat
     FIRST = "first"  # node name order
+    #: Where the job strands the least capacity for the workload's request shapes
+    #: (FGD-style, see ``scheduler.core.fragmentation``); gangs place as ``PACK``. Default.
+    FRAGMENTATION = "fragmentation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +244,7 @@ class Policy:
     #: How many blocked jobs get a reservation (1 = EASY; more = toward conservative).
     reservations: int = 1
     #: Which of the nodes that fit a job it is placed on.
-    placement: PlacementStrategy = PlacementStrategy.PACK
+    placement: PlacementStrategy = PlacementStrategy.FRAGMENTATION
     #: Multifactor priority (age, fair-share, size, QOS, nice) orders the queue; ``None``
     #: orders by submit time (FIFO).
     priority: PriorityWeights | None = None

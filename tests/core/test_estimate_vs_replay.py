@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.estimate import estimate_starts
-from scheduler.core.types import Policy, Snapshot
+from scheduler.core.types import PlacementStrategy, Policy, Snapshot
 from scheduler.replay.simulator import replay
 from scheduler.replay.trace import EPOCH, TraceJob, homogeneous_cluster, request_for
 
@@ -66,7 +66,9 @@ def test_conservative_backfill_on_two_nodes_can_start_a_job_after_its_estimate()
     planned for job 5; at 20 s that node has the fewest free GPUs, so ``pack`` puts job 3
     there, and job 5 no longer fits anywhere until 30 s."""
     jobs = [(5, 10), (3, 10), (3, 10), (2, 10), (2, 10), (3, 10), (1, 20)]
-    starts, estimates = _starts_and_estimates(2, 4, jobs, Policy(backfill=True, reservations=len(jobs)))
+    starts, estimates = _starts_and_estimates(
+        2, 4, jobs, Policy(backfill=True, reservations=len(jobs), placement=PlacementStrategy.PACK)
+    )
     assert (estimates[5], starts[5]) == (20, 30)
     assert {i: estimates[i] for i in range(5)} == {i: starts[i] for i in range(5)}
 

@@ -1,4 +1,4 @@
-"""Which of the nodes that fit a job it lands on: pack (default), spread, first."""
+"""Which of the nodes that fit a job it lands on: pack, spread, first (fragmentation has its own tests)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from scheduler.core import Policy, schedule
 from scheduler.core.types import PlacementStrategy
 from tests.builders import T0, node, pending, running, snapshot
 
-PACK, SPREAD, FIRST = (Policy(placement=s) for s in PlacementStrategy)
+PACK, SPREAD, FIRST, FRAGMENTATION = (Policy(placement=s) for s in PlacementStrategy)
 
 CASES = [
     (
