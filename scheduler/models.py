@@ -114,7 +114,7 @@ class Job(models.Model):
 
     nodes = models.PositiveIntegerField(default=1)
     gpus_per_node = models.PositiveIntegerField(default=1)
-    gpu_model = models.CharField(max_length=64, blank=True)
+    gpu_model = models.CharField(max_length=256, blank=True, help_text="A model, or acceptable models as A|B.")
     min_gpu_memory_mib = models.PositiveIntegerField(default=0)
     min_compute_capability = models.CharField(max_length=8, blank=True)
     gpu_share = models.FloatField(

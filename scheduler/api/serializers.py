@@ -24,7 +24,7 @@ from scheduler.backends.job_env import RESERVED_WORDS, is_reserved
 from scheduler.backends.job_files import name_problem
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.reason_words import reason_words
-from scheduler.core.types import parse_compute_capability
+from scheduler.core.types import gpu_model_choices, parse_compute_capability
 from scheduler.jobs.array_spec import MAX_SPEC_LENGTH, ArraySpec, ArraySpecError, parse_array
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.request import REQUEST_FIELDS, pending_request
@@ -248,7 +248,13 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
     )
     nodes = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
     gpus_per_node = serializers.IntegerField(min_value=0, max_value=1024, default=1)
-    gpu_model = serializers.CharField(required=False, allow_blank=True, max_length=64, default="")
+    gpu_model = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=256,
+        default="",
+        help_text="A GPU model, or acceptable models as A|B (empty: any).",
+    )
     min_gpu_memory_mib = serializers.IntegerField(min_value=0, max_value=MAX_INT, default=0)
     min_compute_capability = serializers.CharField(required=False, allow_blank=True, max_length=8, default="")
     gpu_share = serializers.FloatField(
@@ -370,6 +376,13 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
         if not math.isfinite(value) or value >= 1.0:
             raise serializers.ValidationError("A share is a fraction below 1; ask for whole GPUs with gpus_per_node.")
         return value
+
+    def validate_gpu_model(self, value: str) -> str:
+        """One model, or alternatives as ``A|B`` (Slurm's constraint syntax), normalised."""
+        choices = gpu_model_choices(value)
+        if any(not choice for choice in choices):
+            raise serializers.ValidationError("Name one model, or alternatives separated by '|' (V100M16|V100M32).")
+        return "|".join(dict.fromkeys(choices))
 
     def validate_min_compute_capability(self, value: str) -> str:
         if value:

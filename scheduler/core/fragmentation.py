@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping
 
-from scheduler.core.types import Allocation, GpuView, PendingJob, RunningJob
+from scheduler.core.types import Allocation, GpuView, PendingJob, RunningJob, gpu_model_choices
 
 #: A GPU's capacity in integer units (milli-GPUs, as Kubernetes and the openb trace
 #: count them): shares are summed exactly, in any order.
@@ -151,7 +151,7 @@ def _accepts(shape: Shape, gpu: GpuView) -> bool:
     model = shape[4]
     if shape[5] and not gpu.shared:
         return False
-    if model and gpu.model != model and gpu.model not in model.split("|"):
+    if model and gpu.model != model and gpu.model not in gpu_model_choices(model):
         return False
     return gpu.healthy
 

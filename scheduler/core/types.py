@@ -22,6 +22,12 @@ if TYPE_CHECKING:  # the policy modules import these types; annotations only her
 ComputeCapability = tuple[int, int]
 
 
+def gpu_model_choices(text: str) -> tuple[str, ...]:
+    """The models a ``gpu_model`` request accepts: ``"V100M16|V100M32"`` -> both (Slurm's
+    ``--constraint`` syntax for alternatives); ``""`` -> none named (any model)."""
+    return tuple(part.strip() for part in text.split("|")) if text else ()
+
+
 def parse_compute_capability(text: str) -> ComputeCapability:
     """``"8.9"`` -> ``(8, 9)``. Raises ``ValueError`` on anything else."""
     major, sep, minor = text.strip().partition(".")
@@ -172,7 +178,7 @@ class PendingJob:
         """Whether one GPU satisfies this job's per-GPU constraints."""
         if self.gpu_share and (not gpu.shared or gpu.memory_mib < self.gpu_memory_mib_share):
             return False
-        if self.gpu_model and gpu.model != self.gpu_model and gpu.model not in self.gpu_model.split("|"):
+        if self.gpu_model and gpu.model != self.gpu_model and gpu.model not in gpu_model_choices(self.gpu_model):
             return False
         if gpu.memory_mib < self.min_gpu_memory_mib:
             return False

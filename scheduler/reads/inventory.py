@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.models import Count, Max, Sum
 
 from scheduler.core.placement import request_shape
-from scheduler.core.types import GpuView, PendingJob
+from scheduler.core.types import GpuView, PendingJob, gpu_model_choices
 from scheduler.models import Gpu, Node
 from scheduler.tick.snapshot import load_hardware
 
@@ -74,8 +74,10 @@ class Inventory:
 
     def _check(self, job: PendingJob) -> dict[str, str]:
         errors: dict[str, str] = {}
-        if job.gpu_model and job.gpu_model not in self.models:
-            errors["gpu_model"] = f"Unknown GPU model {job.gpu_model!r}; known models: {', '.join(self.models)}."
+        unknown = [model for model in gpu_model_choices(job.gpu_model) if model not in self.models]
+        if unknown:
+            names = ", ".join(repr(model) for model in unknown)
+            errors["gpu_model"] = f"Unknown GPU model {names}; known models: {', '.join(self.models)}."
             return errors
         best = max(self.matching_gpus(job, kind.gpus) for kind in self.kinds)
         if job.gpu_share and not best:

@@ -75,3 +75,31 @@ def test_node_labels_pin_a_job_to_matching_nodes_and_unknown_labels_are_refused(
     job = Job.objects.get()
     assert job.state == JobState.RUNNING and job.allocations[0]["node"] == "h100-02"
     cancel_job(job, by="test")
+
+
+def test_a_set_of_acceptable_models_places_on_any_of_them(world, client_for, tick):
+    """An 8-GPU job that takes L4 or H100 can only go to an H100 node; a 4-GPU one fills the
+    4-GPU L4 node rather than break the other H100 node. A set naming an unknown model is
+    refused; spaces and repeats are normalised away."""
+    client = client_for(world.alice)
+    body = {**BASE, "gpus_per_node": 4, "gpu_model": " H100-80GB | L4 |L4"}
+    response = client.post("/api/v1/jobs/", {**body, "gpus_per_node": 8, "gpu_model": "L4|H100-80GB"}, format="json")
+    assert response.status_code == 201
+    response = client.post("/api/v1/jobs/", {**body, "gpus_per_node": 4, "gpu_model": "L4|A100-40GB"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["gpu_model"] == ["Unknown GPU model 'A100-40GB'; known models: H100-80GB, L4."]
+    response = client.post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 201 and response.json()["gpu_model"] == "H100-80GB|L4"
+    tick()
+    placed = {job.gpu_model: job.allocations[0]["node"] for job in Job.objects.filter(state=JobState.RUNNING)}
+    assert placed["L4|H100-80GB"].startswith("h100-")
+    assert placed["H100-80GB|L4"] == "l4-01"
+    for job in Job.objects.all():
+        cancel_job(job, by="test")
+
+
+@pytest.mark.parametrize("text", ["L4||H100-80GB", "|", "L4|"])
+def test_an_empty_alternative_in_a_model_set_is_refused(world, client_for, text):
+    response = client_for(world.alice).post("/api/v1/jobs/", {**BASE, "gpu_model": text}, format="json")
+    assert response.status_code == 400
+    assert "alternatives separated by '|'" in response.json()["gpu_model"][0]
