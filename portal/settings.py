@@ -265,9 +265,7 @@ SCHEDULER_BACKFILL = env_bool("SCHEDULER_BACKFILL", True)
 SCHEDULER_RESERVATIONS = env_int("SCHEDULER_RESERVATIONS", 1, minimum=1)
 #: Which of the nodes that fit a job it goes to: pack (fewest free GPUs first, fights
 #: fragmentation), spread (most free first) or first (name order).
-SCHEDULER_PLACEMENT = env_choice(
-    "SCHEDULER_PLACEMENT", "fragmentation", ["fragmentation", "pack", "spread", "first"]
-)
+SCHEDULER_PLACEMENT = env_choice("SCHEDULER_PLACEMENT", "fragmentation", ["fragmentation", "pack", "spread", "first"])
 #: Queue order: "multifactor" (Slurm's priority/multifactor with Fair Tree fair-share)
 #: or "fifo" (submit order).
 SCHEDULER_PRIORITY = env_choice("SCHEDULER_PRIORITY", "multifactor", ["multifactor", "fifo"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,6 +17,7 @@ from monitoring.charts import WaitBin
 from portal.models import Account, Quota
 from scheduler.choices import ACTIVE_STATES, JobState
 from scheduler.core.hours import WAIT_BINS
+from scheduler.core.stranded import ModelFree
 from scheduler.jobs import hours
 from scheduler.jobs.allocations import decode
 from scheduler.jobs.request import gpu_model_label
@@ -42,12 +43,21 @@ class ModelCapacity:
     model: str
     total: int
     free: int
+    #: Free capacity in GPUs (a shared GPU's free part counts), and the part of it that
+    #: no pending request could use where it is (``scheduler.core.stranded``).
+    free_capacity: float = 0.0
+    stranded: float = 0.0
 
 
-def free_gpus_by_model(occupancy: Occupancy | None = None) -> list[ModelCapacity]:
+def free_gpus_by_model(
+    occupancy: Occupancy | None = None, stranded: Mapping[str, ModelFree] | None = None
+) -> list[ModelCapacity]:
     """Per GPU model: GPUs on schedulable nodes of enabled clusters, and how many of those
-    no active job holds (a shared GPU with any share taken counts as busy). No query on
-    the page's ``occupancy``; four to read it when not given."""
+    no active job holds (a shared GPU with any share taken counts as busy); with
+    ``stranded`` (``scheduler.reads.stranded.stranded_gpus``), the free capacity and the
+    part stranded for the queue. No query on the page's ``occupancy``; four to read it
+    when not given."""
+    stranded = stranded or {}
     occupancy = occupancy or read_occupancy()
     schedulable = occupancy.schedulable()
     total: Counter[str] = Counter()
@@ -57,7 +67,17 @@ def free_gpus_by_model(occupancy: Occupancy | None = None) -> list[ModelCapacity
             total[model] += 1
             if holder is None:
                 free[model] += 1
-    return [ModelCapacity(model, total[model], free[model]) for model in sorted(total)]
+    empty = ModelFree()
+    return [
+        ModelCapacity(
+            model,
+            total[model],
+            free[model],
+            round(stranded.get(model, empty).free, 2),
+            round(stranded.get(model, empty).stranded, 2),
+        )
+        for model in sorted(total)
+    ]
 
 
 def jobs_by_state() -> dict[str, int]:

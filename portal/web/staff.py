@@ -41,6 +41,7 @@ from scheduler.models import Node
 from scheduler.reads import reports
 from scheduler.reads.inventory import load_inventory
 from scheduler.reads.occupancy import Occupancy, read_occupancy
+from scheduler.reads.stranded import stranded_gpus
 
 AUDIT_PAGE = 100
 
@@ -485,7 +486,8 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
             "end": end,
             "hours": hours,
             "total_hours": sum(h.gpu_hours for h in hours),
-            "capacity": figures.free_gpus_by_model(occupancy),
+            "capacity": figures.free_gpus_by_model(occupancy, stranded_gpus()),
+            "pending": by_state[JobState.PENDING.value],
             "jobs_by_state": [(s.label, by_state[s.value]) for s in JobState if by_state[s.value]],
             "node_states": sorted(node_states.items()),
             "csv_query": request.GET.urlencode(),

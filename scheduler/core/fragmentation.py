@@ -74,6 +74,11 @@ def gpu_kind(gpu: GpuView) -> int:
     return kind
 
 
+def kind_gpu(kind: int) -> GpuView:
+    """A GPU of kind ``kind`` (its index is the first one seen of that kind)."""
+    return _kinds[kind]
+
+
 def shape_of_job(job: PendingJob) -> Shape:
     """The per-node shape of a pending request."""
     if job.gpu_share:

@@ -417,3 +417,35 @@ def test_an_accounts_idle_rule_is_set_on_its_page_checked_by_the_api_and_audited
     assert AuditEntry.objects.filter(target_type="account", changes__idle_action=["", "requeue"]).exists()
     api = client_for(world.admin).patch(f"/api/v1/accounts/{world.lab.id}/", {"idle_action": "delete"}, format="json")
     assert api.status_code == 400 and "idle_action" in api.json()
+
+
+def test_the_overview_shows_free_gpus_no_pending_request_can_use(world, tick):
+    """A 2-GPU job takes all 64 CPUs of the 4-GPU L4 node: its other 2 GPUs are free but
+    stranded for the 8-GPU request that waits, while the two idle H100 nodes are not."""
+    from scheduler.reads.stranded import stranded_gpus
+
+    submit(world.alice, world.lab, gpus_per_node=2, cpus_per_node=64, gpu_model="L4")
+    tick()
+    idle = stranded_gpus()
+    assert (idle["L4"].free, idle["L4"].stranded) == (2.0, 2.0)  # nothing waits: all of it
+    submit(world.charlie, world.other, gpus_per_node=8)
+    submit(world.charlie, world.other, nodes=3, gpus_per_node=8)  # never fits: stays pending
+    tick()
+    stranded = stranded_gpus()
+    assert (stranded["L4"].free, stranded["L4"].stranded) == (2.0, 2.0)
+    assert (stranded["H100-80GB"].free, stranded["H100-80GB"].stranded) == (8.0, 0.0)
+    html = logged_in(world.admin).get("/manage/cluster/").content.decode()
+    rows = {cells[0]: cells[1:] for cells in table_rows(html, "capacity")}
+    assert rows["L4"] == ["2", "4", "2", "2"] and rows["H100-80GB"] == ["8", "16", "8", "0"]
+
+
+def table_rows(html: str, table_id: str) -> list[list[str]]:
+    """The text of each body row's cells of the table with this id."""
+    import re
+
+    body = re.search(rf'<table id="{table_id}">.*?<tbody>(.*?)</tbody>', html, re.S)
+    assert body is not None
+    return [
+        [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td>(.*?)</td>", row, re.S)]
+        for row in re.findall(r"<tr>(.*?)</tr>", body.group(1), re.S)
+    ]
