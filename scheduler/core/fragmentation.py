@@ -105,6 +105,9 @@ MIX_DRIFT = 0.05
 #: How much the capacity a node's CPUs and memory cannot feed counts, next to FGD's
 #: measure (0: FGD's, 1: only the feed).
 FEED_WEIGHT = 0.05
+#: The memos of a scorer (fragmentation per node state; placements per request shape
+#: and state) are emptied when they grow past this many entries.
+MEMO_LIMIT = 200_000
 #: Placements whose fragmentation differs by less than this many GPU units (0.04 GPU)
 #: count as equally good; the smallest node among them wins.
 TOLERANCE_UNITS = 40
@@ -137,7 +140,11 @@ class WorkloadMix:
         """The mix of what runs (its allocations) and what waits (its requests)."""
         counts: dict[Shape, int] = {}
         for job in running:
-            for shape in shapes_of_allocations(job.allocations):
+            for a in job.allocations:  # shapes_of_allocations, inlined: one per running job
+                if a.gpu_share:
+                    shape = (share_units(a.gpu_share), 1, a.cpus, a.memory_mib, "", True)
+                else:
+                    shape = (SHARE_UNITS, len(a.gpu_indices), a.cpus, a.memory_mib, "", False)
                 counts[shape] = counts.get(shape, 0) + 1
         return cls.counted(counts, pending)
 
@@ -171,6 +178,7 @@ class Scorer:
     def __init__(self, mix: WorkloadMix) -> None:
         self.mix = mix
         self._values: dict[NodeState, float] = {}
+        self._options: dict[tuple[object, ...], dict[NodeState, Option | None]] = {}
         self._accepts: dict[tuple[Shape, int], bool] = {}
 
     @classmethod
@@ -180,11 +188,24 @@ class Scorer:
             _last_scorer = cls(mix)
         return _last_scorer
 
+    def options_for(self, job: PendingJob) -> dict[NodeState, Option | None]:
+        """Where ``score_placement`` results for requests shaped like ``job`` are kept,
+        by node state: they depend on nothing else while the mix stays, and from one
+        job to the next (and one cycle to the next) most nodes keep their state. A
+        memo that grows past :data:`MEMO_LIMIT` states is emptied."""
+        key = request_key(job)
+        options = self._options.get(key)
+        if options is None or len(options) > MEMO_LIMIT:
+            options = self._options[key] = {}
+        return options
+
     def fragmentation(self, state: NodeState) -> float:
         """Weighted free GPU capacity (in units) on a node in ``state`` that the mix's
         shapes could not use."""
         value = self._values.get(state)
         if value is None:
+            if len(self._values) > MEMO_LIMIT:
+                self._values.clear()
             value = self._values[state] = self._compute(state)
         return value
 
@@ -243,6 +264,21 @@ class Scorer:
 
 
 _last_scorer: Scorer | None = None
+
+
+def request_key(job: PendingJob) -> tuple[object, ...]:
+    """What of a request its score on a node state depends on (not its node count or
+    labels: labels are checked before a state is scored)."""
+    return (
+        job.gpus_per_node,
+        job.cpus_per_node,
+        job.memory_mib_per_node,
+        job.gpu_model,
+        job.min_gpu_memory_mib,
+        job.min_compute_capability,
+        job.gpu_share,
+        job.gpu_memory_mib_share,
+    )
 
 
 #: A scored placement on one node state: (fragmentation added, the GPU entries the job

@@ -12,6 +12,7 @@ MPS's server) shows in run time and accounting, not as capacity lost on every GP
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ from scheduler.core.fragmentation import (
     Scorer,
     equal_within_tolerance,
     gpu_kind,
+    request_key,
     score_placement,
     share_units,
 )
@@ -47,6 +49,10 @@ class NodeCapacity:
     _state: NodeState | None = None
     #: Each GPU's kind (``fragmentation.gpu_kind``), by position, once asked for.
     _kinds: tuple[int, ...] | None = None
+    #: Bumped on every change (placement heaps tell stale entries by it).
+    version: int = 0
+    #: Place in the ledger's name order (ties between equally good nodes go to the first).
+    position: int = 0
 
     def usable_gpus(self, job: PendingJob, held: frozenset[int] = frozenset()) -> list[int]:
         """Free GPU indices on this node that satisfy the job's per-GPU constraints."""
@@ -113,6 +119,7 @@ class NodeCapacity:
 
     def take(self, allocation: Allocation) -> None:
         self._state = None
+        self.version += 1
         for index in allocation.gpu_indices:
             if self.free_gpus.get(index):
                 self.free_gpus[index] = False
@@ -125,6 +132,7 @@ class NodeCapacity:
 
     def give_back(self, allocation: Allocation) -> None:
         self._state = None
+        self.version += 1
         for index in allocation.gpu_indices:
             if allocation.gpu_share and index in self.shares:
                 used, memory = self.shares[index]
@@ -150,6 +158,8 @@ class NodeCapacity:
             dict(self.shares),
             self._state,
             self._kinds,
+            self.version,
+            self.position,
         )
 
     def state(self, hold: Allocation | None = None) -> NodeState:
@@ -223,6 +233,11 @@ class Ledger:
         #: Scores nodes for ``PlacementStrategy.FRAGMENTATION`` (set by the cycle);
         #: without one that strategy places as ``PACK``.
         self.scorer: Scorer | None = None
+        #: Placement heaps per request shape, the scorer they were ranked with, and the
+        #: nodes changed since they were built, in order (see ``_ranked``).
+        self._queues: dict[tuple[object, ...], _Queue] = {}
+        self._queues_scorer: Scorer | None = None
+        self._log: list[NodeCapacity] = []
         for node in sorted(nodes, key=lambda n: (n.cluster, n.name)):
             capacity = NodeCapacity(
                 node=node,
@@ -230,6 +245,8 @@ class Ledger:
                 free_cpus=node.cpus,
                 free_memory_mib=node.memory_mib,
                 free_count=len(node.gpus),
+                _kinds=tuple(gpu_kind(gpu) for gpu in node.gpus),
+                position=len(self.by_name),
             )
             self.by_name[node.name] = capacity
             if node.schedulable:  # others only matter for what running jobs hold
@@ -321,57 +338,96 @@ class Ledger:
     def _place_scored(self, job: PendingJob, held: Mapping[str, Allocation] | None, scorer: Scorer) -> Start | None:
         """One node for ``job``: where it raises the cluster's fragmentation the least
         (see ``scheduler.core.fragmentation``); among placements equal within its
-        tolerance, the node with the fewest GPUs, then CPUs, then the first by name.
-        Each distinct node state is scored once per call."""
-        need = job.gpus_per_node
-        whole = not job.gpu_share and need > 0
-        best_key: tuple[int, int, int, int] | None = None
-        best: tuple[NodeCapacity, tuple[GpuState, ...]] | None = None
-        for capacities in self.by_cluster.values():
-            seen: dict[NodeState, Option | None] = {}
-            for capacity in capacities:
-                if job.gpu_share:
-                    if capacity.free_count < need and not capacity.shares:
-                        continue
-                elif capacity.free_count < need:
-                    continue
-                node = capacity.node
-                if not node.schedulable or (job.node_labels and not job.fits_node(node)):
-                    continue
-                hold = held.get(node.name) if held else None
-                if hold is not None:  # scored on what the reservation leaves, not memoised
-                    option = score_placement(job, capacity.state(hold), scorer)
-                else:
-                    state = capacity.state()
-                    if state in seen:
-                        option = seen[state]
-                    else:
-                        option = seen[state] = score_placement(job, state, scorer)
-                if option is None:
-                    continue
-                key = (equal_within_tolerance(option[0]), len(node.gpus), node.cpus, whole and capacity.free_count)
-                if best_key is None or key < best_key:
-                    best_key, best = key, (capacity, option[1])
-        if best is None:
+        tolerance, the node with the fewest GPUs, then CPUs, then (for whole GPUs) the
+        fewest free GPUs, then the first by name.
+
+        Each distinct node state is scored once per request shape while the scorer's
+        mix stays (``Scorer.options_for``). Without reservations or labels in the way,
+        the nodes' scores for a request shape are kept in a heap that only the nodes
+        changed since (by starts, ends, evictions) are pushed into again, so a cycle's
+        hundredth start of a shape costs a few heap operations, not a look at every node.
+        """
+        if held or job.node_labels:
+            best: tuple[Rank, NodeCapacity, tuple[GpuState, ...]] | None = None
+            scores = scorer.options_for(job)
+            for capacities in self.by_cluster.values():
+                for capacity in capacities:
+                    hold = held.get(capacity.node.name) if held else None
+                    scored = self._score(job, capacity, scores, scorer, hold)
+                    if scored is not None and (best is None or scored[0] < best[0]):
+                        best = (scored[0], capacity, scored[1])
+            return None if best is None else _start(job, best[1], best[2], held)
+        entry = self._ranked(job, scorer)
+        return None if entry is None else _start(job, entry[2], entry[3], None)
+
+    def _score(
+        self,
+        job: PendingJob,
+        capacity: NodeCapacity,
+        scores: dict[NodeState, Option | None],
+        scorer: Scorer,
+        hold: Allocation | None = None,
+    ) -> tuple[Rank, tuple[GpuState, ...]] | None:
+        """Where ``job`` would rank on ``capacity`` and which GPU entries it would take
+        there, or ``None`` if it does not fit. ``hold``: what a reservation keeps back
+        there (then scored on what it leaves, not memoised)."""
+        if capacity.free_cpus < job.cpus_per_node or capacity.free_memory_mib < job.memory_mib_per_node:
             return None
-        capacity, taken = best
-        hold = held.get(capacity.node.name) if held else None
-        exclude = frozenset(hold.gpu_indices) if hold is not None else frozenset()
+        need = job.gpus_per_node
         if job.gpu_share:
-            index = capacity.gpu_for(taken[0], exclude)
-            allocation = Allocation(
-                capacity.node.name,
-                (index,),
-                job.cpus_per_node,
-                job.memory_mib_per_node,
-                gpu_share=job.gpu_share,
-                gpu_memory_mib=job.gpu_memory_mib_share,
-            )
+            if capacity.free_count < need and not capacity.shares:
+                return None
+        elif capacity.free_count < need:
+            return None
+        node = capacity.node
+        if not node.schedulable or (job.node_labels and not job.fits_node(node)):
+            return None
+        if hold is not None:
+            option = score_placement(job, capacity.state(hold), scorer)
         else:
-            allocation = Allocation(
-                capacity.node.name, capacity.whole_gpus_for(taken, exclude), job.cpus_per_node, job.memory_mib_per_node
-            )
-        return Start(job.id, capacity.node.cluster, (allocation,))
+            state = capacity.state()
+            if state in scores:
+                option = scores[state]
+            else:
+                option = scores[state] = score_placement(job, state, scorer)
+        if option is None:
+            return None
+        whole_free = capacity.free_count if need and not job.gpu_share else 0
+        rank = (equal_within_tolerance(option[0]), len(node.gpus), node.cpus, whole_free, capacity.position)
+        return rank, option[1]
+
+    def _ranked(self, job: PendingJob, scorer: Scorer) -> RankedNode | None:
+        """The best node for ``job`` from its request shape's heap, brought up to date
+        with the nodes changed since it was last used (see :meth:`_place_scored`)."""
+        if self._queues_scorer is not scorer:
+            self._queues.clear()
+            self._log.clear()
+            self._queues_scorer = scorer
+        key = request_key(job)
+        queue = self._queues.get(key)
+        scores = scorer.options_for(job)
+        if queue is None:
+            entries: list[RankedNode] = []
+            for capacities in self.by_cluster.values():
+                for capacity in capacities:
+                    scored = self._score(job, capacity, scores, scorer)
+                    if scored is not None:
+                        entries.append((scored[0], capacity.version, capacity, scored[1]))
+            heapq.heapify(entries)
+            queue = self._queues[key] = _Queue(entries, len(self._log))
+        else:
+            for capacity in self._log[queue.synced :]:
+                scored = self._score(job, capacity, scores, scorer)
+                if scored is not None:
+                    heapq.heappush(queue.entries, (scored[0], capacity.version, capacity, scored[1]))
+            queue.synced = len(self._log)
+        entries = queue.entries
+        while entries:
+            top = entries[0]
+            if top[1] == top[2].version:
+                return top
+            heapq.heappop(entries)  # the node changed since: its fresh entry is in the heap
+        return None
 
     def commit(self, start: Start) -> None:
         """Mark a start's GPUs, CPUs and memory as taken."""
@@ -382,6 +438,7 @@ class Ledger:
             capacity = self.by_name.get(allocation.node)
             if capacity is not None:
                 capacity.take(allocation)
+                self._changed(capacity)
 
     def release(self, allocations: Iterable[Allocation]) -> None:
         """Give back what a job held (it ended)."""
@@ -389,9 +446,58 @@ class Ledger:
             capacity = self.by_name.get(allocation.node)
             if capacity is not None:
                 capacity.give_back(allocation)
+                self._changed(capacity)
+
+    def _changed(self, capacity: NodeCapacity) -> None:
+        """Note a changed node for the placement heaps (none kept: nothing to note). A
+        long log (a replay's thousands of cycles) drops the heaps: rebuilt when asked."""
+        if self._queues:
+            self._log.append(capacity)
+            if len(self._log) > 4 * len(self.by_name) + 1000:
+                self._queues.clear()
+                self._log.clear()
 
 
 _last_idle: tuple[tuple[NodeView, ...], Ledger] | None = None
+
+#: Where a node ranks for a request: (fragmentation bin, GPUs of the node, its CPUs,
+#: free whole GPUs (whole-GPU requests only), position in name order); lower is better.
+Rank = tuple[int, int, int, int, int]
+#: A heap entry: the rank, the node's version when ranked, the node, the GPU entries.
+RankedNode = tuple[Rank, int, "NodeCapacity", tuple[GpuState, ...]]
+
+
+class _Queue:
+    """One request shape's heap of ranked nodes and how much of the change log it has seen."""
+
+    __slots__ = ("entries", "synced")
+
+    def __init__(self, entries: list[RankedNode], synced: int) -> None:
+        self.entries = entries
+        self.synced = synced
+
+
+def _start(
+    job: PendingJob, capacity: NodeCapacity, taken: tuple[GpuState, ...], held: Mapping[str, Allocation] | None
+) -> Start:
+    """The start of ``job`` on ``capacity`` taking GPUs in the states ``taken`` (lowest
+    indices of each, none a reservation holds)."""
+    hold = held.get(capacity.node.name) if held else None
+    exclude = frozenset(hold.gpu_indices) if hold is not None else frozenset()
+    if job.gpu_share:
+        allocation = Allocation(
+            capacity.node.name,
+            (capacity.gpu_for(taken[0], exclude),),
+            job.cpus_per_node,
+            job.memory_mib_per_node,
+            gpu_share=job.gpu_share,
+            gpu_memory_mib=job.gpu_memory_mib_share,
+        )
+    else:
+        allocation = Allocation(
+            capacity.node.name, capacity.whole_gpus_for(taken, exclude), job.cpus_per_node, job.memory_mib_per_node
+        )
+    return Start(job.id, capacity.node.cluster, (allocation,))
 
 
 class IdleCluster:

@@ -208,3 +208,44 @@ def test_property_no_plan_oversubscribes_a_gpu_cpus_or_memory(
     assert all(value <= 1000 for value in units.values())
     assert all(gpu_memory[key] <= by_name[key[0]].gpus[key[1]].memory_mib for key in gpu_memory)
     assert all(cpus[name] <= by_name[name].cpus and memory[name] <= by_name[name].memory_mib for name in cpus)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shapes=st.lists(
+        st.tuples(st.sampled_from([1, 2, 4, 8]), st.booleans(), st.sampled_from([8, 32, 96])), min_size=1, max_size=6
+    ),
+    asks=st.lists(requests, min_size=1, max_size=30),
+    ends=st.lists(st.booleans(), min_size=30, max_size=30),
+)
+def test_property_the_kept_heaps_place_as_looking_at_every_node(
+    shapes: list[tuple[int, bool, int]], asks: list[dict[str, object]], ends: list[bool]
+) -> None:
+    """Jobs with a node label every node carries are placed by looking at every node;
+    the same jobs without it from the heaps kept across starts and cycles (a carry).
+    Two cycles: the second after some of the first's jobs ended, with the jobs again."""
+    from scheduler.core.carry import Carry
+
+    nodes = tuple(
+        NodeView(
+            f"n{i}",
+            "c1",
+            cpus,
+            200_000,
+            tuple(GpuView(g, "L4", 24576, (8, 9), shared=is_shared) for g in range(gpus)),
+            labels={"site": "a"},
+        )
+        for i, (gpus, is_shared, cpus) in enumerate(shapes)
+    )
+
+    def cycles(labels: tuple[tuple[str, str], ...]) -> list[list[tuple[int, tuple[Allocation, ...]]]]:
+        carry, running, seen = Carry(), (), []
+        for round_ in range(2):
+            jobs = tuple(pending(100 * round_ + i + 1, node_labels=labels, **ask) for i, ask in enumerate(asks))  # type: ignore[arg-type]
+            decisions = schedule(Snapshot(nodes, running, jobs, carry=carry), FRAGMENTATION, NOW)
+            seen.append([(s.job_id, s.allocations) for s in decisions.starts])
+            started = tuple(RunningJob(s.job_id, s.allocations, NOW, 60) for s in decisions.starts)
+            running = tuple(r for i, r in enumerate((*running, *started)) if not ends[i % len(ends)])
+        return seen
+
+    assert cycles((("site", "a"),)) == cycles(())
