@@ -10,10 +10,11 @@ Prints, per placement:
 - ``sim_unallocated_gpu_pct`` at 90, 95, 100 and 130 % arrived, per seed (``seed``) and
   the median over the seeds (``seed: "median"``), as the paper reports them;
 - ``placement_wall_s`` per seed (one inflation run);
-- ``schedule_openb_ms``: one ``schedule()`` of 100 pending pods on the openb cluster
-  holding the ~8,000 pods placed when 90 % of the first seed's demand has arrived, no
-  carry (as the live tick calls it), median of 7 calls after one warm-up; with
-  ``running`` and ``pending`` in the line;
+- ``schedule_openb_ms``: one ``schedule()`` of the next 100 pods of the first seed's
+  order, pending on the openb cluster holding what was placed when ``fill_pct`` (90 and
+  100) % of the demand had arrived (~7,500 and ~8,000 pods: at 90 % all 100 start, at
+  100 % almost none fits), no carry (as the live tick calls it), median of 7 calls after
+  one warm-up; with ``running``, ``pending`` and ``started`` in the line;
 
 then one ``placement_core`` line: whether the scheduling core ran compiled.
 """
@@ -42,34 +43,32 @@ PODS_FILE = "openb_pod_list_default.csv"
 
 
 def speed(directory: Path, seed: int, policy: Policy, placement: str) -> None:
-    """Time one cycle of 100 pending pods against ~90 % of the cluster placed."""
+    """Time one cycle of 100 pending pods against the cluster 90 % and 100 % full."""
     pods = load_pods(directory / PODS_FILE)
     permutation, order = load_order(directory / "order" / f"seed{seed}.txt", pods)
     nodes = load_nodes(directory / NODES_FILE, permutation)
     capacity = sum(len(n.gpus) for n in nodes) * 1000
-    carry, running, arrived, position = Carry(), [], 0, 0
-    while arrived < 0.9 * capacity:
-        pod = order[position]
-        position += 1
-        decisions = schedule(Snapshot(nodes, tuple(running), (pod.request(position),), carry=carry), policy, EPOCH)
-        running += [RunningJob(s.job_id, s.allocations, EPOCH, 1) for s in decisions.starts]
-        arrived += pod.gpu_demand_milli
-    pending = tuple(pod.request(position + i + 1) for i, pod in enumerate(order[position : position + 100]))
-    snapshot = Snapshot(nodes, tuple(running), pending)
-    schedule(snapshot, policy, EPOCH)  # warm-up: the scorer's memo, as a live tick keeps it
-    times = []
-    for _ in range(7):
-        began = time.perf_counter()
-        schedule(snapshot, policy, EPOCH)
-        times.append((time.perf_counter() - began) * 1000)
-    emit(
-        "schedule_openb_ms",
-        statistics.median(times),
-        "ms",
-        placement=placement,
-        running=len(running),
-        pending=len(pending),
-    )
+    carry, arrived, position = Carry(), 0, 0
+    running: list[RunningJob] = []
+    for fill in (90, 100):
+        while arrived * 100 < fill * capacity:
+            pod = order[position]
+            position += 1
+            job = pod.request(position)
+            decisions = schedule(Snapshot(nodes, tuple(running), (job,), carry=carry), policy, EPOCH)
+            running += [RunningJob(s.job_id, s.allocations, EPOCH, 1) for s in decisions.starts]
+            arrived += pod.gpu_demand_milli
+        later = order[position : position + 100]
+        pending = tuple(pod.request(position + i + 1) for i, pod in enumerate(later))
+        snapshot = Snapshot(nodes, tuple(running), pending)
+        started = len(schedule(snapshot, policy, EPOCH).starts)  # warm-up: the scorer's memo, as a live tick keeps it
+        times = []
+        for _ in range(7):
+            began = time.perf_counter()
+            schedule(snapshot, policy, EPOCH)
+            times.append((time.perf_counter() - began) * 1000)
+        context = {"running": len(running), "pending": len(pending), "started": started, "fill_pct": fill}
+        emit("schedule_openb_ms", statistics.median(times), "ms", placement=placement, **context)
 
 
 def main(argv: list[str] | None = None) -> int:

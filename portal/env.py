@@ -88,6 +88,27 @@ def env_weights(name: str) -> dict[str, float]:
     return weights
 
 
+def env_sharing_overheads(name: str, default: dict[str, float]) -> dict[str, float]:
+    """Overheads by GPU sharing mode (``time-slicing``, ``mps``) or ``MODEL/mode``, as
+    ``"time-slicing=0.1, mps=0.05, T4/mps=0.03"``; a plain number applies to every mode."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return dict(default)
+    try:
+        value = float(raw)
+    except ValueError:
+        table = env_weights(name)
+    else:
+        if not value >= 0 or value == float("inf"):
+            raise ImproperlyConfigured(f"{name} must be a number >= 0 or 'mode=0.1, MODEL/mode=0.05', got {raw!r}")
+        return dict.fromkeys(default, value)
+    modes = set(default)
+    for key in table:
+        if key.rpartition("/")[2] not in modes:
+            raise ImproperlyConfigured(f"{name}: {key!r} names no sharing mode ({', '.join(sorted(modes))})")
+    return {**default, **table}
+
+
 def env_secret(name: str, *, debug: bool, debug_default: str) -> str:
     """A secret that must be set outside DEBUG; DEBUG gets a fixed, clearly unsafe value."""
     value = os.environ.get(name, "")

@@ -22,6 +22,7 @@ from portal.env import (
     env_list,
     env_rate,
     env_secret,
+    env_sharing_overheads,
     env_str,
     env_weights,
 )
@@ -304,8 +305,10 @@ SCHEDULER_PREEMPT_GRACE_SECONDS = env_int("SCHEDULER_PREEMPT_GRACE_SECONDS", 60,
 #: An account below its guaranteed GPUs (Quota.guaranteed_gpus) evicts jobs running on
 #: borrowed GPUs to get them back (Kueue's reclaimWithinCohort).
 SCHEDULER_RECLAIM = env_bool("SCHEDULER_RECLAIM", True)
-#: Virtualization overhead of shared GPUs: a 0.5 share takes (and is charged) 0.5 * (1 + this).
-SCHEDULER_SHARING_OVERHEAD = env_float("SCHEDULER_SHARING_OVERHEAD", 0.1, minimum=0)
+#: What sharing a GPU costs, charged in accounting on each share (a share s is charged
+#: s * (1 + overhead) GPUs; placement gives it exactly s): per sharing mode, and per GPU
+#: model as MODEL/mode, e.g. "time-slicing=0.1, mps=0.05, T4/mps=0.03".
+SCHEDULER_SHARING_OVERHEAD = env_sharing_overheads("SCHEDULER_SHARING_OVERHEAD", {"time-slicing": 0.1, "mps": 0.05})
 #: Where the local backend keeps job directories and logs.
 QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
 # --- Notifications (notifications/) -----------------------------------------------------

@@ -29,6 +29,9 @@ class SchedulerConfig:
     #: Fair-share usage half-life and each GPU model's billing weight.
     usage_half_life_days: float
     billing_weights: Mapping[str, float]
+    #: The overhead charged on a share, by sharing mode or ``MODEL/mode``
+    #: (``scheduler.core.fairshare.UsagePolicy.sharing_overheads``).
+    sharing_overheads: Mapping[str, float]
     #: A preempted job is requeued (``"requeue"``) or ends PREEMPTED (``"cancel"``), with
     #: this many seconds between SIGTERM and SIGKILL.
     preempt_mode: str
@@ -55,7 +58,6 @@ def current_policy() -> Policy:
         preemption=settings.SCHEDULER_PREEMPTION,
         preempt_min_runtime_seconds=settings.SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS,
         reclaim=settings.SCHEDULER_RECLAIM,
-        sharing_overhead=settings.SCHEDULER_SHARING_OVERHEAD,
         priority=PriorityWeights(
             age=settings.PRIORITY_WEIGHT_AGE,
             fairshare=settings.PRIORITY_WEIGHT_FAIRSHARE,
@@ -75,6 +77,7 @@ def current_config() -> SchedulerConfig:
         policy=current_policy(),
         usage_half_life_days=settings.SCHEDULER_USAGE_HALF_LIFE_DAYS,
         billing_weights=settings.SCHEDULER_BILLING_WEIGHTS,
+        sharing_overheads=settings.SCHEDULER_SHARING_OVERHEAD,
         preempt_mode=settings.SCHEDULER_PREEMPT_MODE,
         preempt_grace_seconds=settings.SCHEDULER_PREEMPT_GRACE_SECONDS,
         requeue_on_node_fail=settings.SCHEDULER_REQUEUE_ON_NODE_FAIL,

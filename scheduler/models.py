@@ -75,8 +75,11 @@ class Gpu(models.Model):
     memory_mib = models.PositiveIntegerField()
     compute_capability = models.CharField(max_length=8)
     mig_profile = models.CharField(max_length=32, blank=True)
-    shared = models.BooleanField(
-        default=False, help_text="In a sharing mode (time-slicing or MPS): fractional jobs (gpu_share) may share it."
+    sharing = models.CharField(
+        max_length=16,
+        blank=True,
+        choices=[("time-slicing", "time-slicing"), ("mps", "MPS")],
+        help_text="Sharing mode (time-slicing or MPS): fractional jobs (gpu_share) may share it; empty: none.",
     )
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="slices")
 
@@ -87,6 +90,11 @@ class Gpu(models.Model):
     def __str__(self) -> str:
         label = f"{self.node.name}:{self.index} {self.model}"
         return f"{label} ({self.mig_profile})" if self.mig_profile else label
+
+    @property
+    def shared(self) -> bool:
+        """Whether fractional jobs may share it (it is in a sharing mode)."""
+        return bool(self.sharing)
 
 
 class Job(models.Model):

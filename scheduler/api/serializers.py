@@ -469,6 +469,7 @@ class JobLogSerializer(serializers.Serializer):
 
 class GpuSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
+    shared = serializers.BooleanField(read_only=True, help_text="In a sharing mode: fractional jobs may share it.")
     parent_index = serializers.IntegerField(source="parent.index", read_only=True, allow_null=True, default=None)
 
     class Meta:
@@ -483,13 +484,24 @@ class GpuSerializer(serializers.ModelSerializer):
             "compute_capability",
             "mig_profile",
             "shared",
+            "sharing",
             "parent_index",
         ]
 
 
 class NodeGpuSerializer(GpuSerializer):
     class Meta(GpuSerializer.Meta):
-        fields = ["index", "uuid", "model", "memory_mib", "compute_capability", "mig_profile", "shared", "parent_index"]
+        fields = [
+            "index",
+            "uuid",
+            "model",
+            "memory_mib",
+            "compute_capability",
+            "mig_profile",
+            "shared",
+            "sharing",
+            "parent_index",
+        ]
 
 
 class NodeSerializer(serializers.ModelSerializer):

@@ -128,6 +128,12 @@ class PollResult:
     ended_at: datetime | None = None
 
 
+#: How a GPU is shared between fractional jobs: time-slicing (the NVIDIA device plugin's
+#: replicas: compute is shared in turns) or MPS (concurrent, with per-client limits).
+#: MIG slices are not a sharing mode: each slice is a GPU of its own.
+SHARING_MODES = ("time-slicing", "mps")
+
+
 @dataclass(frozen=True, slots=True)
 class GpuInfo:
     """One GPU (or one MIG slice, when ``parent_index`` is set) as the backend sees it."""
@@ -139,8 +145,9 @@ class GpuInfo:
     uuid: str = ""
     mig_profile: str = ""
     parent_index: int | None = None
-    #: In a sharing mode (time-slicing or MPS): fractional jobs may share it.
-    shared: bool = False
+    #: Its sharing mode (``"time-slicing"`` or ``"mps"``; ``""``: none): fractional jobs
+    #: may share it.
+    sharing: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
-from scheduler.backends.base import GpuInfo, JobSpec, NodeInfo, PollResult, RemoteState, RunAs
+from scheduler.backends.base import SHARING_MODES, GpuInfo, JobSpec, NodeInfo, PollResult, RemoteState, RunAs
 from scheduler.backends.job_env import DEFAULT_MASTER_PORT, job_env, master_env, rank_env
 from scheduler.backends.job_files import prelude
 
@@ -179,7 +179,8 @@ def node_from_object(obj: Obj, cluster: str) -> KubeNode:
 
     whole = int(_quantity(capacity.get(GPU_RESOURCE, 0)))
     replicas = max(1, _int_label(labels, "nvidia.com/gpu.replicas", 1))
-    shared = replicas > 1 or labels.get("nvidia.com/gpu.sharing-strategy", "none") in ("time-slicing", "mps")
+    strategy = labels.get("nvidia.com/gpu.sharing-strategy", "none")
+    sharing = strategy if strategy in SHARING_MODES else ("time-slicing" if replicas > 1 else "")
     whole //= replicas
     physical = max(whole, _int_label(labels, "nvidia.com/gpu.count"))
     model = labels.get(PRODUCT_LABEL, "unknown")
@@ -198,7 +199,9 @@ def node_from_object(obj: Obj, cluster: str) -> KubeNode:
     physical = max(physical, parents[-1] + 1) if parents else physical
 
     gpus = [
-        GpuInfo(i, model, memory, capability, uuid=_gpu_uuid("GPU", cluster, name, i), shared=shared and i < whole)
+        GpuInfo(
+            i, model, memory, capability, uuid=_gpu_uuid("GPU", cluster, name, i), sharing=sharing if i < whole else ""
+        )
         for i in range(physical)
     ]
     resources = {i: GPU_RESOURCE for i in range(whole)}

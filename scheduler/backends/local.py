@@ -58,6 +58,7 @@ import yaml
 
 from scheduler.backends import local_runner as runner
 from scheduler.backends.base import (
+    SHARING_MODES,
     BackendError,
     GpuInfo,
     JobSpec,
@@ -82,7 +83,7 @@ _CONFIG_KEYS = frozenset(
     {"nodes", "nodes_file", "simulate", "state_dir", "kill_grace_seconds", "sandbox", "job_user", "shared_paths"}
 )
 _GROUP_KEYS = frozenset({"name", "count", "cpus", "memory_mib", "labels", "state", "reason", "gpus"})
-_GPU_KEYS = frozenset({"count", "model", "memory_mib", "compute_capability", "mig", "shared"})
+_GPU_KEYS = frozenset({"count", "model", "memory_mib", "compute_capability", "mig", "shared", "sharing"})
 _NODE_STATES = ("up", "drain", "down")
 #: Keys, cluster and node names: safe as file names and in QM_GPUS ("n:0,1;m:2").
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
@@ -255,7 +256,11 @@ class _ConfigReader:
         shared = spec.get("shared", False)
         if not isinstance(shared, bool):
             raise self.bad(f"{where}.shared must be true or false, got {shared!r}")
-        if shared and profiles:
+        sharing = spec.get("sharing", "time-slicing" if shared else "")
+        if sharing not in ("", *SHARING_MODES) or (not shared and "shared" in spec and sharing):
+            modes = " or ".join(repr(mode) for mode in SHARING_MODES)
+            raise self.bad(f"{where}.sharing must be {modes} (shared: true means time-slicing), got {sharing!r}")
+        if sharing and profiles:
             raise self.bad(f"{where}: a GPU is either split into MIG slices or shared, not both")
 
         physical = [
@@ -265,7 +270,7 @@ class _ConfigReader:
                 memory_mib=memory,
                 compute_capability=capability,
                 uuid="GPU-" + str(uuid.uuid5(_UUID_NAMESPACE, f"{self.cluster}/{node}/{i}")),
-                shared=shared,
+                sharing=sharing,
             )
             for i in range(count)
         ]

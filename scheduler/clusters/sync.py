@@ -96,7 +96,7 @@ def _create_gpus(pairs: list[tuple[Node, NodeInfo]]) -> None:
             compute_capability=info.compute_capability,
             mig_profile=info.mig_profile,
             parent_id=parent_id,
-            shared=info.shared,
+            sharing=info.sharing,
         )
 
     Gpu.objects.bulk_create([row(node, g) for node, info in pairs for g in info.gpus if g.parent_index is None])

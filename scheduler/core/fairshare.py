@@ -46,7 +46,7 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import TypeVar
 
-from scheduler.core.types import Allocation, NodeView, RunningJob
+from scheduler.core.types import Allocation, GpuView, NodeView, RunningJob
 
 #: ``(account, user)``: the key of a user association and of every per-user map here.
 UsageKey = tuple[str, str]
@@ -75,20 +75,36 @@ class UsagePolicy:
     half_life: timedelta = DEFAULT_HALF_LIFE
     billing_weights: Mapping[str, float] = field(default_factory=dict)
     qos_usage_factors: Mapping[str, float] = field(default_factory=dict)
-    #: A share ``s`` of a shared GPU is charged as ``s * (1 + overhead)`` GPUs (the same
-    #: virtualization overhead placement charges, see ``Policy.sharing_overhead``).
-    sharing_overhead: float = 0.0
+    #: What sharing a GPU costs, charged on each share: by sharing mode
+    #: (``"time-slicing"``, ``"mps"``) or for one model as ``"MODEL/mode"`` (which wins).
+    #: A share ``s`` of such a GPU is charged ``s * (1 + overhead)`` GPUs. Placement does
+    #: not count it (a share takes its fraction of the GPU): time-slicing's context
+    #: switches and MPS's server slow the jobs down, which is what is charged here.
+    sharing_overheads: Mapping[str, float] = field(default_factory=dict)
 
-    def gpus_held(self, allocation: Allocation) -> float:
-        """GPUs one allocation is charged for: whole GPUs, or its share plus overhead."""
+    def overhead(self, gpu: GpuView | None) -> float:
+        """The overhead charged on a share of ``gpu`` (0 for a GPU not in a sharing mode)."""
+        if gpu is None or not gpu.sharing:
+            return 0.0
+        table = self.sharing_overheads
+        return table.get(f"{gpu.model}/{gpu.sharing}", table.get(gpu.sharing, 0.0))
+
+    def gpus_charged(self, allocation: Allocation, gpu: GpuView | None) -> float:
+        """What holding one GPU of ``allocation`` is charged, in GPUs: 1 for a whole GPU,
+        a share plus the overhead of its GPU's sharing mode and model."""
         if allocation.gpu_share:
-            return allocation.gpu_share * (1 + self.sharing_overhead) * len(allocation.gpu_indices)
-        return float(len(allocation.gpu_indices))
+            return allocation.gpu_share * (1 + self.overhead(gpu))
+        return 1.0
 
     def __post_init__(self) -> None:
         if self.half_life <= timedelta(0):
             raise ValueError(f"half_life must be positive, got {self.half_life}")
-        for name, table in (("billing weight", self.billing_weights), ("QOS usage factor", self.qos_usage_factors)):
+        tables = (
+            ("billing weight", self.billing_weights),
+            ("QOS usage factor", self.qos_usage_factors),
+            ("sharing overhead", self.sharing_overheads),
+        )
+        for name, table in tables:
             for key, value in table.items():
                 if not value >= 0.0 or math.isinf(value):  # `not >=` also catches NaN
                     raise ValueError(f"{name} for {key!r} must be a finite number >= 0, got {value!r}")
@@ -203,6 +219,11 @@ def usage_as_of(intervals: Iterable[UsageInterval], now: datetime, policy: Usage
     return usage
 
 
+def gpu_map(nodes: Iterable[NodeView]) -> dict[tuple[str, int], GpuView]:
+    """Every GPU by (node name, index)."""
+    return {(n.name, g.index): g for n in nodes for g in n.gpus}
+
+
 def running_intervals(
     jobs: Iterable[RunningJob],
     nodes: Iterable[NodeView],
@@ -215,7 +236,8 @@ def running_intervals(
     with no GPUs are skipped; GPUs on nodes missing from ``nodes`` count as model ``""``.
     ``since`` moves each start forward (the start of the span a tick should charge).
     """
-    models = {(n.name, g.index): g.model for n in nodes for g in n.gpus}
+    gpu_at = gpu_map(nodes)
+    policy = policy or UsagePolicy()
     intervals: list[UsageInterval] = []
     for job in jobs:
         if job.started_at is None:
@@ -223,10 +245,10 @@ def running_intervals(
         start = job.started_at if since is None else max(job.started_at, since)
         per_model: dict[str, float] = {}
         for allocation in job.allocations:
-            each = (policy or UsagePolicy()).gpus_held(allocation) / max(len(allocation.gpu_indices), 1)
             for index in allocation.gpu_indices:
-                model = models.get((allocation.node, index), "")
-                per_model[model] = per_model.get(model, 0.0) + each
+                gpu = gpu_at.get((allocation.node, index))
+                model = gpu.model if gpu is not None else ""
+                per_model[model] = per_model.get(model, 0.0) + policy.gpus_charged(allocation, gpu)
         for model, gpus in sorted(per_model.items()):
             intervals.append(UsageInterval(job.account, job.user, start, None, gpus, model, job.qos))
     return intervals

@@ -59,14 +59,14 @@ NodeState = tuple[int, int, tuple[GpuState, ...]]
 #: CPUs, memory MiB, GPU model or ``A|B`` set ("" any), fractional?).
 Shape = tuple[int, int, int, int, str, bool]
 
-_kind_ids: dict[tuple[str, int, tuple[int, int], bool, bool], int] = {}
+_kind_ids: dict[tuple[str, int, tuple[int, int], bool, str], int] = {}
 _kinds: list[GpuView] = []
 
 
 def gpu_kind(gpu: GpuView) -> int:
     """A small integer standing for every property of ``gpu`` but its index: GPUs of one
     kind are interchangeable for placement."""
-    key = (gpu.model, gpu.memory_mib, gpu.compute_capability, gpu.healthy, gpu.shared)
+    key = (gpu.model, gpu.memory_mib, gpu.compute_capability, gpu.healthy, gpu.sharing)
     kind = _kind_ids.get(key)
     if kind is None:
         kind = _kind_ids[key] = len(_kinds)

@@ -62,9 +62,16 @@ class GpuView:
     memory_mib: int
     compute_capability: ComputeCapability
     healthy: bool = True
-    #: In a sharing mode (time-slicing or MPS): fractional jobs may share it; a whole-GPU
-    #: job still may take it while no share is on it.
-    shared: bool = False
+    #: Its sharing mode (``scheduler.backends.base.SHARING_MODES``; "" for none):
+    #: fractional jobs may share it; a whole-GPU job still may take it while no share is
+    #: on it. A share takes its fraction of the GPU; what sharing costs is charged in
+    #: accounting by mode (``fairshare.UsagePolicy.sharing_overheads``).
+    sharing: str = ""
+
+    @property
+    def shared(self) -> bool:
+        """Whether fractional jobs may share it."""
+        return bool(self.sharing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,9 +269,6 @@ class Policy:
     reclaim: bool = True
     #: Give every waiting job all its blockers with evidence (``Decisions.blockers``).
     explain: bool = True
-    #: Virtualization overhead of a shared GPU: a share ``s`` takes ``s * (1 + overhead)``
-    #: of the GPU's capacity (time-slicing's context switches, MPS's server).
-    sharing_overhead: float = 0.1
     #: Also plan the whole queue forward and give every waiting job a latest expected
     #: start (``Decisions.estimates``; see ``scheduler.core.timeline.estimate_queue``).
     estimates: bool = False

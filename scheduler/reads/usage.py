@@ -92,7 +92,7 @@ def seconds_in(held: Held, start: datetime, end: datetime) -> float:
 def usage(held: Iterable[Held], start: datetime, end: datetime, group_by: str) -> list[UsageRow]:
     """The attempts' GPU-hours in ``[start, end)`` by ``group_by`` (one of ``GROUPS``),
     largest first."""
-    policy = usage_policy(settings.SCHEDULER_USAGE_HALF_LIFE_DAYS, 0.0, settings.SCHEDULER_BILLING_WEIGHTS)
+    policy = usage_policy(settings.SCHEDULER_USAGE_HALF_LIFE_DAYS, None, settings.SCHEDULER_BILLING_WEIGHTS)
     raw: dict[str, float] = defaultdict(float)
     billed: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)

@@ -103,7 +103,8 @@ def load_nodes(path: str | Path, permutation: Sequence[int] | None = None) -> tu
         where = f"{path}: row {position + 2}"
         memory, capability = GPU_PROPERTIES.get(row["model"], DEFAULT_GPU_PROPERTIES)
         gpus = tuple(
-            GpuView(i, row["model"], memory, capability, shared=True) for i in range(_whole(row, "gpu", where))
+            GpuView(i, row["model"], memory, capability, sharing="time-slicing")
+            for i in range(_whole(row, "gpu", where))
         )
         name = row["sn"] if permutation is None else f"{permutation[position]:04d}-{row['sn']}"
         nodes.append(NodeView(name, "openb", _whole(row, "cpu_milli", where), _whole(row, "memory_mib", where), gpus))

@@ -80,7 +80,7 @@ def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None)
             lambda: update_usage(
                 now,
                 loaded.snapshot.nodes,
-                usage_policy(config.usage_half_life_days, policy.sharing_overhead, config.billing_weights),
+                usage_policy(config.usage_half_life_days, config.sharing_overheads, config.billing_weights),
             ),
         )
         decisions = schedule(snapshot, policy, now)

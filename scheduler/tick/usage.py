@@ -16,30 +16,40 @@ from django.db.models import Q
 
 from portal.models import Account, Qos
 from scheduler.choices import ACTIVE_STATES
-from scheduler.core.fairshare import UsageInterval, UsageKey, UsagePolicy, charge, decay_usage, decay_usage_map
+from scheduler.core.fairshare import (
+    UsageInterval,
+    UsageKey,
+    UsagePolicy,
+    charge,
+    decay_usage,
+    decay_usage_map,
+    gpu_map,
+)
 from scheduler.core.types import NodeView
 from scheduler.jobs import allocations
 from scheduler.models import Job, TickState, Usage
 
 
 def usage_policy(
-    half_life_days: float, sharing_overhead: float = 0.0, billing_weights: Mapping[str, float] | None = None
+    half_life_days: float,
+    sharing_overheads: Mapping[str, float] | None = None,
+    billing_weights: Mapping[str, float] | None = None,
 ) -> UsagePolicy:
     """The usage rules: the half-life, each GPU model's billing weight (the tick passes
     ``SchedulerConfig.billing_weights``), each QOS's usage factor from the database, and
-    the overhead charged on shared GPUs."""
+    the overhead charged on shares by sharing mode (``SchedulerConfig.sharing_overheads``)."""
     factors = {name: float(f) for name, f in Qos.objects.values_list("name", "usage_factor")}
     return UsagePolicy(
         half_life=timedelta(days=half_life_days),
         billing_weights=dict(billing_weights or {}),
         qos_usage_factors=factors,
-        sharing_overhead=sharing_overhead,
+        sharing_overheads=dict(sharing_overheads or {}),
     )
 
 
 def intervals_since(since: datetime, nodes: tuple[NodeView, ...], policy: UsagePolicy) -> list[UsageInterval]:
     """One interval per job and GPU model for every job that held GPUs after ``since``."""
-    models = {(n.name, g.index): g.model for n in nodes for g in n.gpus}
+    gpu_at = gpu_map(nodes)
     rows = (
         Job.objects.filter(started_at__isnull=False)
         .filter(Q(state__in=ACTIVE_STATES) | Q(ended_at__gt=since))
@@ -52,9 +62,9 @@ def intervals_since(since: datetime, nodes: tuple[NodeView, ...], policy: UsageP
             continue
         per_model: dict[str, float] = defaultdict(float)
         for allocation in allocations.decode(row["allocations"]):
-            each = policy.gpus_held(allocation) / max(len(allocation.gpu_indices), 1)
             for index in allocation.gpu_indices:
-                per_model[models.get((allocation.node, index), "")] += each
+                gpu = gpu_at.get((allocation.node, index))
+                per_model[gpu.model if gpu is not None else ""] += policy.gpus_charged(allocation, gpu)
         for model, gpus in sorted(per_model.items()):
             intervals.append(
                 UsageInterval(

@@ -665,7 +665,17 @@ def test_node_health(node: dict[str, Any], state: str, reason: str) -> None:
 def test_time_sliced_gpus_are_shared() -> None:
     info = node_from_object(gpu_node("n", gpus=2, gpu=A100_40, replicas=4), "k8s").info
 
-    assert [(g.index, g.shared) for g in info.gpus] == [(0, True), (1, True)]
+    assert [(g.index, g.sharing) for g in info.gpus] == [(0, "time-slicing"), (1, "time-slicing")]
+
+
+def test_the_sharing_strategy_label_names_the_mode() -> None:
+    """GPU feature discovery labels MPS sharing ``nvidia.com/gpu.sharing-strategy: mps``;
+    the overhead charged on a share depends on it."""
+    labels = {"nvidia.com/gpu.sharing-strategy": "mps"}
+    info = node_from_object(gpu_node("n", gpus=2, gpu=A100_40, labels=labels), "k8s").info
+
+    assert [g.sharing for g in info.gpus] == ["mps", "mps"]
+    assert [g.sharing for g in node_from_object(gpu_node("m", gpus=1), "k8s").info.gpus] == [""]
 
 
 def test_read_log_joins_the_pods_of_a_multi_node_job(backend: KubernetesBackend) -> None:

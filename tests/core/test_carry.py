@@ -16,14 +16,16 @@ from hypothesis import strategies as st
 
 from scheduler.core import Policy, RunningJob, schedule
 from scheduler.core.carry import Carry
-from scheduler.core.types import Allocation, GpuView, Limits, NodeView, Snapshot
+from scheduler.core.types import Allocation, GpuView, Limits, NodeView, PlacementStrategy, Snapshot
 from tests.builders import T0, node, pending
 
 NODES = (
     node("a1", gpus=4, cluster="a"),
     node("a2", gpus=2, cluster="a"),
     node("b1", gpus=4, cluster="b"),
-    NodeView("s1", "b", 64, 512_000, tuple(GpuView(i, "H100-80GB", 81920, (9, 0), shared=True) for i in range(2))),
+    NodeView(
+        "s1", "b", 64, 512_000, tuple(GpuView(i, "H100-80GB", 81920, (9, 0), sharing="time-slicing") for i in range(2))
+    ),
 )
 
 
@@ -54,7 +56,7 @@ def cycles(draw: st.DrawFn):  # type: ignore[no-untyped-def]
         backfill=draw(st.booleans()),
         reclaim=draw(st.booleans()),
         preemption=draw(st.booleans()),
-        sharing_overhead=draw(st.sampled_from([0.0, 0.1])),
+        placement=draw(st.sampled_from(list(PlacementStrategy))),
     )
     guarantees = draw(st.sampled_from([{}, {"x": 4}]))
     return steps, policy, guarantees

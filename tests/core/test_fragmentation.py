@@ -23,13 +23,18 @@ from scheduler.core.types import Allocation, GpuView, NodeView, PendingJob, Plac
 from tests.builders import T0, node, pending
 
 NOW = T0 + timedelta(hours=1)
+SLICED = "time-slicing"
 FRAGMENTATION = Policy(placement=PlacementStrategy.FRAGMENTATION, strict_order=False)
 PACK = Policy(placement=PlacementStrategy.PACK, strict_order=False)
 
 
 def shared(name: str, gpus: int = 2, cpus: int = 64, memory_mib: int = 512_000) -> NodeView:
     return NodeView(
-        name, "c1", cpus, memory_mib, tuple(GpuView(i, "L4", 24576, (8, 9), shared=True) for i in range(gpus))
+        name,
+        "c1",
+        cpus,
+        memory_mib,
+        tuple(GpuView(i, "L4", 24576, (8, 9), sharing=SLICED) for i in range(gpus)),
     )
 
 
@@ -179,7 +184,11 @@ def test_property_no_plan_oversubscribes_a_gpu_cpus_or_memory(
 ) -> None:
     nodes = tuple(
         NodeView(
-            f"n{i}", "c1", cpus, 200_000, tuple(GpuView(g, "L4", 24576, (8, 9), shared=is_shared) for g in range(gpus))
+            f"n{i}",
+            "c1",
+            cpus,
+            200_000,
+            tuple(GpuView(g, "L4", 24576, (8, 9), sharing=SLICED if is_shared else "") for g in range(gpus)),
         )
         for i, (gpus, is_shared, cpus) in enumerate(shapes)
     )
@@ -232,14 +241,16 @@ def test_property_the_kept_heaps_place_as_looking_at_every_node(
             "c1",
             cpus,
             200_000,
-            tuple(GpuView(g, "L4", 24576, (8, 9), shared=is_shared) for g in range(gpus)),
+            tuple(GpuView(g, "L4", 24576, (8, 9), sharing=SLICED if is_shared else "") for g in range(gpus)),
             labels={"site": "a"},
         )
         for i, (gpus, is_shared, cpus) in enumerate(shapes)
     )
 
     def cycles(labels: tuple[tuple[str, str], ...]) -> list[list[tuple[int, tuple[Allocation, ...]]]]:
-        carry, running, seen = Carry(), (), []
+        carry: Carry = Carry()
+        running: tuple[RunningJob, ...] = ()
+        seen: list[list[tuple[int, tuple[Allocation, ...]]]] = []
         for round_ in range(2):
             jobs = tuple(pending(100 * round_ + i + 1, node_labels=labels, **ask) for i, ask in enumerate(asks))  # type: ignore[arg-type]
             decisions = schedule(Snapshot(nodes, running, jobs, carry=carry), FRAGMENTATION, NOW)

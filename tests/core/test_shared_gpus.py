@@ -4,9 +4,11 @@ the sharing overhead is charged in accounting, not lost as capacity."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +35,7 @@ def shared_node(name: str = "s1", gpus: int = 2, memory_mib: int = 81920) -> Nod
         cluster="c1",
         cpus=64,
         memory_mib=512_000,
-        gpus=tuple(GpuView(i, "H100-80GB", memory_mib, (9, 0), shared=True) for i in range(gpus)),
+        gpus=tuple(GpuView(i, "H100-80GB", memory_mib, (9, 0), sharing="time-slicing") for i in range(gpus)),
     )
 
 
@@ -51,10 +53,9 @@ def test_shares_pack_onto_one_gpu_until_it_is_full() -> None:
     assert gpus_used(snapshot, Policy(placement=PlacementStrategy.PACK)) == {1: 0, 2: 0, 3: 1}
 
 
-def test_a_shares_capacity_is_its_fraction_whatever_overhead_is_charged() -> None:
+def test_a_shares_capacity_is_its_fraction_two_halves_fill_a_gpu() -> None:
     snapshot = Snapshot((shared_node(),), (), (share(1, 0.5), share(2, 0.5)))
-    for overhead in (0.0, 0.1):
-        assert gpus_used(snapshot, Policy(sharing_overhead=overhead)) == {1: 0, 2: 0}
+    assert gpus_used(snapshot, Policy()) == {1: 0, 2: 0}
 
 
 def test_shares_in_thirds_add_up_exactly_in_any_order() -> None:
@@ -105,10 +106,20 @@ def test_quotas_count_a_share_as_its_fraction_of_a_gpu() -> None:
     assert decisions.blockers[3][0].message == "account lab holds 1 of its 1 GPUs; this job needs 0.5"
 
 
-def test_usage_charges_a_share_plus_the_overhead() -> None:
-    policy = UsagePolicy(sharing_overhead=0.1)
-    assert policy.gpus_held(Allocation("s1", (0,), gpu_share=0.5)) == 0.55
-    assert policy.gpus_held(Allocation("n1", (0, 1))) == 2.0
+def test_usage_charges_a_share_plus_the_overhead_of_its_gpus_sharing_mode_and_model() -> None:
+    policy = UsagePolicy(sharing_overheads={"time-slicing": 0.1, "mps": 0.05, "L4/mps": 0.02})
+    half = Allocation("s1", (0,), gpu_share=0.5)
+    h100 = shared_node().gpus[0]
+    assert policy.gpus_charged(half, h100) == pytest.approx(0.55)
+    assert policy.gpus_charged(half, replace(h100, sharing="mps")) == pytest.approx(0.525)
+    assert policy.gpus_charged(half, replace(h100, model="L4", sharing="mps")) == pytest.approx(0.51)
+    assert policy.gpus_charged(Allocation("n1", (0, 1)), h100) == 1.0  # per whole GPU held
+    assert policy.gpus_charged(half, replace(h100, sharing="")) == 0.5  # not a sharing mode: nothing extra
+
+
+def test_a_negative_sharing_overhead_is_refused() -> None:
+    with pytest.raises(ValueError, match="sharing overhead for 'mps'"):
+        UsagePolicy(sharing_overheads={"mps": -0.1})
 
 
 @settings(max_examples=80, deadline=None)
