@@ -818,6 +818,9 @@ def _group(**overrides: Any) -> dict[str, Any]:
         ({"nodes": [_group(gpus=_gpus(mig=["huge"]))]}, "not a MIG profile"),
         ({"nodes": [_group(gpus=_gpus(mig=["4g.20gb", "4g.20gb"]))]}, "8 compute slices"),
         ({"nodes": [_group(gpus=_gpus(mig=["3g.20gb", "3g.20gb"]))]}, "needs 40960 MiB"),
+        ({"nodes": [_group(gpus=_gpus(sharing="nvlink"))]}, "nodes[0].gpus.sharing must be 'time-slicing' or 'mps'"),
+        ({"nodes": [_group(gpus=_gpus(shared=False, sharing="mps"))]}, "gpus.sharing must be"),
+        ({"nodes": [_group(gpus=_gpus(sharing="mps", mig=["3g.20gb"]))]}, "either split into MIG slices or shared"),
         ({"nodes": [_group()], "simulate": -1}, "simulate must not be negative"),
         ({"nodes": [_group()], "simulate": "soon"}, "simulate must be a number"),
         ({"nodes": [_group()], "simualte": 5}, "unknown key(s) simualte"),
@@ -845,6 +848,9 @@ def _group(**overrides: Any) -> dict[str, Any]:
         "bad MIG profile",
         "MIG over 7 slices",
         "MIG over GPU memory",
+        "unknown sharing mode",
+        "shared false but a sharing mode",
+        "shared and MIG",
         "negative simulate",
         "simulate not a number",
         "typo in config key",
@@ -1045,3 +1051,17 @@ def test_job_does_not_inherit_the_portals_secrets(executing: Case, monkeypatch: 
     log = case.backend.read_log(external_id)
     assert "secret=none db=none" in log
     assert "path=/" in log
+
+
+@pytest.mark.parametrize(
+    ("gpus", "sharing"),
+    [
+        ({"sharing": "mps"}, "mps"),
+        ({"shared": True}, "time-slicing"),
+        ({"sharing": "time-slicing"}, "time-slicing"),
+        ({}, ""),
+    ],
+)
+def test_a_local_gpu_says_how_it_is_shared(tmp_path: Path, gpus: dict[str, Any], sharing: str) -> None:
+    backend = LocalBackend(name="c1", config={"nodes": [_group(count=1, gpus=_gpus(**gpus))]}, work_dir=tmp_path)
+    assert {g.sharing for n in backend.list_nodes() for g in n.gpus} == {sharing}
