@@ -81,6 +81,10 @@ class Gpu(models.Model):
         choices=[("time-slicing", "time-slicing"), ("mps", "MPS")],
         help_text="Sharing mode (time-slicing or MPS): fractional jobs (gpu_share) may share it; empty: none.",
     )
+    exclusive = models.BooleanField(
+        default=True,
+        help_text="A job may hold it whole, alone (false: the workload manager only hands out replicas of it).",
+    )
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="slices")
 
     class Meta:

@@ -485,6 +485,7 @@ class GpuSerializer(serializers.ModelSerializer):
             "mig_profile",
             "shared",
             "sharing",
+            "exclusive",
             "parent_index",
         ]
 
@@ -500,6 +501,7 @@ class NodeGpuSerializer(GpuSerializer):
             "mig_profile",
             "shared",
             "sharing",
+            "exclusive",
             "parent_index",
         ]
 

@@ -148,6 +148,9 @@ class GpuInfo:
     #: Its sharing mode (``"time-slicing"`` or ``"mps"``; ``""``: none): fractional jobs
     #: may share it.
     sharing: str = ""
+    #: Whether a job may hold it whole, alone (``GpuView.exclusive``): False for a GPU
+    #: the workload manager only hands out in replicas of its own choosing.
+    exclusive: bool = True
 
 
 @dataclass(frozen=True, slots=True)

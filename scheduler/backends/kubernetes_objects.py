@@ -200,7 +200,15 @@ def node_from_object(obj: Obj, cluster: str) -> KubeNode:
 
     gpus = [
         GpuInfo(
-            i, model, memory, capability, uuid=_gpu_uuid("GPU", cluster, name, i), sharing=sharing if i < whole else ""
+            i,
+            model,
+            memory,
+            capability,
+            uuid=_gpu_uuid("GPU", cluster, name, i),
+            sharing=sharing if i < whole else "",
+            # A pod asking nvidia.com/gpu on a time-sliced node gets one replica, of a GPU
+            # the device plugin picks and others may share: never a GPU of its own.
+            exclusive=not (i < whole and sharing and replicas > 1),
         )
         for i in range(physical)
     ]

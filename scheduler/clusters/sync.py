@@ -97,6 +97,7 @@ def _create_gpus(pairs: list[tuple[Node, NodeInfo]]) -> None:
             mig_profile=info.mig_profile,
             parent_id=parent_id,
             sharing=info.sharing,
+            exclusive=info.exclusive,
         )
 
     Gpu.objects.bulk_create([row(node, g) for node, info in pairs for g in info.gpus if g.parent_index is None])

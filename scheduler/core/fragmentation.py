@@ -59,14 +59,14 @@ NodeState = tuple[int, int, tuple[GpuState, ...]]
 #: CPUs, memory MiB, GPU model or ``A|B`` set ("" any), fractional?).
 Shape = tuple[int, int, int, int, str, bool]
 
-_kind_ids: dict[tuple[str, int, tuple[int, int], bool, str], int] = {}
+_kind_ids: dict[tuple[str, int, tuple[int, int], bool, str, bool], int] = {}
 _kinds: list[GpuView] = []
 
 
 def gpu_kind(gpu: GpuView) -> int:
     """A small integer standing for every property of ``gpu`` but its index: GPUs of one
     kind are interchangeable for placement."""
-    key = (gpu.model, gpu.memory_mib, gpu.compute_capability, gpu.healthy, gpu.sharing)
+    key = (gpu.model, gpu.memory_mib, gpu.compute_capability, gpu.healthy, gpu.sharing, gpu.exclusive)
     kind = _kind_ids.get(key)
     if kind is None:
         kind = _kind_ids[key] = len(_kinds)
@@ -162,6 +162,8 @@ def _accepts(shape: Shape, gpu: GpuView) -> bool:
     """Whether a GPU of this kind could serve ``shape`` at all."""
     model = shape[4]
     if shape[5] and not gpu.shared:
+        return False
+    if not shape[5] and not gpu.exclusive:
         return False
     if model and gpu.model != model and gpu.model not in gpu_model_choices(model):
         return False

@@ -177,7 +177,9 @@ def gpu_list_key(gpus: tuple[GpuView, ...]) -> tuple[object, ...]:
     GPU (``tests/core/test_timeline_planner.py`` checks that none is left out). The
     lists' own equality and hash are the dataclass's, which run as interpreted code even
     in the compiled core; for a thousand nodes that was ~3% of a cycle."""
-    return tuple((g.index, g.model, g.memory_mib, g.compute_capability, g.healthy, g.sharing) for g in gpus)
+    return tuple(
+        (g.index, g.model, g.memory_mib, g.compute_capability, g.healthy, g.sharing, g.exclusive) for g in gpus
+    )
 
 
 class Planner:

@@ -67,6 +67,11 @@ class GpuView:
     #: on it. A share takes its fraction of the GPU; what sharing costs is charged in
     #: accounting by mode (``fairshare.UsagePolicy.sharing_overheads``).
     sharing: str = ""
+    #: Whether a job may hold it whole, alone. False where the workload manager hands out
+    #: a shared GPU only in slices it chooses itself (Kubernetes' time-slicing replicas:
+    #: a pod asking ``nvidia.com/gpu: 1`` gets a replica that others may share), so a
+    #: whole-GPU job there would not run alone.
+    exclusive: bool = True
 
     @property
     def shared(self) -> bool:
@@ -183,7 +188,10 @@ class PendingJob:
 
     def accepts(self, gpu: GpuView) -> bool:
         """Whether one GPU satisfies this job's per-GPU constraints."""
-        if self.gpu_share and (not gpu.shared or gpu.memory_mib < self.gpu_memory_mib_share):
+        if self.gpu_share:
+            if not gpu.shared or gpu.memory_mib < self.gpu_memory_mib_share:
+                return False
+        elif not gpu.exclusive:
             return False
         if self.gpu_model and gpu.model != self.gpu_model and gpu.model not in gpu_model_choices(self.gpu_model):
             return False

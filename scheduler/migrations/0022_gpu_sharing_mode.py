@@ -1,5 +1,6 @@
 """A shared GPU says how it is shared (time-slicing or MPS): the overhead charged on its
-shares depends on the mode. GPUs shared before were time-sliced (the only mode then)."""
+shares depends on the mode. GPUs shared before were time-sliced (the only mode then).
+A GPU also says whether a job may hold it whole (not a Kubernetes time-sliced one)."""
 
 from django.db import migrations, models
 
@@ -25,4 +26,12 @@ class Migration(migrations.Migration):
             "UPDATE scheduler_gpu SET shared = (sharing <> '')",
         ),
         migrations.RemoveField(model_name="gpu", name="shared"),
+        migrations.AddField(
+            model_name="gpu",
+            name="exclusive",
+            field=models.BooleanField(
+                default=True,
+                help_text="A job may hold it whole, alone (false: the workload manager only hands out replicas of it).",
+            ),
+        ),
     ]

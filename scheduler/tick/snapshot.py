@@ -60,7 +60,16 @@ def load_hardware() -> tuple[NodeView, ...]:
 def _node_views(unhealthy: AbstractSet[int]) -> tuple[NodeView, ...]:
     gpu_rows = list(
         Gpu.objects.filter(node__cluster__enabled=True).values_list(
-            "id", "node_id", "index", "model", "memory_mib", "compute_capability", "mig_profile", "parent_id", "sharing"
+            "id",
+            "node_id",
+            "index",
+            "model",
+            "memory_mib",
+            "compute_capability",
+            "mig_profile",
+            "parent_id",
+            "sharing",
+            "exclusive",
         )
     )
     split_parents = {row[7] for row in gpu_rows if row[7] is not None}
@@ -69,7 +78,7 @@ def _node_views(unhealthy: AbstractSet[int]) -> tuple[NodeView, ...]:
     # the same for thousands of GPUs: made once each.
     labels: dict[tuple[str, str], str] = {}
     capabilities: dict[str, tuple[int, int]] = {}
-    for gpu_id, node_id, index, model, memory, cc, profile, parent, sharing in gpu_rows:
+    for gpu_id, node_id, index, model, memory, cc, profile, parent, sharing, exclusive in gpu_rows:
         if gpu_id in split_parents:
             continue
         label = labels.get((model, profile))
@@ -79,7 +88,7 @@ def _node_views(unhealthy: AbstractSet[int]) -> tuple[NodeView, ...]:
         if capability is None:
             capability = capabilities[cc] = compute_capability(cc)
         healthy = gpu_id not in unhealthy and parent not in unhealthy
-        gpus_by_node[node_id].append(GpuView(index, label, memory, capability, healthy, sharing))
+        gpus_by_node[node_id].append(GpuView(index, label, memory, capability, healthy, sharing, exclusive))
     nodes = Node.objects.filter(cluster__enabled=True).values(
         "id", "name", "cluster__name", "cluster__reachable", "state", "cpus", "memory_mib", "labels"
     )

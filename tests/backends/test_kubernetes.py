@@ -666,6 +666,8 @@ def test_time_sliced_gpus_are_shared() -> None:
     info = node_from_object(gpu_node("n", gpus=2, gpu=A100_40, replicas=4), "k8s").info
 
     assert [(g.index, g.sharing) for g in info.gpus] == [(0, "time-slicing"), (1, "time-slicing")]
+    # a pod asking nvidia.com/gpu there gets a replica others may share: no GPU is its own
+    assert [g.exclusive for g in info.gpus] == [False, False]
 
 
 def test_the_sharing_strategy_label_names_the_mode() -> None:
@@ -675,6 +677,7 @@ def test_the_sharing_strategy_label_names_the_mode() -> None:
     info = node_from_object(gpu_node("n", gpus=2, gpu=A100_40, labels=labels), "k8s").info
 
     assert [g.sharing for g in info.gpus] == ["mps", "mps"]
+    assert all(g.exclusive for g in info.gpus)  # one replica per GPU: a pod may hold one whole
     assert [g.sharing for g in node_from_object(gpu_node("m", gpus=1), "k8s").info.gpus] == [""]
 
 

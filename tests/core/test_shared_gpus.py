@@ -87,6 +87,16 @@ def test_whole_gpu_jobs_take_free_shared_gpus_but_not_ones_holding_shares() -> N
     assert [(s.job_id, s.allocations[0].gpu_indices) for s in decisions.starts] == [(2, (1,))]
 
 
+def test_a_whole_gpu_job_never_takes_a_gpu_it_could_not_hold_alone() -> None:
+    """Kubernetes' time-sliced GPUs come in replicas the device plugin deals out: a
+    whole-GPU job there would share its GPU, so it waits; shares may use them."""
+    node = shared_node(gpus=1)
+    replicated = replace(node, gpus=tuple(replace(g, exclusive=False) for g in node.gpus))
+    decisions = schedule(Snapshot((replicated,), (), (pending(1), share(2, 0.5))), Policy(strict_order=False), NOW)
+    assert [s.job_id for s in decisions.starts] == [2]
+    assert decisions.pending_reasons[1] is PendingReason.NODES_UNAVAILABLE
+
+
 def test_a_gpu_whose_shares_ended_is_whole_again() -> None:
     running = (RunningJob(90, (Allocation("s1", (0,), gpu_share=0.3),), NOW, 3600),)
     with_share = Snapshot((shared_node(gpus=1),), running, (pending(1),))
