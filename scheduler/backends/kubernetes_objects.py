@@ -49,6 +49,9 @@ CANCELLED_ANNOTATION = "quartermaster.io/cancelled-at"
 #: Keeps a cancelled Job readable (as a record) after its pods are gone; see the adapter.
 RECORD_FINALIZER = "quartermaster.io/cancel-record"
 GPU_RESOURCE = "nvidia.com/gpu"
+#: What the NVIDIA device plugin calls a shared GPU's replicas when its sharing config
+#: renames them (``renameByDefault: true``, time-slicing or MPS): a job asks for one.
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
@@ -177,7 +180,11 @@ def node_from_object(obj: Obj, cluster: str) -> KubeNode:
     labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
     capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
 
+    gpu_resource = GPU_RESOURCE
     whole = int(_quantity(capacity.get(GPU_RESOURCE, 0)))
+    if not whole and capacity.get(SHARED_GPU_RESOURCE):
+        gpu_resource = SHARED_GPU_RESOURCE
+        whole = int(_quantity(capacity[SHARED_GPU_RESOURCE]))
     replicas = max(1, _int_label(labels, "nvidia.com/gpu.replicas", 1))
     strategy = labels.get("nvidia.com/gpu.sharing-strategy", "none")
     sharing = strategy if strategy in SHARING_MODES else ("time-slicing" if replicas > 1 else "")
@@ -212,7 +219,7 @@ def node_from_object(obj: Obj, cluster: str) -> KubeNode:
         )
         for i in range(physical)
     ]
-    resources = {i: GPU_RESOURCE for i in range(whole)}
+    resources = {i: gpu_resource for i in range(whole)}
     for j, (profile, slice_memory) in enumerate(slices):
         index = physical + j
         gpus.append(
@@ -229,8 +236,8 @@ def node_from_object(obj: Obj, cluster: str) -> KubeNode:
         resources[index] = MIG_RESOURCE_PREFIX + profile
 
     state, reason = "up", ""
-    if allocatable.get(GPU_RESOURCE) is not None and int(_quantity(allocatable[GPU_RESOURCE])) < whole * replicas:
-        reason = f"{allocatable[GPU_RESOURCE]} of {whole * replicas} {GPU_RESOURCE} allocatable"
+    if allocatable.get(gpu_resource) is not None and int(_quantity(allocatable[gpu_resource])) < whole * replicas:
+        reason = f"{allocatable[gpu_resource]} of {whole * replicas} {gpu_resource} allocatable"
     if (obj.get("spec") or {}).get("unschedulable"):
         state, reason = "drain", "cordoned (spec.unschedulable)"
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)

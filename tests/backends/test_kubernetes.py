@@ -670,6 +670,21 @@ def test_time_sliced_gpus_are_shared() -> None:
     assert [g.exclusive for g in info.gpus] == [False, False]
 
 
+def test_renamed_shared_replicas_are_what_a_share_asks_for() -> None:
+    """With the device plugin's ``renameByDefault``, a time-sliced node offers
+    ``nvidia.com/gpu.shared`` replicas and no ``nvidia.com/gpu``: its GPUs are shared, a
+    share asks for one replica, and no GPU there is a whole job's own."""
+    node = gpu_node("ts-01", gpus=2, gpu=A100_40, replicas=4)
+    for section in ("capacity", "allocatable"):
+        node["status"][section]["nvidia.com/gpu.shared"] = node["status"][section].pop("nvidia.com/gpu")
+    kube_node = node_from_object(node, "k8s")
+    assert [(g.sharing, g.exclusive) for g in kube_node.info.gpus] == [("time-slicing", False)] * 2
+    assert kube_node.info.state == "up" and not kube_node.info.reason
+    job = spec("true", Placement("ts-01", (1,)))  # a share of GPU 1
+    built = build_job(job, JobTarget("k8s", "default", job_name(job.key), "ubuntu:24.04", 30, {"ts-01": kube_node}))
+    assert built["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu.shared": "1"}
+
+
 def test_the_sharing_strategy_label_names_the_mode() -> None:
     """GPU feature discovery labels MPS sharing ``nvidia.com/gpu.sharing-strategy: mps``;
     the overhead charged on a share depends on it."""
