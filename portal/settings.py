@@ -255,6 +255,8 @@ SCHEDULER_WHATIF_RATE = env_rate("SCHEDULER_WHATIF_RATE", "30/minute")
 #: How stale the submit-time hardware check may be: each web process reads whether
 #: nodes or GPUs changed at most this often (seconds; the tick always reads them afresh).
 SCHEDULER_INVENTORY_RECHECK_SECONDS = env_float("SCHEDULER_INVENTORY_RECHECK_SECONDS", 5.0, minimum=0)
+#: How often the tick recomputes the cluster overview's stranded GPUs (seconds).
+SCHEDULER_STRANDED_SECONDS = env_float("SCHEDULER_STRANDED_SECONDS", 30.0, minimum=0)
 #: A job stuck in DISPATCHING longer than this is dispatched again (submit is idempotent).
 SCHEDULER_REDISPATCH_SECONDS = env_int("SCHEDULER_REDISPATCH_SECONDS", 60, minimum=1)
 #: Upper bound on starts per tick (keeps one tick's transaction short).

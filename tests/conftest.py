@@ -76,6 +76,7 @@ def _isolated_scheduler_settings(settings: Any, tmp_path: Any) -> None:
     settings.QM_WORK_DIR = tmp_path / "work"
     # Tests change the hardware between requests: the submit-time check sees it at once.
     settings.SCHEDULER_INVENTORY_RECHECK_SECONDS = 0
+    settings.SCHEDULER_STRANDED_SECONDS = 0  # every tick recomputes the overview's stranded GPUs
     # Password hashing is deliberately slow; tests create many users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Rate limits (what-if) count in the cache: start each test with none spent.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,7 +17,6 @@ from monitoring.charts import WaitBin
 from portal.models import Account, Quota
 from scheduler.choices import ACTIVE_STATES, JobState
 from scheduler.core.hours import WAIT_BINS
-from scheduler.core.stranded import ModelFree
 from scheduler.jobs import hours
 from scheduler.jobs.allocations import decode
 from scheduler.jobs.request import gpu_model_label
@@ -50,13 +49,14 @@ class ModelCapacity:
 
 
 def free_gpus_by_model(
-    occupancy: Occupancy | None = None, stranded: Mapping[str, ModelFree] | None = None
+    occupancy: Occupancy | None = None, stranded: Mapping[str, Sequence[float]] | None = None
 ) -> list[ModelCapacity]:
     """Per GPU model: GPUs on schedulable nodes of enabled clusters, and how many of those
     no active job holds (a shared GPU with any share taken counts as busy); with
-    ``stranded`` (``scheduler.reads.stranded.stranded_gpus``), the free capacity and the
-    part stranded for the queue. No query on the page's ``occupancy``; four to read it
-    when not given."""
+    ``stranded`` (``TickState.stranded``: model -> [free, stranded] as of the last tick
+    that computed it, ``scheduler.tick.stranded``), the free capacity and the part
+    stranded for the queue. No query on the page's ``occupancy``; four to read it when
+    not given."""
     stranded = stranded or {}
     occupancy = occupancy or read_occupancy()
     schedulable = occupancy.schedulable()
@@ -67,15 +67,8 @@ def free_gpus_by_model(
             total[model] += 1
             if holder is None:
                 free[model] += 1
-    empty = ModelFree()
     return [
-        ModelCapacity(
-            model,
-            total[model],
-            free[model],
-            round(stranded.get(model, empty).free, 2),
-            round(stranded.get(model, empty).stranded, 2),
-        )
+        ModelCapacity(model, total[model], free[model], *(round(x, 2) for x in stranded.get(model, (0.0, 0.0))))
         for model in sorted(total)
     ]
 

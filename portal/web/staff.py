@@ -37,11 +37,10 @@ from portal.web import figures
 from portal.web.jobform import flatten_errors
 from scheduler.choices import JobState
 from scheduler.clusters.nodes import drain_node, resume_node
-from scheduler.models import Node
+from scheduler.models import Node, TickState
 from scheduler.reads import reports
 from scheduler.reads.inventory import load_inventory
 from scheduler.reads.occupancy import Occupancy, read_occupancy
-from scheduler.reads.stranded import stranded_gpus
 
 AUDIT_PAGE = 100
 
@@ -477,6 +476,7 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
     # The GPUs and their holders, read once for the capacity table and the GPU charts.
     occupancy = read_occupancy()
     node_states = Counter(state for _, state in occupancy.nodes)
+    tick = TickState.objects.filter(pk=1).only("stranded", "stranded_at").first()
     return render(
         request,
         "portal/manage/cluster.html",
@@ -486,7 +486,8 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
             "end": end,
             "hours": hours,
             "total_hours": sum(h.gpu_hours for h in hours),
-            "capacity": figures.free_gpus_by_model(occupancy, stranded_gpus()),
+            "capacity": figures.free_gpus_by_model(occupancy, tick.stranded if tick else None),
+            "stranded_at": tick.stranded_at if tick else None,
             "pending": by_state[JobState.PENDING.value],
             "jobs_by_state": [(s.label, by_state[s.value]) for s in JobState if by_state[s.value]],
             "node_states": sorted(node_states.items()),

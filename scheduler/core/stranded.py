@@ -31,8 +31,12 @@ def stranded_by_model(ledger: Ledger, pending: Iterable[PendingJob]) -> dict[str
     ``pending`` (one per request shape is enough) could take on its node now: a GPU's
     free part is usable when some request fits the node's free CPUs, memory and labels
     and could take that GPU (a share no larger than its free part; a whole free GPU, with
-    as many such GPUs on the node as the request needs per node)."""
+    as many such GPUs on the node as the request needs per node).
+
+    Nodes in the same free state (and labels) are looked at once; whether a request
+    accepts a kind of GPU is asked once per request and kind."""
     requests = list({request_shape(job): job for job in pending if job.gpus_per_node}.values())
+    accepts: dict[tuple[int, int], bool] = {}
     models: dict[str, ModelFree] = {}
     memo: dict[tuple[NodeState, tuple[tuple[str, str], ...]], list[tuple[str, int, bool]]] = {}
     for capacity in ledger.by_name.values():
@@ -40,10 +44,10 @@ def stranded_by_model(ledger: Ledger, pending: Iterable[PendingJob]) -> dict[str
         if not node.schedulable or not node.gpus:
             continue
         state = capacity.state()
-        key = (state, tuple(sorted(node.labels.items())))
+        key = (state, tuple(sorted(node.labels.items())) if node.labels else ())
         gpus = memo.get(key)
         if gpus is None:
-            gpus = memo[key] = _usable(state, node, requests)
+            gpus = memo[key] = _usable(state, node, requests, accepts)
         for model, free, usable in gpus:
             entry = models.setdefault(model, ModelFree())
             entry.free += free / SHARE_UNITS
@@ -52,37 +56,49 @@ def stranded_by_model(ledger: Ledger, pending: Iterable[PendingJob]) -> dict[str
     return models
 
 
-def _usable(state: NodeState, node: NodeView, requests: list[PendingJob]) -> list[tuple[str, int, bool]]:
-    """(model, free units, whether some request could use it) per GPU with free capacity."""
+def _usable(
+    state: NodeState, node: NodeView, requests: list[PendingJob], accepts: dict[tuple[int, int], bool]
+) -> list[tuple[str, int, bool]]:
+    """(model, free units, whether some request could use it) per GPU with free capacity.
+    ``accepts`` memoises ``(request position, GPU kind) -> job.accepts(gpu)``."""
     free_cpus, free_memory, entries = state
+
+    def takes(position: int, job: PendingJob, kind: int) -> bool:
+        answer = accepts.get((position, kind))
+        if answer is None:
+            answer = accepts[(position, kind)] = job.accepts(kind_gpu(kind))
+        return answer
+
     fitting = [
-        job
-        for job in requests
+        (position, job)
+        for position, job in enumerate(requests)
         if job.cpus_per_node <= free_cpus
         and job.memory_mib_per_node <= free_memory
         and (not job.node_labels or job.fits_node(node))
     ]
-    whole_free: dict[int, int] = {}  # request position -> whole free GPUs it accepts here
-    for position, job in enumerate(fitting):
-        if not job.gpu_share:
-            whole_free[position] = sum(
-                1 for kind, free, _ in entries if free == SHARE_UNITS and job.accepts(kind_gpu(kind))
-            )
+    whole_free: dict[int, int] = {}  # request position -> whole free GPUs it accepts here, once asked
     result = []
     for kind, free, memory in entries:
         if free == 0:
             continue
         gpu = kind_gpu(kind)
+        if not gpu.healthy:
+            continue  # held back by monitoring: unavailable, not stranded
         usable = False
-        for position, job in enumerate(fitting):
+        for position, job in fitting:
             if job.gpu_share:
                 usable = (
                     free >= share_units(job.gpu_share)
                     and memory + job.gpu_memory_mib_share <= gpu.memory_mib
-                    and job.accepts(gpu)
+                    and takes(position, job, kind)
                 )
-            else:
-                usable = free == SHARE_UNITS and job.accepts(gpu) and whole_free[position] >= job.gpus_per_node
+            elif free == SHARE_UNITS and takes(position, job, kind):
+                count = whole_free.get(position)
+                if count is None:
+                    count = whole_free[position] = sum(
+                        1 for k, f, _ in entries if f == SHARE_UNITS and takes(position, job, k)
+                    )
+                usable = count >= job.gpus_per_node
             if usable:
                 break
         result.append((gpu.model, free, usable))

@@ -193,7 +193,11 @@ class PendingJob:
                 return False
         elif not gpu.exclusive:
             return False
-        if self.gpu_model and gpu.model != self.gpu_model and gpu.model not in gpu_model_choices(self.gpu_model):
+        if (
+            self.gpu_model
+            and gpu.model != self.gpu_model
+            and ("|" not in self.gpu_model or gpu.model not in gpu_model_choices(self.gpu_model))
+        ):
             return False
         if gpu.memory_mib < self.min_gpu_memory_mib:
             return False

@@ -15,6 +15,7 @@ from scheduler.config import SchedulerConfig, current_config
 from scheduler.core import schedule
 from scheduler.jobs.remote import after_commit
 from scheduler.models import TickState
+from scheduler.tick import stranded
 from scheduler.tick.apply import claim, evict, store_borrowed, store_waiting
 from scheduler.tick.snapshot import load_snapshot, with_policy_inputs
 from scheduler.tick.usage import update_usage, usage_policy
@@ -88,12 +89,16 @@ def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None)
         started = claim(decisions.starts, now, decisions.borrowed)
         store_waiting(decisions, loaded)
         store_borrowed(decisions, loaded, started)
+        extra: dict[str, Any] = {}
+        if stranded.due(now):
+            extra = {"stranded": stranded.stranded_after(snapshot, decisions), "stranded_at": now}
         duration = (time.perf_counter() - began) * 1000
         _record_tick(
             finished_at=timezone.now(),
             duration_ms=duration,
             started_jobs=len(started),
             pending_jobs=len(loaded.snapshot.pending),
+            **extra,
         )
         if started:  # one batch: one lookup and concurrent submissions (Backend.submit_many)
             after_commit("scheduler.dispatch_jobs", dispatch_jobs, started)
