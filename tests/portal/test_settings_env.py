@@ -31,6 +31,7 @@ from portal.env import (
     env_list,
     env_rate,
     env_secret,
+    env_sharing_overheads,
     env_weights,
 )
 
@@ -97,6 +98,24 @@ def test_directory_groups_map_to_accounts_and_roles_and_bad_entries_stop_start_u
         monkeypatch.setenv("G", bad)
         with pytest.raises(ImproperlyConfigured, match=r"G: .*<member\|coordinator>"):
             env_group_map("G")
+
+
+def test_sharing_overheads_by_mode_and_model_over_the_defaults(monkeypatch):
+    defaults = {"time-slicing": 0.1, "mps": 0.05}
+    monkeypatch.delenv("O", raising=False)
+    assert env_sharing_overheads("O", defaults) == defaults
+    monkeypatch.setenv("O", "0.2")  # a plain number: every mode
+    assert env_sharing_overheads("O", defaults) == {"time-slicing": 0.2, "mps": 0.2}
+    monkeypatch.setenv("O", "mps=0.03, T4/time-slicing=0.15")
+    assert env_sharing_overheads("O", defaults) == {"time-slicing": 0.1, "mps": 0.03, "T4/time-slicing": 0.15}
+    for bad, message in (
+        ("nvlink=0.1", "names no sharing mode"),
+        ("-1", "must be a number >= 0"),
+        ("mps", "must look like"),
+    ):
+        monkeypatch.setenv("O", bad)
+        with pytest.raises(ImproperlyConfigured, match=message):
+            env_sharing_overheads("O", defaults)
 
 
 def test_weights_parse_names_and_refuse_bad_entries(monkeypatch):
