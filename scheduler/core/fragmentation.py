@@ -30,8 +30,9 @@ Beyond FGD (each measured on the openb trace, see the README):
 
 Cost: a node's fragmentation depends only on its free state (free CPUs, memory and the
 free part of each GPU, by GPU kind), and many nodes share one state (idle nodes, full
-nodes); values are memoised per state while the mix stays, and one ``place`` call
-scores each distinct state once.
+nodes); values are memoised per state while the mix stays, placements per request
+shape and state (:meth:`Scorer.options_for`), and the ledger keeps one heap of ranked
+nodes per request shape (``scheduler.core.placement.Ledger._ranked``).
 """
 
 from __future__ import annotations
