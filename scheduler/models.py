@@ -262,8 +262,8 @@ class TickState(models.Model):
     duration_ms = models.FloatField(default=0)
     started_jobs = models.PositiveIntegerField(default=0)
     pending_jobs = models.PositiveIntegerField(default=0)
-    #: Per GPU model after a tick: [free GPUs, GPUs no waiting request could use where
-    #: they are] (``scheduler.tick.stranded``), and when it was computed.
+    #: After a tick: ``{"waiting": n, "models": {model: [free GPUs, GPUs no waiting
+    #: request could use where they are]}}`` (``scheduler.tick.stranded``), and when.
     stranded = models.JSONField(default=dict, blank=True)
     stranded_at = models.DateTimeField(null=True, blank=True)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -42,22 +42,12 @@ class ModelCapacity:
     model: str
     total: int
     free: int
-    #: Free capacity in GPUs (a shared GPU's free part counts), and the part of it that
-    #: no pending request could use where it is (``scheduler.core.stranded``).
-    free_capacity: float = 0.0
-    stranded: float = 0.0
 
 
-def free_gpus_by_model(
-    occupancy: Occupancy | None = None, stranded: Mapping[str, Sequence[float]] | None = None
-) -> list[ModelCapacity]:
+def free_gpus_by_model(occupancy: Occupancy | None = None) -> list[ModelCapacity]:
     """Per GPU model: GPUs on schedulable nodes of enabled clusters, and how many of those
-    no active job holds (a shared GPU with any share taken counts as busy); with
-    ``stranded`` (``TickState.stranded``: model -> [free, stranded] as of the last tick
-    that computed it, ``scheduler.tick.stranded``), the free capacity and the part
-    stranded for the queue. No query on the page's ``occupancy``; four to read it when
-    not given."""
-    stranded = stranded or {}
+    no active job holds (a shared GPU with any share taken counts as busy). No query on
+    the page's ``occupancy``; four to read it when not given."""
     occupancy = occupancy or read_occupancy()
     schedulable = occupancy.schedulable()
     total: Counter[str] = Counter()
@@ -67,10 +57,7 @@ def free_gpus_by_model(
             total[model] += 1
             if holder is None:
                 free[model] += 1
-    return [
-        ModelCapacity(model, total[model], free[model], *(round(x, 2) for x in stranded.get(model, (0.0, 0.0))))
-        for model in sorted(total)
-    ]
+    return [ModelCapacity(model, total[model], free[model]) for model in sorted(total)]
 
 
 def jobs_by_state() -> dict[str, int]:

@@ -18,9 +18,10 @@ from scheduler.core.types import Decisions, Snapshot
 from scheduler.models import TickState
 
 
-def stranded_after(snapshot: Snapshot, decisions: Decisions) -> dict[str, list[float]]:
-    """Per GPU model, ``[free GPUs, stranded GPUs]`` once the cycle's evictions and starts
-    are applied, against the requests still waiting."""
+def stranded_after(snapshot: Snapshot, decisions: Decisions) -> dict[str, object]:
+    """``{"waiting": jobs still waiting, "models": {model: [free GPUs, stranded GPUs]}}``
+    once the cycle's evictions and starts are applied, against the requests still
+    waiting (with none waiting, every free GPU counts as stranded)."""
     ledger = Ledger.from_snapshot(snapshot)
     evicted = {e.victim_id for e in decisions.evictions}
     for job in snapshot.running:
@@ -31,7 +32,8 @@ def stranded_after(snapshot: Snapshot, decisions: Decisions) -> dict[str, list[f
     started = {s.job_id for s in decisions.starts}
     waiting = [job for job in snapshot.pending if job.id not in started]
     by_model = stranded_by_model(ledger, waiting)
-    return {model: [round(f.free, 3), round(f.stranded, 3)] for model, f in sorted(by_model.items())}
+    models = {model: [round(f.free, 3), round(f.stranded, 3)] for model, f in sorted(by_model.items())}
+    return {"waiting": len(waiting), "models": models}
 
 
 def due(now: datetime) -> bool:
