@@ -488,6 +488,8 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
             "total_hours": sum(h.gpu_hours for h in hours),
             "capacity": figures.free_gpus_by_model(occupancy),
             "stranded": tick.stranded if tick and tick.stranded_at else None,
+            # by model name: PostgreSQL's jsonb keeps an object's keys in its own order
+            "stranded_rows": sorted((tick.stranded.get("models") or {}).items()) if tick else [],
             "stranded_at": tick.stranded_at if tick else None,
             "jobs_by_state": [(s.label, by_state[s.value]) for s in JobState if by_state[s.value]],
             "node_states": sorted(node_states.items()),
