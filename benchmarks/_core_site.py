@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from scheduler.core.fairshare import AccountNode, FairShareTree
 from scheduler.core.priority import PriorityWeights
 from scheduler.core.types import (
+    CPU_MILLIS,
     Allocation,
     GpuView,
     Limits,
@@ -85,7 +86,7 @@ def _nodes(count: int, rng: random.Random) -> tuple[NodeView, ...]:
             NodeView(
                 name=f"gpu{i:05d}",
                 cluster="main" if i < count * 0.8 else "east",
-                cpus=128,
+                cpu_millis=128 * CPU_MILLIS,
                 memory_mib=1024 * 1024,
                 gpus=gpus,
                 schedulable=rng.random() > 0.01,
@@ -156,7 +157,7 @@ def build_snapshot(shape: SiteShape = SiteShape()) -> Snapshot:
         allocations = []
         for n in chosen:
             taken, free[n.name] = free[n.name][:per_node], free[n.name][per_node:]
-            allocations.append(Allocation(n.name, tuple(taken), 8 * per_node, 65536 * per_node))
+            allocations.append(Allocation(n.name, tuple(taken), 8 * per_node * CPU_MILLIS, 65536 * per_node))
         running.append(
             RunningJob(
                 id=job_id,
@@ -180,7 +181,7 @@ def build_snapshot(shape: SiteShape = SiteShape()) -> Snapshot:
                 submitted_at=NOW - timedelta(seconds=rng.randrange(3 * 24 * HOUR)),
                 nodes=count,
                 gpus_per_node=per_node,
-                cpus_per_node=8 * per_node,
+                cpu_millis_per_node=8 * per_node * CPU_MILLIS,
                 memory_mib_per_node=65536 * per_node,
                 gpu_model=model,
                 walltime_seconds=rng.choice(WALLTIMES),

@@ -98,7 +98,9 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-share-memory", type=int, dest="gpu_memory_mib_share", help="MiB of the shared GPU")
     parser.add_argument("--min-gpu-memory", type=int, dest="min_gpu_memory_mib", help="MiB")
     parser.add_argument("--min-compute-capability")
-    parser.add_argument("--cpus", type=int, dest="cpus_per_node", help="CPUs per node")
+    parser.add_argument(
+        "--cpus", dest="cpus_per_node", help="CPUs per node: 8, or part of one (0.5, 500m) on Kubernetes"
+    )
     parser.add_argument("--memory", type=int, dest="memory_mib_per_node", help="MiB per node")
     parser.add_argument("--image")
     parser.add_argument("--env", "-e", type=_pair("--env", "KEY=value"), action="append", default=[], help="KEY=value")

@@ -9,8 +9,10 @@ methods.
 from __future__ import annotations
 
 import uuid
+from decimal import Decimal
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 
 from scheduler.choices import BackendKind, EventKind, JobState, NodeState
@@ -136,7 +138,16 @@ class Job(models.Model):
     node_labels = models.JSONField(
         default=dict, blank=True, help_text='Labels every node of the job must carry, e.g. {"rack": "r1"}.'
     )
-    cpus_per_node = models.PositiveIntegerField(default=1)
+    #: CPUs per node, in thousandths where the cluster hands out part of a CPU
+    #: (Kubernetes' millicores: ``0.5``); Slurm takes whole ones (see
+    #: ``scheduler.backends.FRACTIONAL_CPU_KINDS``).
+    cpus_per_node = models.DecimalField(
+        max_digits=9,
+        decimal_places=3,
+        default=1,
+        validators=[MinValueValidator(Decimal("0.001"))],
+        help_text="CPUs per node; part of a CPU (0.5, Kubernetes' 500m) where the cluster allows it.",
+    )
     memory_mib_per_node = models.PositiveIntegerField(default=0)
     walltime_seconds = models.PositiveIntegerField()
     nice = models.IntegerField(default=0, help_text="Lowers the job's priority by this much (sbatch --nice).")

@@ -10,7 +10,7 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler.core.types import Allocation, GpuView, NodeView, PendingJob, RunningJob, Snapshot
+from scheduler.core.types import CPU_MILLIS, Allocation, GpuView, NodeView, PendingJob, RunningJob, Snapshot
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -33,27 +33,37 @@ def node(
     gpus: int = 8,
     model: str = "H100-80GB",
     cluster: str = "c1",
-    cpus: int = 64,
+    cpus: float = 64,
     memory_mib: int = 512_000,
     schedulable: bool = True,
     unhealthy: tuple[int, ...] = (),
+    fractional_cpus: bool = True,
 ) -> NodeView:
     memory, cc = MODELS[model]
     return NodeView(
         name=name,
         cluster=cluster,
-        cpus=cpus,
+        cpu_millis=round(cpus * CPU_MILLIS),
+        fractional_cpus=fractional_cpus,
         memory_mib=memory_mib,
         gpus=tuple(GpuView(i, model, memory, cc, healthy=i not in unhealthy) for i in range(gpus)),
         schedulable=schedulable,
     )
 
 
-def pending(job_id: int | None = None, *, age_rank: int | None = None, **request: Any) -> PendingJob:
-    """A pending job; ``age_rank`` orders submission (lower = older), default = id."""
+def pending(
+    job_id: int | None = None, *, age_rank: int | None = None, cpus_per_node: float = 1, **request: Any
+) -> PendingJob:
+    """A pending job; ``age_rank`` orders submission (lower = older), default = id;
+    ``cpus_per_node`` in CPUs, as users ask (the core counts millicores)."""
     job_id = job_id if job_id is not None else next(_ids)
     rank = age_rank if age_rank is not None else job_id
-    return PendingJob(id=job_id, submitted_at=T0 + timedelta(seconds=rank), **request)
+    return PendingJob(
+        id=job_id,
+        submitted_at=T0 + timedelta(seconds=rank),
+        cpu_millis_per_node=round(cpus_per_node * CPU_MILLIS),
+        **request,
+    )
 
 
 def running(job_id: int, *allocations: tuple[str, tuple[int, ...]]) -> RunningJob:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -242,6 +243,8 @@ def _as_text(name: str, value: Any) -> str:
     (0 GPUs per node is a CPU-only job, not the default 1)."""
     if name in FIELD_SHAPES:
         return FIELD_SHAPES[name][1](value)
+    if isinstance(value, Decimal):  # CPUs: 8, not 8.000
+        return format(value.normalize(), "f")
     default = JobSubmitSerializer._declared_fields[name].default
     return "" if not value and not default else str(value)
 
@@ -276,7 +279,7 @@ class JobForm(forms.Form):
     min_compute_capability = _text("Min compute capability", "For example 8.0.")
     gpu_share = _number("GPU share", "A fraction of one shared GPU (0 < share < 1); empty: whole GPUs.", "0")
     gpu_memory_mib_share = _number("GPU memory of the share (MiB)", "", "0")
-    cpus_per_node = _number("CPUs per node", "", "1")
+    cpus_per_node = _number("CPUs per node", "Part of a CPU (0.5 or 500m) where the cluster allows it.", "1")
     memory_mib_per_node = _number("Memory per node (MiB)", "", "0")
     walltime_seconds = forms.CharField(label="Walltime", help_text="2h, 90m, 1:30:00 or seconds.")
     array = _text(

@@ -53,6 +53,7 @@ from scheduler.reads.arrays import (
     display_label,
     without_folded_tasks,
 )
+from scheduler.reads.sharing import share_costs
 from scheduler.tick import estimates
 
 PAGE_SIZE = 50
@@ -434,6 +435,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             else None,
             "health_notes": health_notes_for_job(job, now),
             "efficiency": JobEfficiency.objects.filter(job=job, attempt=job.attempt).first(),
+            "share_costs": share_costs(job),
             "label": display_id(job),
             "array": _array_of(request, job),
             "array_verbs": list(ARRAY_VERBS),

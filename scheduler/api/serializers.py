@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -24,10 +25,10 @@ from scheduler.backends.job_env import RESERVED_WORDS, is_reserved
 from scheduler.backends.job_files import name_problem
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.reason_words import reason_words
-from scheduler.core.types import gpu_model_choices, parse_compute_capability
+from scheduler.core.types import CPU_MILLIS, cpu_count, gpu_model_choices, parse_compute_capability
 from scheduler.jobs.array_spec import MAX_SPEC_LENGTH, ArraySpec, ArraySpecError, parse_array
 from scheduler.jobs.blockers import blockers_for_api
-from scheduler.jobs.request import REQUEST_FIELDS, pending_request
+from scheduler.jobs.request import REQUEST_FIELDS, parse_cpus, pending_request
 from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
 from scheduler.reads.arrays import display_id
@@ -39,10 +40,25 @@ MAX_INT = 2**31 - 1
 MAX_WALLTIME = 365 * 24 * 3600
 
 
+@extend_schema_field(serializers.FloatField())
+class CpusField(serializers.Field):
+    """CPUs per node: a number (``8``, ``0.5``) or Kubernetes' ``"500m"`` in; a number
+    out (an int when whole), never a string."""
+
+    def to_internal_value(self, data: Any) -> Decimal:
+        try:
+            return parse_cpus(data)
+        except ValueError as error:
+            raise serializers.ValidationError(str(error)) from None
+
+    def to_representation(self, value: Any) -> int | float:
+        return cpu_count(round(Decimal(value) * CPU_MILLIS))
+
+
 class AllocationSerializer(serializers.Serializer):
     node = serializers.CharField()
     gpu_indices = serializers.ListField(child=serializers.IntegerField())
-    cpus = serializers.IntegerField()
+    cpus = serializers.FloatField(help_text="CPUs it holds there (0.5 for half a CPU).")
     memory_mib = serializers.IntegerField()
 
 
@@ -95,6 +111,7 @@ class JobSerializer(serializers.ModelSerializer):
     qos = serializers.CharField(source="qos.name", read_only=True, allow_null=True, default=None)
     cluster = serializers.CharField(source="cluster.name", read_only=True, allow_null=True, default=None)
     allocations = AllocationSerializer(many=True, read_only=True)
+    cpus_per_node = CpusField(read_only=True)
     total_gpus = serializers.IntegerField(read_only=True)
     env = serializers.DictField(child=serializers.CharField(allow_blank=True), read_only=True)
     dependencies = DependencySerializer(many=True, read_only=True)
@@ -272,7 +289,9 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
         default=dict,
         help_text='Labels every node of the job must carry (Slurm --constraint, a node selector), e.g. {"rack": "r1"}.',
     )
-    cpus_per_node = serializers.IntegerField(min_value=1, max_value=100_000, default=1)
+    cpus_per_node = CpusField(
+        default=Decimal(1), help_text="CPUs per node: 8, or part of one where the cluster allows it (0.5, '500m')."
+    )
     memory_mib_per_node = serializers.IntegerField(min_value=0, max_value=MAX_INT, default=0)
     walltime_seconds = serializers.IntegerField(min_value=1, max_value=MAX_WALLTIME)
     nice = serializers.IntegerField(
@@ -491,19 +510,10 @@ class GpuSerializer(serializers.ModelSerializer):
 
 
 class NodeGpuSerializer(GpuSerializer):
+    """A GPU inside its node's answer: the same fields less those the node already says."""
+
     class Meta(GpuSerializer.Meta):
-        fields = [
-            "index",
-            "uuid",
-            "model",
-            "memory_mib",
-            "compute_capability",
-            "mig_profile",
-            "shared",
-            "sharing",
-            "exclusive",
-            "parent_index",
-        ]
+        fields = [name for name in GpuSerializer.Meta.fields if name not in ("id", "node")]
 
 
 class NodeSerializer(serializers.ModelSerializer):

@@ -13,7 +13,7 @@ from typing import Any
 
 from scheduler.backends.base import Backend, BackendError
 
-__all__ = ["REGISTRY", "Backend", "BackendError", "available_kinds", "load_backend"]
+__all__ = ["FRACTIONAL_CPU_KINDS", "REGISTRY", "Backend", "BackendError", "available_kinds", "load_backend"]
 
 #: kind -> "module:Class". Only kinds with a real implementation are listed.
 REGISTRY: dict[str, str] = {
@@ -21,6 +21,11 @@ REGISTRY: dict[str, str] = {
     "kubernetes": "scheduler.backends.kubernetes:KubernetesBackend",
     "slurm": "scheduler.backends.slurm:SlurmBackend",
 }
+
+#: Kinds whose workload manager hands out part of a CPU: Kubernetes' millicores, and the
+#: local cluster (which shares its host's CPUs). Slurm allocates whole CPUs
+#: (``--cpus-per-task`` is an integer), so a job asking for 0.5 CPUs never goes there.
+FRACTIONAL_CPU_KINDS: frozenset[str] = frozenset({"kubernetes", "local"})
 
 
 def available_kinds() -> list[str]:

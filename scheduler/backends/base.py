@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
+from scheduler.core.types import CPU_MILLIS
+
 
 class BackendError(Exception):
     """Any failure talking to a workload manager.
@@ -82,7 +84,9 @@ class JobSpec:
     script: str
     walltime_seconds: int
     placements: tuple[Placement, ...]
-    cpus_per_node: int = 1
+    #: CPUs per node in millicores (``scheduler.core.types.CPU_MILLIS`` per CPU): part of
+    #: a CPU reaches only the kinds in ``scheduler.backends.FRACTIONAL_CPU_KINDS``.
+    cpu_millis_per_node: int = CPU_MILLIS
     memory_mib_per_node: int = 0
     image: str = ""
     env: Mapping[str, str] = field(default_factory=dict)

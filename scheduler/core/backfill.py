@@ -114,7 +114,10 @@ def held_back(reservations: Iterable[Reservation]) -> Mapping[str, Allocation]:
                 a
                 if prior is None
                 else Allocation(
-                    a.node, prior.gpu_indices + a.gpu_indices, prior.cpus + a.cpus, prior.memory_mib + a.memory_mib
+                    a.node,
+                    prior.gpu_indices + a.gpu_indices,
+                    prior.cpu_millis + a.cpu_millis,
+                    prior.memory_mib + a.memory_mib,
                 )
             )
     return held

@@ -83,17 +83,17 @@ def kind_gpu(kind: int) -> GpuView:
 def shape_of_job(job: PendingJob) -> Shape:
     """The per-node shape of a pending request."""
     if job.gpu_share:
-        return (share_units(job.gpu_share), 1, job.cpus_per_node, job.memory_mib_per_node, job.gpu_model, True)
-    return (SHARE_UNITS, job.gpus_per_node, job.cpus_per_node, job.memory_mib_per_node, job.gpu_model, False)
+        return (share_units(job.gpu_share), 1, job.cpu_millis_per_node, job.memory_mib_per_node, job.gpu_model, True)
+    return (SHARE_UNITS, job.gpus_per_node, job.cpu_millis_per_node, job.memory_mib_per_node, job.gpu_model, False)
 
 
 def shapes_of_allocations(allocations: Iterable[Allocation]) -> Iterator[Shape]:
     """The per-node shapes a running job holds (its model choice is not known: any)."""
     for a in allocations:
         if a.gpu_share:
-            yield (share_units(a.gpu_share), 1, a.cpus, a.memory_mib, "", True)
+            yield (share_units(a.gpu_share), 1, a.cpu_millis, a.memory_mib, "", True)
         else:
-            yield (SHARE_UNITS, len(a.gpu_indices), a.cpus, a.memory_mib, "", False)
+            yield (SHARE_UNITS, len(a.gpu_indices), a.cpu_millis, a.memory_mib, "", False)
 
 
 #: The mix keeps the most common shapes covering this fraction of all requests...
@@ -143,9 +143,9 @@ class WorkloadMix:
         for job in running:
             for a in job.allocations:  # shapes_of_allocations, inlined: one per running job
                 if a.gpu_share:
-                    shape = (share_units(a.gpu_share), 1, a.cpus, a.memory_mib, "", True)
+                    shape = (share_units(a.gpu_share), 1, a.cpu_millis, a.memory_mib, "", True)
                 else:
-                    shape = (SHARE_UNITS, len(a.gpu_indices), a.cpus, a.memory_mib, "", False)
+                    shape = (SHARE_UNITS, len(a.gpu_indices), a.cpu_millis, a.memory_mib, "", False)
                 counts[shape] = counts.get(shape, 0) + 1
         return cls.counted(counts, pending)
 
@@ -191,12 +191,12 @@ class Scorer:
             _last_scorer = cls(mix)
         return _last_scorer
 
-    def options_for(self, job: PendingJob) -> dict[NodeState, Option | None]:
-        """Where ``score_placement`` results for requests shaped like ``job`` are kept,
-        by node state: they depend on nothing else while the mix stays, and from one
-        job to the next (and one cycle to the next) most nodes keep their state. A
-        memo that grows past :data:`MEMO_LIMIT` states is emptied."""
-        key = request_key(job)
+    def options_for(self, key: tuple[object, ...]) -> dict[NodeState, Option | None]:
+        """Where ``score_placement`` results for requests of one shape (``key``: the
+        placement's ``request_shape``) are kept, by node state: they depend on nothing
+        else while the mix stays, and from one job to the next (and one cycle to the
+        next) most nodes keep their state. A memo that grows past :data:`MEMO_LIMIT`
+        states is emptied."""
         options = self._options.get(key)
         if options is None or len(options) > MEMO_LIMIT:
             options = self._options[key] = {}
@@ -213,7 +213,7 @@ class Scorer:
         return value
 
     def _compute(self, state: NodeState) -> float:
-        free_cpus, free_memory, gpus = state
+        free_cpu_millis, free_memory, gpus = state
         total = 0
         for _, free, _ in gpus:
             total += free
@@ -221,11 +221,11 @@ class Scorer:
             return 0.0
         value = 0.0
         for shape, weight in self.mix.shapes:
-            value += weight * self._stranded(shape, free_cpus, free_memory, gpus, total)
+            value += weight * self._stranded(shape, free_cpu_millis, free_memory, gpus, total)
         return value
 
     def _stranded(
-        self, shape: Shape, free_cpus: int, free_memory: int, gpus: tuple[GpuState, ...], total: int
+        self, shape: Shape, free_cpu_millis: int, free_memory: int, gpus: tuple[GpuState, ...], total: int
     ) -> float:
         """The free GPU units ``shape`` could not use on a node: all of them if not one
         such request fits; else FGD's measure (those on GPUs it cannot take: too small a
@@ -233,7 +233,7 @@ class Scorer:
         :data:`FEED_WEIGHT` of the way toward the feed measure (the part of the usable
         capacity beyond what the node's free CPUs and memory can feed)."""
         units, count, cpus, memory = shape[0], shape[1], shape[2], shape[3]
-        if count == 0 or cpus > free_cpus or memory > free_memory:
+        if count == 0 or cpus > free_cpu_millis or memory > free_memory:
             return total  # cannot use any of the node's GPUs
         accepts = self._accepts
         usable_units = 0
@@ -257,7 +257,7 @@ class Scorer:
             return total
         fed = fits
         if cpus:
-            fed = min(fed, free_cpus // cpus)
+            fed = min(fed, free_cpu_millis // cpus)
         if memory:
             fed = min(fed, free_memory // memory)
         fgd = total - usable_units
@@ -267,21 +267,6 @@ class Scorer:
 
 
 _last_scorer: Scorer | None = None
-
-
-def request_key(job: PendingJob) -> tuple[object, ...]:
-    """What of a request its score on a node state depends on (not its node count or
-    labels: labels are checked before a state is scored)."""
-    return (
-        job.gpus_per_node,
-        job.cpus_per_node,
-        job.memory_mib_per_node,
-        job.gpu_model,
-        job.min_gpu_memory_mib,
-        job.min_compute_capability,
-        job.gpu_share,
-        job.gpu_memory_mib_share,
-    )
 
 
 #: A scored placement on one node state: (fragmentation added, the GPU entries the job
@@ -300,8 +285,8 @@ def score_placement(job: PendingJob, state: NodeState, scorer: Scorer) -> Option
 
     A fractional job tries each distinct GPU state it fits on (ties: the fullest GPU); a
     whole-GPU job takes free GPUs of the kinds it accepts, first kinds first."""
-    free_cpus, free_memory, gpus = state
-    cpus_left = free_cpus - job.cpus_per_node
+    free_cpu_millis, free_memory, gpus = state
+    cpus_left = free_cpu_millis - job.cpu_millis_per_node
     memory_left = free_memory - job.memory_mib_per_node
     if cpus_left < 0 or memory_left < 0:
         return None

@@ -37,6 +37,7 @@ from scheduler.core.types import (
     PendingReason,
     Reservation,
     Snapshot,
+    cpu_text,
 )
 
 
@@ -252,7 +253,7 @@ def _resources(job: PendingJob, ledger: Ledger) -> Blocker | None:
     best: tuple[int, str] = (-1, "")
     fitting_gpus: dict[str, int] = defaultdict(int)  # cluster -> nodes with enough GPUs free
     fitting_all: dict[str, int] = defaultdict(int)  # ... and enough CPUs and memory
-    short_of: tuple[str, str, int, int] | None = None  # (node, resource, free, wanted)
+    short_of: tuple[str, str, int | str, int | str] | None = None  # (node, resource, free, wanted)
     for cluster, capacities in ledger.by_cluster.items():
         for capacity in capacities:
             if not _could_hold(capacity.node, job):
@@ -263,8 +264,13 @@ def _resources(job: PendingJob, ledger: Ledger) -> Blocker | None:
             if usable < job.gpus_per_node:
                 continue
             fitting_gpus[cluster] += 1
-            if capacity.free_cpus < job.cpus_per_node:
-                short_of = short_of or (capacity.node.name, "CPUs", capacity.free_cpus, job.cpus_per_node)
+            if capacity.free_cpu_millis < job.cpu_millis_per_node:
+                short_of = short_of or (
+                    capacity.node.name,
+                    "CPUs",
+                    cpu_text(capacity.free_cpu_millis),
+                    cpu_text(job.cpu_millis_per_node),
+                )
             elif capacity.free_memory_mib < job.memory_mib_per_node:
                 short_of = short_of or (
                     capacity.node.name,
@@ -303,9 +309,9 @@ def _could_hold(node: NodeView, job: PendingJob) -> bool:
     Only such nodes are "closest to fitting": a node of another GPU model with every GPU
     free is further from holding the job than a busy node of the right one.
     """
-    if node.cpus < job.cpus_per_node or node.memory_mib < job.memory_mib_per_node:
+    if node.cpu_millis < job.cpu_millis_per_node or node.memory_mib < job.memory_mib_per_node:
         return False
-    if job.node_labels and not job.fits_node(node):
+    if job.picks_nodes and not job.fits_node(node):
         return False
     if not job.gpus_per_node:
         return True
@@ -322,8 +328,15 @@ def _never_fits(job: PendingJob, nodes: Sequence[NodeView], unreachable: Mapping
     """Why no schedulable node set can hold the job even when idle (cluster-wide)."""
     what = constraint_text(job)
     code = PendingReason.NODES_UNAVAILABLE
-    if job.node_labels:
+    if job.picks_nodes:
         nodes = [n for n in nodes if job.fits_node(n)]
+        if not nodes and not job.node_labels:
+            cpus = cpu_text(job.cpu_millis_per_node)
+            return Blocker(
+                code,
+                f"no node can hand out part of a CPU ({cpus} CPUs asked; Slurm allocates whole CPUs)",
+                {"nodes_matching": 0, "cpus_per_node": cpus},
+            )
         if not nodes:
             wanted = ", ".join(f"{k}={v}" for k, v in job.node_labels)
             return Blocker(code, f"no node has the labels {wanted}", {"nodes_matching": 0, "node_labels": wanted})
@@ -338,18 +351,19 @@ def _never_fits(job: PendingJob, nodes: Sequence[NodeView], unreachable: Mapping
             f"the largest node has {most} {what}; this job asks for {job.gpus_per_node} per node",
             {"max_matching_gpus_per_node": most, "gpus_per_node": job.gpus_per_node, "constraint": what},
         )
-    roomy = [n for n in big if n.cpus >= job.cpus_per_node and n.memory_mib >= job.memory_mib_per_node]
+    roomy = [n for n in big if n.cpu_millis >= job.cpu_millis_per_node and n.memory_mib >= job.memory_mib_per_node]
     if not roomy:
-        most_cpus = max(n.cpus for n in big)
+        most_cpus = cpu_text(max(n.cpu_millis for n in big))
+        cpus = cpu_text(job.cpu_millis_per_node)
         most_memory = max(n.memory_mib for n in big)
         return Blocker(
             code,
-            f"no node with {job.gpus_per_node} {what} has {job.cpus_per_node} CPUs and {job.memory_mib_per_node} MiB "
+            f"no node with {job.gpus_per_node} {what} has {cpus} CPUs and {job.memory_mib_per_node} MiB "
             f"(largest: {most_cpus} CPUs, {most_memory} MiB)",
             {
                 "max_cpus": most_cpus,
                 "max_memory_mib": most_memory,
-                "cpus_per_node": job.cpus_per_node,
+                "cpus_per_node": cpus,
                 "memory_mib_per_node": job.memory_mib_per_node,
             },
         )

@@ -61,7 +61,7 @@ def _usable(
 ) -> list[tuple[str, int, bool]]:
     """(model, free units, whether some request could use it) per GPU with free capacity.
     ``accepts`` memoises ``(request position, GPU kind) -> job.accepts(gpu)``."""
-    free_cpus, free_memory, entries = state
+    free_cpu_millis, free_memory, entries = state
 
     def takes(position: int, job: PendingJob, kind: int) -> bool:
         answer = accepts.get((position, kind))
@@ -72,9 +72,9 @@ def _usable(
     fitting = [
         (position, job)
         for position, job in enumerate(requests)
-        if job.cpus_per_node <= free_cpus
+        if job.cpu_millis_per_node <= free_cpu_millis
         and job.memory_mib_per_node <= free_memory
-        and (not job.node_labels or job.fits_node(node))
+        and (not job.picks_nodes or job.fits_node(node))
     ]
     whole_free: dict[int, int] = {}  # request position -> whole free GPUs it accepts here, once asked
     result = []

@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 from scheduler.core.bits import bisect_left, bisect_right, popcount
 from scheduler.core.placement import Ledger, request_shape
 from scheduler.core.types import (
+    CPU_MILLIS,
     Allocation,
     Decisions,
     GpuView,
@@ -103,14 +104,14 @@ class NodeTimeline:
         that segment is the last. Stops at the first segment that rules the node out:
         most nodes a search looks at fail, and a window can span many segments.
         """
-        times, masks, free_cpus, free_memory = self.times, self.masks, self.cpus, self.memory
+        times, masks, free_cpu_millis, free_memory = self.times, self.masks, self.cpus, self.memory
         i = first = bisect_right(times, start) - 1
         last = len(times)
         mask = accepts
         while True:
             mask &= masks[i]
-            if popcount(mask) < wanted or free_cpus[i] < cpus or free_memory[i] < memory:
-                alone = popcount(accepts & masks[i]) < wanted or free_cpus[i] < cpus or free_memory[i] < memory
+            if popcount(mask) < wanted or free_cpu_millis[i] < cpus or free_memory[i] < memory:
+                alone = popcount(accepts & masks[i]) < wanted or free_cpu_millis[i] < cpus or free_memory[i] < memory
                 ruled_out = i if alone else first
                 return -1 - (times[ruled_out + 1] if ruled_out + 1 < last else FOREVER)
             i += 1
@@ -220,7 +221,7 @@ class Planner:
                 mask = sum(1 << bits[i] for i, free in capacity.free_gpus.items() if free and i in bits)
                 line = NodeTimeline(capacity.node, len(self.lines), bits)
                 line.masks.append(mask)
-                line.cpus.append(capacity.free_cpus)
+                line.cpus.append(capacity.free_cpu_millis)
                 line.memory.append(capacity.free_memory_mib)
                 self.lines.append(line)
                 self.by_name[capacity.node.name] = line
@@ -232,7 +233,7 @@ class Planner:
         self._build(releases)
         self._accepting: dict[tuple[object, ...], list[int]] = {}
         #: Node labels -> per node, whether it carries them (jobs without labels: None).
-        self._labelled: dict[tuple[tuple[str, str], ...], list[bool]] = {}
+        self._labelled: dict[tuple[tuple[tuple[str, str], ...], bool], list[bool]] = {}
         self._indexes: dict[tuple[object, ...], _Releases] = {}
         #: Per node position, the indexes its releases go to (those it could serve).
         self._watchers: list[list[_Releases]] = [[] for _ in self.lines]
@@ -259,7 +260,9 @@ class Planner:
                     bit = bits.get(gpu_index)
                     if bit is not None:
                         mask |= 1 << bit
-                per_line.setdefault(line.position, []).append((instant, mask, allocation.cpus, allocation.memory_mib))
+                per_line.setdefault(line.position, []).append(
+                    (instant, mask, allocation.cpu_millis, allocation.memory_mib)
+                )
                 self._log[line.position].append(instant << shift | line.position)
         for position, given in per_line.items():
             line = self.lines[position]
@@ -278,11 +281,12 @@ class Planner:
     def _allowed(self, job: PendingJob) -> list[bool] | None:
         """Per node, whether it carries the job's node labels (``None``: it asks for none).
         A GPU job's accept masks already say so; a CPU-only job needs this."""
-        if not job.node_labels:
+        if not job.picks_nodes:
             return None
-        allowed = self._labelled.get(job.node_labels)
+        key = (job.node_labels, job.cpu_millis_per_node % CPU_MILLIS != 0)
+        allowed = self._labelled.get(key)
         if allowed is None:
-            allowed = self._labelled[job.node_labels] = [job.fits_node(line.node) for line in self.lines]
+            allowed = self._labelled[key] = [job.fits_node(line.node) for line in self.lines]
         return allowed
 
     def _released(
@@ -330,12 +334,13 @@ class Planner:
             job.gpu_share > 0,
             job.gpu_memory_mib_share,
             job.node_labels,
+            job.cpu_millis_per_node % CPU_MILLIS != 0,
         )
         masks = self._accepting.get(key)
         if masks is None:
             per_list = [sum(1 << p for p, gpu in enumerate(gpus) if job.accepts(gpu)) for gpus in self._gpu_lists]
             masks = self._accepting[key] = [per_list[kind] for kind in self._gpu_list]
-            if job.node_labels:
+            if job.picks_nodes:
                 for line in self.lines:
                     if not job.fits_node(line.node):
                         masks[line.position] = 0
@@ -360,7 +365,7 @@ class Planner:
         as the window moves later, so the nodes that fit there are a subset of those
         kept, and a subset cannot be placed where the whole set could not.
         """
-        wanted, cpus, memory = job.gpus_per_node, job.cpus_per_node, job.memory_mib_per_node
+        wanted, cpus, memory = job.gpus_per_node, job.cpu_millis_per_node, job.memory_mib_per_node
         walltime = job.walltime_seconds * 1_000_000
         lines, shift = self.lines, self.shift
         key = (request_shape(job), walltime)

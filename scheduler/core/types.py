@@ -21,6 +21,24 @@ if TYPE_CHECKING:  # the policy modules import these types; annotations only her
 
 ComputeCapability = tuple[int, int]
 
+#: CPUs are counted in thousandths (millicores, Kubernetes' unit) everywhere in the core:
+#: ``NodeView.cpu_millis``, ``PendingJob.cpu_millis_per_node``, ``Allocation.cpu_millis``.
+#: Integers, so that fractional requests (half a CPU is 500) add up and compare exactly
+#: where floats would leave 0.1 + 0.2 CPUs unequal to 0.3.
+CPU_MILLIS = 1000
+
+
+def cpu_count(millis: int) -> int | float:
+    """Millicores as a number of CPUs: whole as an int (``8000`` -> ``8``), else a float
+    (``500`` -> ``0.5``), so that stored and shown amounts read as people wrote them."""
+    whole, part = divmod(millis, CPU_MILLIS)
+    return whole if not part else millis / CPU_MILLIS
+
+
+def cpu_text(millis: int) -> str:
+    """Millicores as CPUs for people: ``8000`` -> ``"8"``, ``500`` -> ``"0.5"``."""
+    return str(cpu_count(millis))
+
 
 def gpu_model_choices(text: str) -> tuple[str, ...]:
     """The models a ``gpu_model`` request accepts: ``"V100M16|V100M32"`` -> both (Slurm's
@@ -85,11 +103,15 @@ class NodeView:
 
     name: str
     cluster: str
-    cpus: int
+    cpu_millis: int
     memory_mib: int
     gpus: tuple[GpuView, ...]
     schedulable: bool = True
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: Whether its workload manager can hand out part of a CPU (Kubernetes' millicores,
+    #: the local cluster); Slurm allocates whole CPUs, so a fractional request never
+    #: goes there (see ``PendingJob.fits_node``).
+    fractional_cpus: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +120,7 @@ class Allocation:
 
     node: str
     gpu_indices: tuple[int, ...]
-    cpus: int = 0
+    cpu_millis: int = 0
     memory_mib: int = 0
     #: A fractional job's share of its one shared GPU (0 < share < 1) and the GPU
     #: memory it reserves there; 0 for whole GPUs.
@@ -148,7 +170,7 @@ class PendingJob:
     submitted_at: datetime
     nodes: int = 1
     gpus_per_node: int = 1
-    cpus_per_node: int = 1
+    cpu_millis_per_node: int = CPU_MILLIS
     memory_mib_per_node: int = 0
     #: A GPU model, or a set of acceptable ones as ``"V100M16|V100M32"`` ("" any).
     gpu_model: str = ""
@@ -177,8 +199,18 @@ class PendingJob:
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
 
+    @property
+    def picks_nodes(self) -> bool:
+        """Whether some nodes are out for this job whatever is free on them: it asks for
+        node labels, or for part of a CPU (see :meth:`fits_node`). The placement's fast
+        path skips :meth:`fits_node` for the rest."""
+        return bool(self.node_labels) or self.cpu_millis_per_node % CPU_MILLIS != 0
+
     def fits_node(self, node: NodeView) -> bool:
-        """Whether ``node`` carries every label the job asks for."""
+        """Whether ``node`` carries every label the job asks for, and can hand out the
+        part of a CPU it asks for."""
+        if self.cpu_millis_per_node % CPU_MILLIS and not node.fractional_cpus:
+            return False
         return all(node.labels.get(key) == value for key, value in self.node_labels)
 
     @property

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NotRequired, TypedDict
 
 from scheduler.choices import ACTIVE_STATES
-from scheduler.core.types import Allocation
+from scheduler.core.types import CPU_MILLIS, Allocation, cpu_count
 from scheduler.models import Job
 
 
@@ -19,7 +19,8 @@ class AllocationJson(TypedDict):
 
     node: str
     gpu_indices: list[int]
-    cpus: int
+    #: In CPUs, as people read them (``0.5`` for half a CPU); the core counts millicores.
+    cpus: int | float
     memory_mib: int
     #: Only on a fractional job's allocation (``gpu_share`` > 0).
     gpu_share: NotRequired[float]
@@ -32,7 +33,7 @@ def decode(data: Iterable[Mapping[str, Any]] | None) -> tuple[Allocation, ...]:
         Allocation(
             node=str(item["node"]),
             gpu_indices=tuple(int(i) for i in item.get("gpu_indices", []) or []),
-            cpus=int(item.get("cpus", 0) or 0),
+            cpu_millis=round(float(item.get("cpus", 0) or 0) * CPU_MILLIS),
             memory_mib=int(item.get("memory_mib", 0) or 0),
             gpu_share=float(item.get("gpu_share", 0.0) or 0.0),
             gpu_memory_mib=int(item.get("gpu_memory_mib", 0) or 0),
@@ -48,7 +49,7 @@ def encode(allocations: Iterable[Allocation]) -> list[AllocationJson]:
         item: AllocationJson = {
             "node": a.node,
             "gpu_indices": list(a.gpu_indices),
-            "cpus": a.cpus,
+            "cpus": cpu_count(a.cpu_millis),
             "memory_mib": a.memory_mib,
         }
         if a.gpu_share:

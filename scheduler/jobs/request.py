@@ -8,10 +8,12 @@ one of them (a test checks that every request field of ``PendingJob`` is listed)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from scheduler.core.types import PendingJob, parse_compute_capability
+from scheduler.core.types import CPU_MILLIS, PendingJob, parse_compute_capability
 from scheduler.models import Job
 
 #: The ``PendingJob`` fields that are not part of a request: the job's identity and
@@ -40,6 +42,10 @@ REQUEST_FIELDS: tuple[str, ...] = (
     "node_labels",
 )
 
+#: Request fields whose ``PendingJob`` field is named otherwise, because the core counts
+#: them in another unit: people ask for CPUs (``0.5``), the core counts millicores.
+PENDING_NAMES: dict[str, str] = {"cpus_per_node": "cpu_millis_per_node"}
+
 #: The JSON columns among :data:`PENDING_VALUES`, with their empty value.
 PENDING_JSON: dict[str, Any] = {"dependencies": [], "node_labels": {}}
 
@@ -54,6 +60,30 @@ PENDING_VALUES: tuple[str, ...] = (
     "array_job_id",
     "array_throttle",
 )
+
+
+#: The most CPUs one node's request may name.
+MAX_CPUS_PER_NODE = 100_000
+_MILLICORES = re.compile(r"^\s*(\d{1,9})m\s*$")
+
+
+def parse_cpus(value: object) -> Decimal:
+    """CPUs per node as people write them: ``8``, ``0.5``, ``"2.25"``, or Kubernetes'
+    ``"500m"``. At most three decimals (millicores, the finest unit a workload manager
+    hands out), more than 0 and at most :data:`MAX_CPUS_PER_NODE`; anything else raises
+    ``ValueError`` with the message a person should read."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+        raise ValueError("Give CPUs as a number (8, 0.5) or in millicores ('500m').")
+    millicores = _MILLICORES.match(value) if isinstance(value, str) else None
+    try:
+        cpus = Decimal(millicores.group(1)) / CPU_MILLIS if millicores else Decimal(str(value).strip())
+    except InvalidOperation:
+        raise ValueError(f"{value!r} is not a number of CPUs; give 8, 0.5 or '500m'.") from None
+    if not cpus.is_finite() or cpus <= 0 or cpus > MAX_CPUS_PER_NODE:
+        raise ValueError(f"CPUs per node must be more than 0 and at most {MAX_CPUS_PER_NODE}.")
+    if cpus != cpus.quantize(Decimal("0.001")):
+        raise ValueError("CPUs come in thousandths at the finest (0.001, Kubernetes' 1m).")
+    return cpus.quantize(Decimal("0.001"))
 
 
 def gpu_model_label(model: str, mig_profile: str) -> str:
@@ -90,7 +120,7 @@ def pending_from_row(row: Sequence[Any]) -> PendingJob:
         row[at["submitted_at"]],
         row[at["nodes"]],
         row[at["gpus_per_node"]],
-        row[at["cpus_per_node"]],
+        round(row[at["cpus_per_node"]] * CPU_MILLIS),  # a Decimal from the database: exact
         row[at["memory_mib_per_node"]],
         row[at["gpu_model"]],
         row[at["min_gpu_memory_mib"]],

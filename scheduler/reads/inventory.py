@@ -14,12 +14,12 @@ from django.conf import settings
 from django.db.models import Count, Max, Sum
 
 from scheduler.core.placement import request_shape
-from scheduler.core.types import GpuView, PendingJob, gpu_model_choices
+from scheduler.core.types import CPU_MILLIS, GpuView, PendingJob, cpu_text, gpu_model_choices
 from scheduler.models import Gpu, Node
 from scheduler.tick.snapshot import load_hardware
 
-#: What one node offers: (cluster, cpus, memory_mib, gpus, name).
-NodeEntry = tuple[str, int, int, tuple[GpuView, ...], str]
+#: What one node offers: (cluster, cpu_millis, memory_mib, gpus, name, fractional_cpus).
+NodeEntry = tuple[str, int, int, tuple[GpuView, ...], str, bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,7 @@ class NodeKind:
     a 1,000-node site has a handful of kinds, so a check looks at a handful of rows."""
 
     cluster: str
-    cpus: int
+    cpu_millis: int
     memory_mib: int
     gpus: tuple[GpuView, ...]
     count: int
@@ -46,7 +46,7 @@ class Inventory:
 
     def __init__(self, node_gpus: list[NodeEntry]) -> None:
         self.node_gpus = node_gpus
-        counts = Counter((cluster, cpus, mem, gpus) for cluster, cpus, mem, gpus, _ in node_gpus)
+        counts = Counter((cluster, cpus, mem, gpus) for cluster, cpus, mem, gpus, _, _ in node_gpus)
         self.kinds = [NodeKind(c, cpus, mem, gpus, n) for (c, cpus, mem, gpus), n in counts.items()]
         self.models: list[str] = sorted({g.model for kind in self.kinds for g in kind.gpus})
         self._answers: dict[tuple[object, ...], dict[str, str]] = {}
@@ -64,6 +64,15 @@ class Inventory:
                 wanted = ", ".join(f"{key}={value}" for key, value in job.node_labels)
                 return {"node_labels": f"No node has the labels {wanted}."}
             return narrowed.check(replace(job, node_labels=()))
+        if job.cpu_millis_per_node % CPU_MILLIS and not all(entry[5] for entry in self.node_gpus):
+            narrowed = Inventory([entry for entry in self.node_gpus if entry[5]])
+            if not narrowed.node_gpus:
+                cpus = cpu_text(job.cpu_millis_per_node)
+                return {
+                    "cpus_per_node": f"{cpus} CPUs: part of a CPU needs a Kubernetes or local cluster; "
+                    "this site's clusters allocate whole CPUs (Slurm)."
+                }
+            return narrowed.check(job)
         key = request_shape(job)  # the labels are () here: handled above
         answer = self._answers.get(key)
         if answer is None:
@@ -95,9 +104,11 @@ class Inventory:
                 what.append(f"compute capability >= {major}.{minor}")
             suffix = f" matching {', '.join(what)}" if what else ""
             errors["gpus_per_node"] = f"No node has {job.gpus_per_node} GPUs{suffix}; the most on one node is {best}."
-        max_cpus = max(kind.cpus for kind in self.kinds)
-        if job.cpus_per_node > max_cpus:
-            errors["cpus_per_node"] = f"No node has {job.cpus_per_node} CPUs; the largest has {max_cpus}."
+        max_cpus = max(kind.cpu_millis for kind in self.kinds)
+        if job.cpu_millis_per_node > max_cpus:
+            errors["cpus_per_node"] = (
+                f"No node has {cpu_text(job.cpu_millis_per_node)} CPUs; the largest has {cpu_text(max_cpus)}."
+            )
         max_mem = max(kind.memory_mib for kind in self.kinds)
         if job.memory_mib_per_node > max_mem:
             errors["memory_mib_per_node"] = f"No node has {job.memory_mib_per_node} MiB; the largest has {max_mem}."
@@ -107,7 +118,7 @@ class Inventory:
             for kind in self.kinds:
                 if (
                     self.matching_gpus(job, kind.gpus) >= job.gpus_per_node
-                    and kind.cpus >= job.cpus_per_node
+                    and kind.cpu_millis >= job.cpu_millis_per_node
                     and kind.memory_mib >= job.memory_mib_per_node
                 ):
                     per_cluster[kind.cluster] += kind.count
@@ -161,7 +172,13 @@ def load_inventory() -> Inventory:
         return _cache[2]
     key = _fingerprint()
     if _cache is None or _cache[0] != key:
-        _cache = (key, now, Inventory([(n.cluster, n.cpus, n.memory_mib, n.gpus, n.name) for n in load_hardware()]))
+        _cache = (
+            key,
+            now,
+            Inventory(
+                [(n.cluster, n.cpu_millis, n.memory_mib, n.gpus, n.name, n.fractional_cpus) for n in load_hardware()]
+            ),
+        )
     else:
         _cache = (key, now, _cache[2])
     return _cache[2]

@@ -6,7 +6,7 @@ asks for CPUs in millicores, memory, and either ``num_gpu`` whole GPUs, a fracti
 ``gpu_milli / 1000`` of one GPU (``num_gpu`` 1, ``gpu_milli`` < 1000), or no GPU;
 ``gpu_spec`` optionally names the acceptable GPU models (``V100M16|V100M32``).
 
-Modelling: CPUs are counted in millicores (a node of 96 cores has ``cpus`` 96000), every
+Modelling: CPUs are in millicores as the core counts them (``CPU_MILLIS``), every
 GPU may be shared (the trace's cluster runs GPU sharing everywhere), and the models'
 GPU memory and compute capability, which no pod asks for, come from
 :data:`GPU_PROPERTIES`. An order file (the FGD paper's simulator order for one seed:
@@ -62,7 +62,7 @@ class Pod:
             id=job_id,
             submitted_at=EPOCH,
             gpus_per_node=self.num_gpu,
-            cpus_per_node=self.cpu_milli,
+            cpu_millis_per_node=self.cpu_milli,
             memory_mib_per_node=self.memory_mib,
             gpu_model=self.gpu_spec,
             gpu_share=share,

@@ -195,7 +195,8 @@ def homogeneous_cluster(nodes: int, gpus_per_node: int, *, name: str = "sim") ->
     gpus = tuple(GpuView(i, GPU_MODEL, GPU_MEMORY_MIB, GPU_COMPUTE_CAPABILITY) for i in range(gpus_per_node))
     width = max(3, len(str(nodes)))
     return tuple(
-        NodeView(name=f"n{i:0{width}d}", cluster=name, cpus=0, memory_mib=0, gpus=gpus) for i in range(1, nodes + 1)
+        NodeView(name=f"n{i:0{width}d}", cluster=name, cpu_millis=0, memory_mib=0, gpus=gpus)
+        for i in range(1, nodes + 1)
     )
 
 
@@ -210,7 +211,7 @@ def request_for(job: TraceJob, gpus_per_node: int, *, sim_id: int) -> PendingJob
         submitted_at=EPOCH + timedelta(seconds=job.submit_s),
         nodes=nodes,
         gpus_per_node=per_node,
-        cpus_per_node=0,
+        cpu_millis_per_node=0,
         walltime_seconds=job.walltime_s,
         account=job.account,
         user=job.account,  # a trace names teams, not people: each team is one user

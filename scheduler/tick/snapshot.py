@@ -19,9 +19,10 @@ from typing import Any
 from monitoring.gpu_health import unhealthy_gpu_ids
 from portal.models import Account, Membership, Qos, Quota
 from scheduler import stored_json
+from scheduler.backends import FRACTIONAL_CPU_KINDS
 from scheduler.choices import ACTIVE_STATES, TERMINAL_STATES, JobState, NodeState
 from scheduler.core.fairshare import AccountNode, FairShareTree, UserAssociation
-from scheduler.core.types import GpuView, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
+from scheduler.core.types import CPU_MILLIS, GpuView, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
 from scheduler.jobs import allocations
 from scheduler.jobs.request import PENDING_JSON, PENDING_VALUES, compute_capability, gpu_model_label, pending_from_row
 from scheduler.models import Cluster, Gpu, Job, Node
@@ -90,17 +91,18 @@ def _node_views(unhealthy: AbstractSet[int]) -> tuple[NodeView, ...]:
         healthy = gpu_id not in unhealthy and parent not in unhealthy
         gpus_by_node[node_id].append(GpuView(index, label, memory, capability, healthy, sharing, exclusive))
     nodes = Node.objects.filter(cluster__enabled=True).values(
-        "id", "name", "cluster__name", "cluster__reachable", "state", "cpus", "memory_mib", "labels"
+        "id", "name", "cluster__name", "cluster__kind", "cluster__reachable", "state", "cpus", "memory_mib", "labels"
     )
     return tuple(
         NodeView(
             name=row["name"],
             cluster=row["cluster__name"],
-            cpus=row["cpus"],
+            cpu_millis=row["cpus"] * CPU_MILLIS,
             memory_mib=row["memory_mib"],
             gpus=tuple(sorted(gpus_by_node[row["id"]], key=lambda g: g.index)),
             schedulable=row["state"] == NodeState.UP and row["cluster__reachable"],
             labels=row["labels"] or {},
+            fractional_cpus=row["cluster__kind"] in FRACTIONAL_CPU_KINDS,
         )
         for row in nodes
     )

@@ -67,7 +67,7 @@ def spec(command: str = "true", *placements: Placement, **fields: Any) -> JobSpe
         "script": "",
         "walltime_seconds": 3600,
         "placements": placements or (Placement("gpu-01", (0, 1)),),
-        "cpus_per_node": 8,
+        "cpu_millis_per_node": 8000,
         "memory_mib_per_node": 32768,
     }
     values.update(fields)
@@ -102,6 +102,7 @@ MANIFEST_CASES = {
         command="", script="#!/bin/bash\necho hi\n", image="nvcr.io/nvidia/pytorch:25.01", env={"WANDB_MODE": "offline"}
     ),
     "a task of a job array": spec("python3 sweep.py", array=ArrayTask(42, 7, 1000)),
+    "part of a CPU": spec("true", Placement("gpu-01", ()), cpu_millis_per_node=250),
 }
 
 
@@ -111,6 +112,12 @@ def test_every_manifest_is_a_valid_batch_v1_job(job: JobSpec) -> None:
 
     jsonschema.Draft202012Validator(JOB_SCHEMA).validate(built)
     assert job_violations(built) == []
+
+
+@pytest.mark.parametrize("millis,quantity", [(8000, "8"), (500, "500m"), (2250, "2250m"), (1, "1m")])
+def test_cpus_are_asked_in_kubernetes_quantities_whole_or_in_millicores(millis: int, quantity: str) -> None:
+    container = manifest(spec(cpu_millis_per_node=millis))["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["requests"]["cpu"] == quantity
 
 
 def test_manifest_pins_the_node_asks_for_gpus_and_limits_walltime() -> None:

@@ -45,7 +45,7 @@ def test_short_job_backfills_ahead_of_a_blocked_job_when_it_ends_before_the_rese
     assert decisions.pending_reasons == {1: PendingReason.RESOURCES, 3: PendingReason.PRIORITY}
     (reservation,) = decisions.reservations
     assert (reservation.job_id, reservation.start_at) == (1, T0 + timedelta(hours=1))
-    assert reservation.allocations == (Allocation("n1", tuple(range(8)), 1, 0),)
+    assert reservation.allocations == (Allocation("n1", tuple(range(8)), 1000, 0),)
 
 
 def test_long_job_backfills_on_gpus_the_reservation_does_not_need() -> None:

@@ -83,7 +83,7 @@ def test_a_cpu_only_job_with_node_labels_is_estimated_on_a_labelled_node_only() 
     """The labelled node is full of CPUs for an hour; the idle unlabelled one does not count."""
     labelled = replace(node("r2"), labels={"rack": "r2"})
     hog = RunningJob(
-        90, (Allocation("r2", (), cpus=64),), started_at=T0 - timedelta(hours=9), walltime_seconds=10 * 3600
+        90, (Allocation("r2", (), cpu_millis=64_000),), started_at=T0 - timedelta(hours=9), walltime_seconds=10 * 3600
     )
     job = pending(1, gpus_per_node=0, cpus_per_node=8, node_labels=(("rack", "r2"),))
     estimates = estimate_starts(snapshot([node("r1"), labelled], [job], [hog]), Policy(backfill=True), T0)

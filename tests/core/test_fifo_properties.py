@@ -36,7 +36,7 @@ def worlds(draw: st.DrawFn):  # type: ignore[no-untyped-def]
             nodes=draw(st.integers(1, 3)),
             gpus_per_node=draw(st.integers(0, 8)),
             gpu_model=draw(st.one_of(st.just(""), models)),
-            cpus_per_node=draw(st.integers(1, 16)),
+            cpus_per_node=draw(st.one_of(st.integers(1, 16), st.sampled_from([0.5, 2.25]))),
             min_gpu_memory_mib=draw(st.sampled_from([0, 20_000, 50_000])),
         )
         for i in range(draw(st.integers(0, 25)))
@@ -67,8 +67,8 @@ def test_never_double_allocates_and_respects_requests(world) -> None:  # type: i
                 assert (alloc.node, index) not in held, "GPU given twice"
                 held.add((alloc.node, index))
                 assert job.accepts(gpus[index])
-            cpus_used[alloc.node] += alloc.cpus
-    assert all(cpus_used[name] <= by_name[name].cpus for name in cpus_used)
+            cpus_used[alloc.node] += alloc.cpu_millis
+    assert all(cpus_used[name] <= by_name[name].cpu_millis for name in cpus_used)
     # every pending job is either started or has a reason, never both
     started = {s.job_id for s in decisions.starts}
     assert started.isdisjoint(decisions.pending_reasons)

@@ -19,7 +19,16 @@ from scheduler.core.fragmentation import (
     shape_of_job,
 )
 from scheduler.core.placement import Ledger
-from scheduler.core.types import Allocation, GpuView, NodeView, PendingJob, PlacementStrategy, RunningJob, Snapshot
+from scheduler.core.types import (
+    CPU_MILLIS,
+    Allocation,
+    GpuView,
+    NodeView,
+    PendingJob,
+    PlacementStrategy,
+    RunningJob,
+    Snapshot,
+)
 from tests.builders import T0, node, pending
 
 NOW = T0 + timedelta(hours=1)
@@ -32,14 +41,14 @@ def shared(name: str, gpus: int = 2, cpus: int = 64, memory_mib: int = 512_000) 
     return NodeView(
         name,
         "c1",
-        cpus,
+        cpus * CPU_MILLIS,
         memory_mib,
         tuple(GpuView(i, "L4", 24576, (8, 9), sharing=SLICED) for i in range(gpus)),
     )
 
 
 def holding(job_id: int, where: str, gpus: tuple[int, ...], share: float = 0.0, cpus: int = 0) -> RunningJob:
-    return RunningJob(job_id, (Allocation(where, gpus, cpus, 0, gpu_share=share),), NOW, 3600)
+    return RunningJob(job_id, (Allocation(where, gpus, cpus * CPU_MILLIS, 0, gpu_share=share),), NOW, 3600)
 
 
 def placed(
@@ -128,7 +137,7 @@ def test_a_node_whose_cpus_feed_one_request_strands_part_of_its_gpus() -> None:
     """8 free GPUs, CPUs for one 8-CPU 1-GPU request: FGD counts nothing stranded (one
     fits); the feed measure counts 7 of 8 GPUs, and the score moves toward it."""
     ledger = Ledger((node("n1", cpus=64),))
-    ledger.take([Allocation("n1", (), 56, 0)])
+    ledger.take([Allocation("n1", (), 56 * CPU_MILLIS, 0)])
     mix = WorkloadMix({shape_of_job(pending(1, gpus_per_node=1, cpus_per_node=8)): 1})
     value = Scorer(mix).fragmentation(ledger.by_name["n1"].state())
     assert 0 < value < 7000
@@ -155,43 +164,54 @@ def test_a_gang_places_as_pack() -> None:
 
 # --- Property: no placement ever oversubscribes a GPU, CPUs or memory ------------------
 
+#: CPUs per node a request may ask: whole, none, or part of one (Kubernetes millicores).
+cpu_requests = st.one_of(st.integers(0, 24), st.sampled_from([0.1, 0.25, 0.5, 1.5, 2.75]))
+
 requests = st.one_of(
     st.builds(
         lambda gpus, cpus, memory: {"gpus_per_node": gpus, "cpus_per_node": cpus, "memory_mib_per_node": memory},
         st.integers(0, 4),
-        st.integers(0, 24),
+        cpu_requests,
         st.sampled_from([0, 16_000, 100_000]),
     ),
     st.builds(
         lambda share, cpus, gpu_memory: {"gpu_share": share, "cpus_per_node": cpus, "gpu_memory_mib_share": gpu_memory},
         st.sampled_from([0.1, 0.25, 0.3, 0.333, 0.5, 0.75, 0.9]),
-        st.integers(0, 8),
+        cpu_requests,
         st.sampled_from([0, 4000, 12000]),
     ),
 )
 
+#: Nodes as (GPUs, shared GPUs?, CPUs, whole CPUs only?): some like Slurm's.
+node_shapes = st.tuples(st.sampled_from([1, 2, 4, 8]), st.booleans(), st.sampled_from([8, 32, 96]), st.booleans())
+
+
+def cluster_of(shapes: list[tuple[int, bool, int, bool]], **labels: str) -> tuple[NodeView, ...]:
+    """L4 nodes of the drawn shapes, carrying ``labels``."""
+    return tuple(
+        NodeView(
+            f"n{i}",
+            "c1",
+            cpus * CPU_MILLIS,
+            200_000,
+            tuple(GpuView(g, "L4", 24576, (8, 9), sharing=SLICED if is_shared else "") for g in range(gpus)),
+            labels=labels,
+            fractional_cpus=not whole_cpus,
+        )
+        for i, (gpus, is_shared, cpus, whole_cpus) in enumerate(shapes)
+    )
+
 
 @settings(max_examples=120, deadline=None)
 @given(
-    shapes=st.lists(
-        st.tuples(st.sampled_from([1, 2, 4, 8]), st.booleans(), st.sampled_from([8, 32, 96])), min_size=1, max_size=5
-    ),
+    shapes=st.lists(node_shapes, min_size=1, max_size=5),
     asks=st.lists(requests, min_size=1, max_size=25),
     placement=st.sampled_from(list(PlacementStrategy)),
 )
 def test_property_no_plan_oversubscribes_a_gpu_cpus_or_memory(
-    shapes: list[tuple[int, bool, int]], asks: list[dict[str, object]], placement: PlacementStrategy
+    shapes: list[tuple[int, bool, int, bool]], asks: list[dict[str, object]], placement: PlacementStrategy
 ) -> None:
-    nodes = tuple(
-        NodeView(
-            f"n{i}",
-            "c1",
-            cpus,
-            200_000,
-            tuple(GpuView(g, "L4", 24576, (8, 9), sharing=SLICED if is_shared else "") for g in range(gpus)),
-        )
-        for i, (gpus, is_shared, cpus) in enumerate(shapes)
-    )
+    nodes = cluster_of(shapes)
     jobs = tuple(pending(i + 1, **ask) for i, ask in enumerate(asks))  # type: ignore[arg-type]
     decisions = schedule(Snapshot(nodes, (), jobs), Policy(strict_order=False, placement=placement), NOW)
     by_name = {n.name: n for n in nodes}
@@ -202,7 +222,9 @@ def test_property_no_plan_oversubscribes_a_gpu_cpus_or_memory(
     memory: dict[str, int] = defaultdict(int)
     for start in decisions.starts:
         for allocation in start.allocations:
-            cpus[allocation.node] += allocation.cpus
+            cpus[allocation.node] += allocation.cpu_millis
+            if allocation.cpu_millis % CPU_MILLIS:
+                assert by_name[allocation.node].fractional_cpus  # part of a CPU only where one is handed out
             memory[allocation.node] += allocation.memory_mib
             for index in allocation.gpu_indices:
                 key = (allocation.node, index)
@@ -216,36 +238,24 @@ def test_property_no_plan_oversubscribes_a_gpu_cpus_or_memory(
     assert not whole & units.keys()  # a GPU is held whole or shared, never both
     assert all(value <= 1000 for value in units.values())
     assert all(gpu_memory[key] <= by_name[key[0]].gpus[key[1]].memory_mib for key in gpu_memory)
-    assert all(cpus[name] <= by_name[name].cpus and memory[name] <= by_name[name].memory_mib for name in cpus)
+    assert all(cpus[name] <= by_name[name].cpu_millis and memory[name] <= by_name[name].memory_mib for name in cpus)
 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    shapes=st.lists(
-        st.tuples(st.sampled_from([1, 2, 4, 8]), st.booleans(), st.sampled_from([8, 32, 96])), min_size=1, max_size=6
-    ),
+    shapes=st.lists(node_shapes, min_size=1, max_size=6),
     asks=st.lists(requests, min_size=1, max_size=30),
     ends=st.lists(st.booleans(), min_size=30, max_size=30),
 )
 def test_property_the_kept_heaps_place_as_looking_at_every_node(
-    shapes: list[tuple[int, bool, int]], asks: list[dict[str, object]], ends: list[bool]
+    shapes: list[tuple[int, bool, int, bool]], asks: list[dict[str, object]], ends: list[bool]
 ) -> None:
     """Jobs with a node label every node carries are placed by looking at every node;
     the same jobs without it from the heaps kept across starts and cycles (a carry).
     Two cycles: the second after some of the first's jobs ended, with the jobs again."""
     from scheduler.core.carry import Carry
 
-    nodes = tuple(
-        NodeView(
-            f"n{i}",
-            "c1",
-            cpus,
-            200_000,
-            tuple(GpuView(g, "L4", 24576, (8, 9), sharing=SLICED if is_shared else "") for g in range(gpus)),
-            labels={"site": "a"},
-        )
-        for i, (gpus, is_shared, cpus) in enumerate(shapes)
-    )
+    nodes = cluster_of(shapes, site="a")
 
     def cycles(labels: tuple[tuple[str, str], ...]) -> list[list[tuple[int, tuple[Allocation, ...]]]]:
         carry: Carry = Carry()

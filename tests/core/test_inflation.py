@@ -37,7 +37,7 @@ def trace(tmp_path: Path) -> Path:
 
 def test_a_node_list_becomes_shared_gpus_cpus_in_millicores_and_permuted_names(trace: Path) -> None:
     nodes = load_nodes(trace / "nodes.csv", [1, 0])
-    assert [(n.name, n.cpus, n.memory_mib, len(n.gpus)) for n in nodes] == [
+    assert [(n.name, n.cpu_millis, n.memory_mib, len(n.gpus)) for n in nodes] == [
         ("0001-node-a", 8000, 65536, 2),
         ("0000-node-b", 32000, 131072, 1),
     ]
@@ -47,7 +47,7 @@ def test_a_node_list_becomes_shared_gpus_cpus_in_millicores_and_permuted_names(t
 def test_pods_ask_shares_whole_gpus_cpus_and_model_sets(trace: Path) -> None:
     pods = load_pods(trace / "pods.csv")
     half, pair, v100 = pods["half"].request(1), pods["pair"].request(2), pods["v100"].request(3)
-    assert (half.gpu_share, half.gpus_per_node, half.cpus_per_node) == (0.5, 1, 2000)
+    assert (half.gpu_share, half.gpus_per_node, half.cpu_millis_per_node) == (0.5, 1, 2000)
     assert (pair.gpu_share, pair.gpus_per_node, pair.gpu_model) == (0.0, 2, "T4")
     assert v100.gpu_model == "V100M16|V100M32"
     assert [pods[name].gpu_demand_milli for name in ("half", "whole", "pair", "cpu")] == [500, 1000, 2000, 0]

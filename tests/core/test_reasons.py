@@ -167,6 +167,30 @@ def test_a_job_that_can_never_fit_says_why() -> None:
         assert [(b.code, b.message) for b in decisions.blockers[job.id]] == [(R.NODES_UNAVAILABLE, message)]
 
 
+def test_part_of_a_cpu_waits_off_whole_cpu_nodes_and_says_why_where_all_are() -> None:
+    """Slurm allocates whole CPUs: a 0.5-CPU job goes to a node that hands out millicores,
+    and where every node is like Slurm's it never fits, in words naming the cause."""
+    mixed = Snapshot(
+        nodes=(node("slurm1", fractional_cpus=False), node("kube1")),
+        running=(),
+        pending=(pending(1, cpus_per_node=0.5), pending(2, cpus_per_node=0.25)),
+    )
+    assert {
+        (s.job_id, s.allocations[0].node, s.allocations[0].cpu_millis) for s in schedule(mixed, Policy(), NOW).starts
+    } == {
+        (1, "kube1", 500),
+        (2, "kube1", 250),
+    }
+    whole_only = Snapshot(
+        nodes=(node("slurm1", fractional_cpus=False),), running=(), pending=(pending(3, cpus_per_node=2.5),)
+    )
+    decisions = schedule(whole_only, Policy(), NOW)
+    assert not decisions.starts
+    assert [(b.code, b.message) for b in decisions.blockers[3]] == [
+        (R.NODES_UNAVAILABLE, "no node can hand out part of a CPU (2.5 CPUs asked; Slurm allocates whole CPUs)")
+    ]
+
+
 def test_dependencies_list_each_job_waited_on_and_those_that_can_never_be_met() -> None:
     snapshot = Snapshot(
         nodes=(node("n1"),),
@@ -218,8 +242,8 @@ def test_explain_can_be_turned_off_for_replays() -> None:
 
 
 def test_node_labels_narrow_placement_and_a_missing_label_is_explained() -> None:
-    rack1 = NodeView("r1n1", "c1", 64, 512_000, node("x").gpus, labels={"rack": "r1"})
-    rack2 = NodeView("r2n1", "c1", 64, 512_000, node("x").gpus, labels={"rack": "r2"})
+    rack1 = NodeView("r1n1", "c1", 64_000, 512_000, node("x").gpus, labels={"rack": "r1"})
+    rack2 = NodeView("r2n1", "c1", 64_000, 512_000, node("x").gpus, labels={"rack": "r2"})
     snapshot = Snapshot(
         nodes=(rack1, rack2),
         running=(),

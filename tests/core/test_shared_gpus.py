@@ -33,7 +33,7 @@ def shared_node(name: str = "s1", gpus: int = 2, memory_mib: int = 81920) -> Nod
     return NodeView(
         name=name,
         cluster="c1",
-        cpus=64,
+        cpu_millis=64_000,
         memory_mib=512_000,
         gpus=tuple(GpuView(i, "H100-80GB", memory_mib, (9, 0), sharing="time-slicing") for i in range(gpus)),
     )

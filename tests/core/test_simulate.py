@@ -299,7 +299,7 @@ def test_noisy_walltime_is_seeded_per_job_and_lands_on_standard_limits() -> None
 def test_request_shape(gpus: int, gpus_per_node: int, shape: tuple[int, int]) -> None:
     request = request_for(job(1, 42, 10, gpus), gpus_per_node, sim_id=5)
     assert (request.nodes, request.gpus_per_node) == shape
-    assert request.id == 5 and request.cpus_per_node == 0
+    assert request.id == 5 and request.cpu_millis_per_node == 0
     assert request.submitted_at.timestamp() == 42
     assert request.walltime_seconds == standard_walltime(10)
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from scheduler.core.placement import Ledger, NodeCapacity
 from scheduler.core.timeline import Planner, gpu_list_key
-from scheduler.core.types import Allocation, GpuView, NodeView, PendingJob, PlacementStrategy
+from scheduler.core.types import CPU_MILLIS, Allocation, GpuView, NodeView, PendingJob, PlacementStrategy
 from tests.builders import T0, node, pending
 
 
@@ -36,10 +36,10 @@ class Reference:
         gpus = set(gpus)
         for when, a in self.releases:
             if a.node == name and when <= at:
-                gpus, cpus, memory = gpus | set(a.gpu_indices), cpus + a.cpus, memory + a.memory_mib
+                gpus, cpus, memory = gpus | set(a.gpu_indices), cpus + a.cpu_millis, memory + a.memory_mib
         for start, end, a in self.planned:
             if a.node == name and start <= at < end:
-                gpus, cpus, memory = gpus - set(a.gpu_indices), cpus - a.cpus, memory - a.memory_mib
+                gpus, cpus, memory = gpus - set(a.gpu_indices), cpus - a.cpu_millis, memory - a.memory_mib
         return gpus, cpus, memory
 
     def instants(self) -> list[int]:
@@ -90,6 +90,7 @@ def worlds(  # type: ignore[no-untyped-def]
             model=draw(st.sampled_from(["H100-80GB", "L4"])),
             cluster=draw(st.sampled_from(["a", "b"])),
             cpus=draw(st.sampled_from([4, 64])),
+            fractional_cpus=draw(st.booleans()),
             schedulable=draw(st.integers(0, 9)) > 0,
             unhealthy=draw(st.sampled_from([(), (0,)])),
         )
@@ -103,7 +104,7 @@ def worlds(  # type: ignore[no-untyped-def]
         for k in range(jobs_on_node):
             gpus = tuple(taken[k::jobs_on_node])
             if gpus:
-                allocation = Allocation(n.name, gpus, draw(st.integers(0, running_cpus)))
+                allocation = Allocation(n.name, gpus, draw(st.integers(0, running_cpus)) * CPU_MILLIS)
                 ledger.take((allocation,))
                 ends = T0 + timedelta(minutes=draw(st.sampled_from(ends_minutes)))
                 releases.append((ends, (allocation,)))
@@ -112,7 +113,7 @@ def worlds(  # type: ignore[no-untyped-def]
             i,
             nodes=draw(st.integers(1, 2)),
             gpus_per_node=draw(st.integers(0, 3)),
-            cpus_per_node=draw(st.sampled_from([0, 1, 3])),
+            cpus_per_node=draw(st.sampled_from([0, 0.5, 1, 3])),
             gpu_model=draw(st.sampled_from(models)),
             walltime_seconds=draw(st.sampled_from(walltimes)),
         )
@@ -141,7 +142,7 @@ def assert_plans_as_the_reference(world) -> None:  # type: ignore[no-untyped-def
     reference = Reference(
         [c.node for capacities in ledger.by_cluster.values() for c in capacities],
         {
-            name: ({i for i, free in c.free_gpus.items() if free}, c.free_cpus, c.free_memory_mib)
+            name: ({i for i, free in c.free_gpus.items() if free}, c.free_cpu_millis, c.free_memory_mib)
             for name, c in ledger.by_name.items()
         },
         [

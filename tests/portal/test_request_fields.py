@@ -15,7 +15,7 @@ from django.test import Client
 
 from scheduler.api.serializers import JobSerializer, JobSubmitSerializer
 from scheduler.core.types import PendingJob
-from scheduler.jobs.request import NOT_REQUEST_FIELDS, REQUEST_FIELDS, request_values
+from scheduler.jobs.request import NOT_REQUEST_FIELDS, PENDING_NAMES, REQUEST_FIELDS, request_values
 from scheduler.models import Job
 from tests.builders import local_node_group, make_local_cluster, submit
 
@@ -63,7 +63,7 @@ def logged_in(user) -> Client:
 
 def test_every_request_field_of_a_pending_job_is_on_the_list():
     pending_fields = {f.name for f in dataclasses.fields(PendingJob)}
-    assert set(REQUEST_FIELDS) == pending_fields - NOT_REQUEST_FIELDS
+    assert {PENDING_NAMES.get(name, name) for name in REQUEST_FIELDS} == pending_fields - NOT_REQUEST_FIELDS
     assert pending_fields >= NOT_REQUEST_FIELDS
 
 
