@@ -51,6 +51,8 @@ VERBS = {
     "requeue": "put jobs back in the queue as a new attempt (scontrol requeue)",
 }
 DONE = {"cancel": "cancelled", "hold": "held", "release": "released", "requeue": "requeued"}
+#: The GPU-hour columns of ``qm usage``, as the API names them.
+USAGE_HOURS = ("gpu_hours", "billed_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "unmeasured_gpu_hours")
 
 
 def _gpus(job: dict[str, Any]) -> str:
@@ -271,13 +273,19 @@ class Cli:
         if self.json_or(answer, args):
             return 0
         self.say(f"GPU-hours from {answer['start']} to {answer['end']} (UTC days, inclusive), by {answer['group_by']}:")
+        hours = ["GPU-HOURS", "BILLED", "USED", "IDLE", "UNMEASURED"]
         self.table(
-            [answer["group_by"].upper(), "ATTEMPTS", "GPU-HOURS", "BILLED"],
+            [answer["group_by"].upper(), "ATTEMPTS", *hours, "EFFICIENCY"],
             [
-                [row["group"] or "-", row["attempts"], f"{row['gpu_hours']:.2f}", f"{row['billed_gpu_hours']:.2f}"]
+                [
+                    row["group"] or "-",
+                    row["attempts"],
+                    *(f"{row[name]:.2f}" for name in USAGE_HOURS),
+                    "-" if row["efficiency_pct"] is None else f"{row['efficiency_pct']:.0f}%",
+                ]
                 for row in answer["rows"]
             ],
-            right=["ATTEMPTS", "GPU-HOURS", "BILLED"],
+            right=["ATTEMPTS", *hours, "EFFICIENCY"],
         )
         return 0
 

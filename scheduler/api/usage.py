@@ -49,6 +49,10 @@ class UsageRowSerializer(serializers.Serializer):
     attempts = serializers.IntegerField()
     gpu_hours = serializers.FloatField()
     billed_gpu_hours = serializers.FloatField()
+    used_gpu_hours = serializers.FloatField(help_text="Measured GPU-hours times their GPUs' mean utilization.")
+    idle_gpu_hours = serializers.FloatField(help_text="Measured GPU-hours not used.")
+    unmeasured_gpu_hours = serializers.FloatField(help_text="GPU-hours without samples (never counted as 0% or 100%).")
+    efficiency_pct = serializers.FloatField(allow_null=True, help_text="Used of measured, %; null: nothing measured.")
 
 
 class UsageSerializer(serializers.Serializer):
@@ -90,9 +94,11 @@ class UsageView(APIView):
 def _csv(rows: list[Any], group_by: str, start: date, end: date) -> HttpResponse:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow([group_by, "attempts", "gpu_hours", "billed_gpu_hours"])
+    hours = ("gpu_hours", "billed_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "unmeasured_gpu_hours")
+    writer.writerow([group_by, "attempts", *hours, "efficiency_pct"])
     for row in rows:
-        writer.writerow([row.group, row.attempts, f"{row.gpu_hours:.6f}", f"{row.billed_gpu_hours:.6f}"])
+        efficiency = "" if row.efficiency_pct is None else f"{row.efficiency_pct:.2f}"
+        writer.writerow([row.group, row.attempts, *(f"{getattr(row, name):.6f}" for name in hours), efficiency])
     response = HttpResponse(out.getvalue(), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="gpu-hours-{start}-{end}.csv"'
     return response

@@ -6,19 +6,26 @@ ones from their jobs, up to ``now``. Billing-weighted is what the fair-share cha
 GPUs times the model's billing weight times the QOS's usage factor (``UsagePolicy.rate``).
 Each attempt's figures are exact (seconds of overlap times GPUs), so a group's sum is the
 sum of its attempts' (a test recomputes them).
+
+Utilization-weighted chargeback: an attempt whose GPUs were measured (its efficiency,
+``monitoring.efficiency``, written shortly after the job ends) used its GPU-hours times
+its mean utilization and left the rest idle; an attempt without samples (no agent, a
+job still running, an earlier attempt of a requeued job) is unmeasured, counted apart,
+never as 0% or 100%. Clipped to a period, an attempt keeps its whole run's mean.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
 
+from monitoring.models import JobEfficiency
 from portal.access import coordinated_account_ids
 from portal.models import Account
 from scheduler.choices import ACTIVE_STATES
@@ -44,6 +51,9 @@ class Held:
     gpus: float
     started_at: datetime
     ended_at: datetime
+    attempt: int = 0
+    #: Mean utilization of its GPUs over the attempt, %; ``None``: unmeasured.
+    utilization_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,23 @@ class UsageRow:
     attempts: int
     gpu_hours: float
     billed_gpu_hours: float
+    #: Of ``gpu_hours``, those of measured attempts, and what they used of them.
+    measured_gpu_hours: float = 0.0
+    used_gpu_hours: float = 0.0
+
+    @property
+    def idle_gpu_hours(self) -> float:
+        """Measured GPU-hours the GPUs sat idle (allocated, not used)."""
+        return self.measured_gpu_hours - self.used_gpu_hours
+
+    @property
+    def unmeasured_gpu_hours(self) -> float:
+        return self.gpu_hours - self.measured_gpu_hours
+
+    @property
+    def efficiency_pct(self) -> float | None:
+        """Used of measured, %; ``None`` when nothing was measured."""
+        return 100 * self.used_gpu_hours / self.measured_gpu_hours if self.measured_gpu_hours else None
 
 
 def attempts_in(start: datetime, end: datetime, now: datetime, scope: Q | None = None) -> list[Held]:
@@ -61,9 +88,17 @@ def attempts_in(start: datetime, end: datetime, now: datetime, scope: Q | None =
         Q(job__in=Job.objects.filter(scope)) if scope is not None else Q()
     )
     held = [
-        Held(job, account, user, model, qos, gpus, started, stopped)
-        for job, account, user, model, qos, gpus, started, stopped in ended.values_list(
-            "job_id", "account__name", "owner__username", "gpu_model", "qos", "gpus", "started_at", "ended_at"
+        Held(job, account, user, model, qos, gpus, started, stopped, attempt)
+        for job, account, user, model, qos, gpus, started, stopped, attempt in ended.values_list(
+            "job_id",
+            "account__name",
+            "owner__username",
+            "gpu_model",
+            "qos",
+            "gpus",
+            "started_at",
+            "ended_at",
+            "attempt",
         )
     ]
     running = Job.objects.filter(state__in=ACTIVE_STATES, started_at__lt=end, started_at__isnull=False)
@@ -72,17 +107,34 @@ def attempts_in(start: datetime, end: datetime, now: datetime, scope: Q | None =
     rows = list(
         running.values_list(
             "id", "account__name", "owner__username", "qos__name", "allocations", "nodes", "gpus_per_node",
-            "gpu_share", "started_at",
+            "gpu_share", "started_at", "attempt",
         )
     )  # fmt: skip
-    models = gpu_models(first_gpu(allocations) for *_, allocations, _, _, _, _ in rows)
-    for job, account, user, qos, allocations, nodes, per_node, share, started in rows:
+    models = gpu_models(first_gpu(allocations) for *_, allocations, _, _, _, _, _ in rows)
+    for job, account, user, qos, allocations, nodes, per_node, share, started, attempt in rows:
         if started is None:  # excluded by the query; keeps the types honest
             continue
         first = first_gpu(allocations)
         gpus = job_gpus(nodes, per_node, share)
-        held.append(Held(job, account, user, models.get(first, "") if first else "", qos or "", gpus, started, now))
-    return held
+        model = models.get(first, "") if first else ""
+        held.append(Held(job, account, user, model, qos or "", gpus, started, now, attempt))
+    return with_utilization(held)
+
+
+def with_utilization(held: list[Held]) -> list[Held]:
+    """The attempts with the mean utilization measured for them, where it was (one
+    query: a job's efficiency is of its last ended attempt; one without samples, 0,
+    stays unmeasured)."""
+    measured = {
+        (job, attempt): util
+        for job, attempt, util in JobEfficiency.objects.filter(
+            job_id__in={h.job_id for h in held}, samples__gt=0, gpu_util_mean__isnull=False
+        ).values_list("job_id", "attempt", "gpu_util_mean")
+    }
+    return [
+        replace(h, utilization_pct=measured[h.job_id, h.attempt]) if (h.job_id, h.attempt) in measured else h
+        for h in held
+    ]
 
 
 def seconds_in(held: Held, start: datetime, end: datetime) -> float:
@@ -95,17 +147,24 @@ def usage(held: Iterable[Held], start: datetime, end: datetime, group_by: str) -
     policy = usage_policy(settings.SCHEDULER_USAGE_HALF_LIFE_DAYS, None, settings.SCHEDULER_BILLING_WEIGHTS)
     raw: dict[str, float] = defaultdict(float)
     billed: dict[str, float] = defaultdict(float)
+    measured: dict[str, float] = defaultdict(float)
+    used: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
     for attempt in held:
         seconds = seconds_in(attempt, start, end)
         if seconds <= 0:
             continue
         key = _group_of(attempt, group_by)
-        raw[key] += attempt.gpus * seconds / 3600
+        hours = attempt.gpus * seconds / 3600
+        raw[key] += hours
         billed[key] += policy.rate(attempt.gpus, attempt.gpu_model, attempt.qos) * seconds / 3600
+        if attempt.utilization_pct is not None:
+            measured[key] += hours
+            used[key] += hours * attempt.utilization_pct / 100
         count[key] += 1
     return sorted(
-        (UsageRow(key, count[key], raw[key], billed[key]) for key in raw), key=lambda row: (-row.gpu_hours, row.group)
+        (UsageRow(key, count[key], raw[key], billed[key], measured[key], used[key]) for key in raw),
+        key=lambda row: (-row.gpu_hours, row.group),
     )
 
 

@@ -102,6 +102,11 @@ def test_the_slurm_options_reach_the_request(qm, world):
     assert code == 1 and "gpu_share: No node has a shared GPU" in err
     code, _, err = qm("submit", "-t", "1h", "--node-label", "rack=nowhere", "--", "true")
     assert code == 1 and "node_labels: No node has the labels rack=nowhere" in err
+    code, _, err = qm("submit", "--name", "c", "-t", "1h", "--cpus", "250m", "--", "true")
+    assert code == 0, err
+    assert str(Job.objects.get(name="c").cpus_per_node) == "0.250"
+    code, _, err = qm("submit", "-t", "1h", "--cpus", "a few", "--", "true")
+    assert code == 1 and "cpus_per_node: 'a few' is not a number of CPUs" in err
 
 
 def test_hold_release_requeue_and_edit_a_waiting_job(qm, world):
@@ -242,12 +247,8 @@ def test_usage_prints_sreports_table(qm, world):
     code, out, _ = qm("usage", "--start", "2026-01-01", "--end", "2026-01-01", "--by", "user")
     title, header, row = out.splitlines()
     assert code == 0 and title == "GPU-hours from 2026-01-01 to 2026-01-01 (UTC days, inclusive), by user:"
-    assert header.split() == ["USER", "ATTEMPTS", "GPU-HOURS", "BILLED"] and row.split() == [
-        "alice",
-        "1",
-        "2.00",
-        "2.00",
-    ]
+    assert header.split() == ["USER", "ATTEMPTS", "GPU-HOURS", "BILLED", "USED", "IDLE", "UNMEASURED", "EFFICIENCY"]
+    assert row.split() == ["alice", "1", "2.00", "2.00", "0.00", "0.00", "2.00", "-"]  # no samples: unmeasured
 
 
 def test_an_array_is_submitted_listed_compactly_and_moved_whole_or_per_task(qm, world):

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
+from monitoring.models import JobEfficiency
 from portal.models import Qos
 from scheduler.choices import JobState
 from scheduler.models import Job, JobAttempt
@@ -114,9 +115,101 @@ def test_csv_has_a_header_and_a_row_per_group(world, client_for):
     )
     assert response["Content-Type"] == "text/csv"
     assert list(csv.reader(io.StringIO(response.content.decode()))) == [
-        ["account", "attempts", "gpu_hours", "billed_gpu_hours"],
-        ["lab", "1", "1.000000", "1.000000"],
+        [
+            "account",
+            "attempts",
+            "gpu_hours",
+            "billed_gpu_hours",
+            "used_gpu_hours",
+            "idle_gpu_hours",
+            "unmeasured_gpu_hours",
+            "efficiency_pct",
+        ],
+        ["lab", "1", "1.000000", "1.000000", "0.000000", "0.000000", "1.000000", ""],
     ]
+
+
+# --- Utilization-weighted chargeback ------------------------------------------------------
+
+
+def measured(job, util: float | None, samples: int = 100, attempt: int | None = None) -> None:
+    """The efficiency pass's figures for ``job``'s attempt (``util`` None: no samples)."""
+    JobEfficiency.objects.create(
+        job=job,
+        attempt=job.attempt if attempt is None else attempt,
+        gpu_hours=0,
+        elapsed_seconds=0,
+        samples=samples if util is not None else 0,
+        gpu_util_mean=util,
+        computed_at=DAY,
+    )
+
+
+def test_measured_hours_split_into_used_and_idle_and_unmeasured_ones_stay_apart(world, client_for):
+    busy = submit(world.alice, world.lab, gpus_per_node=2)
+    run_attempt(busy, DAY, DAY + timedelta(hours=3), gpus=2)  # 6 GPU-hours at 75%
+    measured(busy, 75.0)
+    dark = submit(world.alice, world.lab)
+    run_attempt(dark, DAY, DAY + timedelta(hours=4))  # 4 GPU-hours, no agent reported
+    measured(dark, None)
+    (row,) = get(client_for(world.alice), start="2026-03-10", end="2026-03-10").values()
+    assert (row["gpu_hours"], row["used_gpu_hours"], row["idle_gpu_hours"], row["unmeasured_gpu_hours"]) == (
+        pytest.approx(10.0),
+        pytest.approx(4.5),
+        pytest.approx(1.5),
+        pytest.approx(4.0),
+    )
+    assert row["efficiency_pct"] == pytest.approx(75.0)  # of what was measured, not of 10 GPU-hours
+
+
+def test_a_group_with_nothing_measured_has_no_efficiency_rather_than_0_or_100(world, client_for):
+    run_attempt(submit(world.alice, world.lab), DAY, DAY + timedelta(hours=1))
+    (row,) = get(client_for(world.alice), start="2026-03-10", end="2026-03-10").values()
+    assert row["efficiency_pct"] is None and row["unmeasured_gpu_hours"] == pytest.approx(1.0)
+
+
+def test_chargeback_sums_equal_the_attempts_own_figures(world, client_for):
+    """Random attempts, some measured, some without samples, some requeued (the
+    efficiency is of the last attempt only: the earlier one is unmeasured)."""
+    rng = random.Random(11)
+    people = [(world.alice, world.lab), (world.bob, world.lab), (world.charlie, world.other)]
+    utilization: dict[tuple[int, int], float] = {}
+    for _ in range(30):
+        owner, account = rng.choice(people)
+        gpus = rng.choice([1, 2, 4])
+        job = submit(owner, account, gpus_per_node=gpus)
+        start = DAY + timedelta(minutes=rng.randrange(-600, 2000))
+        run_attempt(job, start, start + timedelta(minutes=rng.randrange(1, 900)), gpus=gpus)
+        if rng.random() < 0.3:  # requeued, ran again
+            Job.objects.filter(pk=job.pk).update(attempt=1, state=JobState.PENDING, started_at=None, ended_at=None)
+            job.refresh_from_db()
+            again = start + timedelta(hours=16)
+            run_attempt(job, again, again + timedelta(minutes=rng.randrange(1, 300)), gpus=gpus)
+        kind = rng.random()
+        if kind < 0.6:
+            util = rng.uniform(0, 100)
+            measured(job, util)
+            utilization[job.id, job.attempt] = util
+        elif kind < 0.8:
+            measured(job, None)
+    period = (DAY, DAY + timedelta(days=2))
+    expected: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # hours, used, unmeasured
+    for a in JobAttempt.objects.select_related("owner"):
+        seconds = max(0.0, (min(period[1], a.ended_at) - max(period[0], a.started_at)).total_seconds())
+        hours = a.gpus * seconds / 3600
+        sums = expected[a.owner.username]
+        sums[0] += hours
+        if (a.job_id, a.attempt) in utilization:
+            sums[1] += hours * utilization[a.job_id, a.attempt] / 100
+        else:
+            sums[2] += hours
+    rows = get(client_for(world.admin), start="2026-03-10", end="2026-03-11", group_by="user")
+    for user, (hours, used, unmeasured) in expected.items():
+        row = rows[user]
+        assert row["gpu_hours"] == pytest.approx(hours, rel=1e-12)
+        assert row["used_gpu_hours"] == pytest.approx(used, rel=1e-9, abs=1e-9)
+        assert row["unmeasured_gpu_hours"] == pytest.approx(unmeasured, rel=1e-9, abs=1e-9)
+        assert row["idle_gpu_hours"] == pytest.approx(hours - unmeasured - used, rel=1e-9, abs=1e-9)
 
 
 @pytest.mark.parametrize(
