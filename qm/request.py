@@ -103,6 +103,7 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--memory", type=int, dest="memory_mib_per_node", help="MiB per node")
     parser.add_argument("--image")
+    parser.add_argument("--reservation", help="run in this reservation (sbatch --reservation)")
     parser.add_argument("--env", "-e", type=_pair("--env", "KEY=value"), action="append", default=[], help="KEY=value")
     parser.add_argument("--script", type=argparse.FileType("r"), help="a script file to run instead of a command")
     parser.add_argument("--workdir", "-D", help="where it starts on the cluster (sbatch --chdir)")
@@ -155,6 +156,7 @@ _PLAIN = (
     "memory_mib_per_node",
     "image",
     "nice",
+    "reservation",
 )
 
 

@@ -154,6 +154,9 @@ class Job(models.Model):
     dependencies = models.JSONField(
         default=list, blank=True, help_text='[{"type": "afterok"|"afternotok"|"afterany", "job": <id>}]'
     )
+    reservation = models.CharField(
+        max_length=64, blank=True, help_text="The reservation it runs in (sbatch --reservation); empty: none."
+    )
 
     #: A task of a job array (``sbatch --array``): the array is addressed by its first
     #: task's id (``array_job``, that task's own id for itself), the task by its index.
@@ -341,3 +344,34 @@ class JobAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.job_id} attempt {self.attempt}"
+
+
+class Reservation(models.Model):
+    """Nodes set aside for a span (``scontrol create reservation``): for **maintenance**
+    (no job runs there then) or for some accounts and users, whose jobs ask for it by
+    name. The scheduler keeps everyone else's jobs off those nodes whenever their
+    walltime would reach into the span (``scheduler.core.windows``); on Slurm the
+    reservation is made in Slurm too (``scheduler.clusters.reservations``)."""
+
+    class Kind(models.TextChoices):
+        MAINTENANCE = "maintenance", "maintenance"
+        ACCOUNTS = "accounts", "for accounts and users"
+
+    name = models.SlugField(max_length=64, unique=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    start_at = models.DateTimeField()
+    end_at = models.DateTimeField()
+    nodes = models.ManyToManyField(Node, related_name="reservations")
+    accounts = models.ManyToManyField("portal.Account", blank=True, related_name="reservations")
+    users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="reservations")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["start_at", "name"]
+        indexes = [models.Index(fields=["end_at"], name="reservation_end")]
+
+    def __str__(self) -> str:
+        return self.name

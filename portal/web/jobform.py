@@ -299,6 +299,7 @@ class JobForm(forms.Form):
     env = _text("Environment", "KEY=value, one per line.", widget=forms.Textarea(attrs={"rows": 3}))
     nice = _number("Nice", "Lowers the job's priority by this much.", "0")
     dependencies = _text("Dependencies", "afterok:12 afterany:13", widget=forms.TextInput())
+    reservation = _text("Reservation", "Run in this reservation of your account (its nodes, its hours).")
     node_labels = _text(
         "Node labels", "Labels every node must carry: rack=r1, network=infiniband.", widget=forms.TextInput()
     )

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -34,6 +35,7 @@ from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
 from scheduler.reads.arrays import display_id
 from scheduler.reads.identity import clusters_requiring_identity, has_cluster_identity
 from scheduler.reads.inventory import load_inventory
+from scheduler.reads.reservations import reservation_problem
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_INT = 2**31 - 1
@@ -230,7 +232,6 @@ SUBMIT_FIELD_HINTS: dict[str, str] = {
     "comment": "Not a field here: put notes in 'name' or in the script.",
     "mail_type": _not_yet("e-mail notifications (Slurm's --mail-type)"),
     "mail_user": _not_yet("e-mail notifications (Slurm's --mail-user)"),
-    "reservation": _not_yet("reservations (Slurm's --reservation)"),
     "exclusive": _not_yet("exclusive nodes (Slurm's --exclusive)"),
     "begin": _not_yet("a deferred start (Slurm's --begin)"),
     "chdir": _not_yet("a working directory (Slurm's --chdir)"),
@@ -288,6 +289,13 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
         required=False,
         default=dict,
         help_text='Labels every node of the job must carry (Slurm --constraint, a node selector), e.g. {"rack": "r1"}.',
+    )
+    reservation = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=64,
+        default="",
+        help_text="A reservation it runs in (Slurm's --reservation): only on its nodes, inside its span.",
     )
     cpus_per_node = CpusField(
         default=Decimal(1), help_text="CPUs per node: 8, or part of one where the cluster allows it (0.5, '500m')."
@@ -384,6 +392,11 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
             raise serializers.ValidationError(f"You may not set {', '.join(reserved[:5])}: {RESERVED_WORDS}.")
         return value
 
+    def validate_reservation(self, value: str) -> str:
+        if value and not re.fullmatch(r"[-a-zA-Z0-9_]+", value):
+            raise serializers.ValidationError("A reservation's name is letters, digits, '-' and '_'.")
+        return value
+
     def validate_node_labels(self, value: dict[str, str]) -> dict[str, str]:
         if len(value) > 20:
             raise serializers.ValidationError("At most 20 labels.")
@@ -448,6 +461,12 @@ class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
                     f"{settings.JOB_ARRAY_MAX_BYTES} bytes an array may hold; put the inputs on the cluster's "
                     "storage and read them by $QM_ARRAY_TASK_ID."
                 )
+        if attrs.get("reservation") and "account" not in errors:
+            problem = reservation_problem(
+                attrs["reservation"], user, account, attrs["walltime_seconds"], timezone.now()
+            )
+            if problem:
+                errors["reservation"] = problem
         if attrs["gpu_share"] and attrs["gpus_per_node"] != 1:
             errors["gpus_per_node"] = "A fractional job (gpu_share) takes a share of 1 GPU per node."
         if attrs["gpu_memory_mib_share"] and not attrs["gpu_share"]:

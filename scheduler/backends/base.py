@@ -12,9 +12,8 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
-
-from scheduler.core.types import CPU_MILLIS
 
 
 class BackendError(Exception):
@@ -84,9 +83,9 @@ class JobSpec:
     script: str
     walltime_seconds: int
     placements: tuple[Placement, ...]
-    #: CPUs per node in millicores (``scheduler.core.types.CPU_MILLIS`` per CPU): part of
-    #: a CPU reaches only the kinds in ``scheduler.backends.FRACTIONAL_CPU_KINDS``.
-    cpu_millis_per_node: int = CPU_MILLIS
+    #: CPUs per node, exact to the thousandth: part of a CPU (``Decimal("0.5")``)
+    #: reaches only the kinds in ``scheduler.backends.FRACTIONAL_CPU_KINDS``.
+    cpus_per_node: Decimal = Decimal(1)
     memory_mib_per_node: int = 0
     image: str = ""
     env: Mapping[str, str] = field(default_factory=dict)

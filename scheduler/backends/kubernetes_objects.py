@@ -35,7 +35,6 @@ from kubernetes.utils.quantity import parse_quantity
 from scheduler.backends.base import SHARING_MODES, GpuInfo, JobSpec, NodeInfo, PollResult, RemoteState, RunAs
 from scheduler.backends.job_env import DEFAULT_MASTER_PORT, job_env, master_env, rank_env
 from scheduler.backends.job_files import prelude
-from scheduler.core.types import CPU_MILLIS
 
 Obj = dict[str, Any]
 
@@ -129,9 +128,10 @@ def _quantity(value: Any) -> Decimal:
         return Decimal(0)
 
 
-def cpu_quantity(millis: int) -> str:
-    """A CPU request as Kubernetes writes it: ``"8"`` for whole CPUs, ``"500m"`` for part."""
-    return str(millis // CPU_MILLIS) if millis % CPU_MILLIS == 0 else f"{millis}m"
+def cpu_quantity(cpus: Decimal) -> str:
+    """A CPU request as Kubernetes writes it: ``"8"`` for whole CPUs, ``"500m"`` (its
+    millicores, thousandths) for part of one."""
+    return str(int(cpus)) if cpus == cpus.to_integral_value() else f"{int(cpus * 1000)}m"
 
 
 # --- Nodes -----------------------------------------------------------------------------
@@ -333,7 +333,7 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
         env_vars += [{"name": k, "valueFrom": index} for k in rank_env("")]
     else:
         env_vars += [{"name": k, "value": v} for k, v in rank_env("0").items()]
-    resources: Obj = {"requests": {"cpu": cpu_quantity(spec.cpu_millis_per_node)}}
+    resources: Obj = {"requests": {"cpu": cpu_quantity(spec.cpus_per_node)}}
     if spec.memory_mib_per_node:
         resources["requests"]["memory"] = f"{spec.memory_mib_per_node}Mi"
     if requests[0]:

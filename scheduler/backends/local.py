@@ -70,7 +70,6 @@ from scheduler.backends.base import (
 from scheduler.backends.job_env import job_env, master_env, rank_env
 from scheduler.backends.job_files import prelude
 from scheduler.backends.spec_check import spec_problem
-from scheduler.core.types import cpu_count
 
 #: A job whose runner has not announced itself this long after submit is NODE_FAIL.
 STARTUP_GRACE_SECONDS = 60.0
@@ -580,7 +579,7 @@ class LocalBackend:
                 "kill_grace_seconds": self.kill_grace_seconds,
                 "placements": [{"node": p.node, "gpu_indices": list(p.gpu_indices)} for p in spec.placements],
                 "ranks": self._ranks(spec),
-                "cpus_per_node": cpu_count(spec.cpu_millis_per_node),
+                "cpus_per_node": float(spec.cpus_per_node),
                 "memory_mib_per_node": spec.memory_mib_per_node,
                 "image": spec.image,  # recorded, not used: the local backend runs on the host
                 "simulate": self.simulate,

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import re
 import shlex
@@ -69,7 +70,6 @@ from scheduler.backends.job_env import array_env, job_env
 from scheduler.backends.job_files import prelude
 from scheduler.backends.slurm_owner import Owner, OwnerCommands, OwnerError
 from scheduler.backends.spec_check import spec_problem
-from scheduler.core.types import CPU_MILLIS
 
 #: What sbatch is run with for one spec: argv, environment, batch script, owner.
 _Request = tuple[list[str], dict[str, str], str, Owner | None]
@@ -472,7 +472,7 @@ class SlurmBackend:
             f"--nodes={len(names)}",
             f"--nodelist={','.join(names)}",
             "--ntasks-per-node=1",
-            f"--cpus-per-task={max(1, -(-spec.cpu_millis_per_node // CPU_MILLIS))}",  # whole CPUs only
+            f"--cpus-per-task={max(1, math.ceil(spec.cpus_per_node))}",  # whole CPUs only
             f"--time={parse.walltime(spec.walltime_seconds)}",
             f"--output={log}",
             f"--error={log}",

@@ -10,7 +10,6 @@ from portal.models import ClusterIdentity
 from scheduler.backends.base import ArrayTask, Backend, BackendError, JobSpec, Placement, RunAs
 from scheduler.choices import EventKind, JobState
 from scheduler.clusters.failpoints import failpoint
-from scheduler.core.types import CPU_MILLIS
 from scheduler.jobs import allocations
 from scheduler.jobs.remote import backend_for
 from scheduler.jobs.transitions import record_event, transition
@@ -40,7 +39,7 @@ def job_spec(job: Job) -> JobSpec:
         placements=tuple(
             Placement(node=a.node, gpu_indices=a.gpu_indices) for a in allocations.decode(job.allocations)
         ),
-        cpu_millis_per_node=round(job.cpus_per_node * CPU_MILLIS),
+        cpus_per_node=job.cpus_per_node,
         memory_mib_per_node=job.memory_mib_per_node,
         image=job.image,
         env={str(k): str(v) for k, v in (job.env or {}).items()},

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from scheduler.core.placement import Ledger
 from scheduler.core.types import Allocation, PendingJob, PlacementStrategy, Reservation
+from scheduler.core.windows import WindowBook, merge_holds
 
 
 class Release(NamedTuple):
@@ -41,6 +42,7 @@ def plan_reservation(
     strategy: PlacementStrategy | None = None,
     *,
     ordered: Iterable[tuple[datetime, int, tuple[Allocation, ...]]] = (),
+    windows: WindowBook | None = None,
 ) -> Reservation | None:
     """The earliest start for ``job`` as running jobs end, or ``None`` if never.
 
@@ -60,6 +62,10 @@ def plan_reservation(
     Within one instant the order of the events given back does not matter (GPUs, shares
     in integer units, CPUs and memory are given back exactly, in any order), so merging
     ``ordered`` by instant alone finds what sorting everything would.
+
+    ``windows`` (admin reservations, maintenance) keep the job off their nodes for any
+    start whose run would reach into them, and a job asking for one inside it; their
+    ends are instants to try too, when they free nodes.
     """
     earlier = list(earlier)
     # (instant, kind, sequence): given back before taken at one instant, else in order
@@ -69,6 +75,12 @@ def plan_reservation(
     for r in earlier:
         events.append((r.start_at, 1, len(events), r.allocations))
         events.append((r.end_at, 0, len(events), r.allocations))
+    if windows:
+        # Nothing is given back when a window begins or ends, but the job may fit then.
+        for w in windows.windows:
+            for instant in (w.start_at, w.end_at):
+                if instant > windows.now:
+                    events.append((instant, 0, len(events), ()))
     events.sort()
     more = ((at, 0, len(events) + k, allocations) for k, (at, _, allocations) in enumerate(ordered))
     merged = heapq.merge(events, more)
@@ -77,19 +89,29 @@ def plan_reservation(
     while event is not None:
         at = event[0]
         touched: set[str] = set()
+        boundary = False
         while event is not None and event[0] == at:
             _, kind, _, allocations = event
             if kind == 0:
                 trial.release(allocations)
                 touched.update(a.node for a in allocations)
+                boundary = boundary or not allocations
             else:
                 trial.take(allocations)
             event = next(merged, None)
-        if not any(n in trial.by_name and trial.by_name[n].free_count >= job.gpus_per_node for n in touched):
+        if not boundary and not any(
+            n in trial.by_name and trial.by_name[n].free_count >= job.gpus_per_node for n in touched
+        ):
             continue
         ends = at + timedelta(seconds=job.walltime_seconds)
         upcoming = [r for r in earlier if at < r.start_at < ends]
-        start = trial.place(job, held_back(upcoming) if upcoming else None, strategy)
+        held = held_back(upcoming) if upcoming else None
+        if windows:
+            window_held = windows.holds(job, at)
+            if window_held is None:
+                continue
+            held = merge_holds(held or {}, window_held) or None
+        start = trial.place(job, held, strategy)
         if start is not None:
             return Reservation(job.id, at, ends, start.allocations)
     return None

@@ -27,6 +27,7 @@ from scheduler.core.reasons import Circumstances, explain
 from scheduler.core.timeline import estimate_queue
 from scheduler.core.types import (
     Allocation,
+    Blocker,
     Decisions,
     Eviction,
     PendingJob,
@@ -37,7 +38,9 @@ from scheduler.core.types import (
     RunningJob,
     Snapshot,
     Start,
+    Window,
 )
+from scheduler.core.windows import WindowBook, merge_holds, window_text
 
 
 def latest_end(job: RunningJob, now: datetime) -> datetime:
@@ -201,6 +204,13 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     #: back (they depend on nothing else of the job); emptied when one is added.
     in_the_way_by_walltime: dict[int, tuple[list[Reservation], tuple[int, ...], Mapping[str, Allocation]]] = {}
     no_reservation: tuple[list[Reservation], tuple[int, ...], Mapping[str, Allocation]] = ([], (), {})
+    windows = WindowBook(snapshot.windows, snapshot.nodes, now) if snapshot.windows else None
+    #: Per (walltime, reservation asked): the windows in the way of a start now and what
+    #: they hold (``None``: a reservation job may not start now).
+    window_entries: dict[tuple[int, str], tuple[tuple[str, ...], Mapping[str, Allocation] | None]] = {}
+    #: Jobs that would start now but for a window, with the windows: their reason names them.
+    kept_out: dict[int, list[Window]] = {}
+    fits_but_for_windows: dict[tuple[object, ...], bool] = {}  # by key, until the next start
 
     for job in order:
         if job.dependencies:
@@ -243,8 +253,31 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         else:
             in_the_way_entry = no_reservation
         in_the_way, in_the_way_ids, held = in_the_way_entry
-        key = (shape, in_the_way_ids)
+        key: tuple[object, ...] = (shape, in_the_way_ids)
+        unwindowed = held
+        if windows is not None or job.reservation:
+            window_key = (job.walltime_seconds, job.reservation)
+            window_entry = window_entries.get(window_key)
+            if window_entry is None:
+                ways = tuple(w.name for w in windows.in_the_way(job, now)) if windows is not None else ()
+                window_entry = window_entries[window_key] = (
+                    ways,
+                    windows.holds(job, now) if windows is not None else None,
+                )
+            ways, window_held = window_entry
+            if window_held is None:  # a reservation job outside its window, or its window is gone
+                there = windows.by_name.get(job.reservation) if windows is not None else None
+                reasons[job.id] = PendingReason.RESERVATION if there is not None else PendingReason.NODES_UNAVAILABLE
+                continue
+            held = merge_holds(held, window_held)
+            key = (shape, in_the_way_ids, job.reservation, ways)
         start = None if key in failed else ledger.place(job, held, policy.placement)
+        if start is None and held is not unwindowed and not job.reservation and windows is not None:
+            would_fit = fits_but_for_windows.get(key)
+            if would_fit is None:
+                would_fit = fits_but_for_windows[key] = ledger.place(job, unwindowed, policy.placement) is not None
+            if would_fit:
+                kept_out[job.id] = windows.in_the_way(job, now)
         if start is None and may_evict:
             # What _preempt_for looks at of the job; the rest of its inputs change only on a start or an eviction
             asked = (key, job.account, job.qos, job.gpu_amount)
@@ -275,6 +308,8 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
                 continue
             limits.commit(job, start)
         if start is not None:
+            if fits_but_for_windows:
+                fits_but_for_windows.clear()
             ledger.commit(start)
             guarantees.commit(job, start)
             if throttled is not None:
@@ -297,7 +332,9 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             continue
         reasons[job.id] = PendingReason.RESOURCES
         listed, ordered = releases.for_reservation()
-        reservation = plan_reservation(job, ledger, listed, reservations, policy.placement, ordered=ordered)
+        reservation = plan_reservation(
+            job, ledger, listed, reservations, policy.placement, ordered=ordered, windows=windows
+        )
         if reservation is not None:
             reservations.append(reservation)
             decisions.reservations.append(reservation)
@@ -313,8 +350,16 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         )
     if policy.estimates:
         decisions.estimates = estimate_queue(
-            order, decisions, ledger, ((r.at, r.allocations) for r in releases.all()), now, policy
+            order, decisions, ledger, ((r.at, r.allocations) for r in releases.all()), now, policy, windows
         )
+    for job_id, set_aside in kept_out.items():
+        if reasons.get(job_id) in (PendingReason.RESOURCES, PendingReason.PRIORITY):
+            reasons[job_id] = PendingReason.NODES_UNAVAILABLE
+            if policy.explain:
+                names = [w.name for w in set_aside]
+                decisions.blockers[job_id] = (
+                    Blocker(PendingReason.NODES_UNAVAILABLE, window_text(set_aside), {"reservations": names}),
+                )
     return decisions
 
 

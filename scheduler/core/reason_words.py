@@ -76,6 +76,10 @@ REASON_WORDS: Mapping[PendingReason, ReasonWords] = {
         "Its array runs as many tasks at once as it allows",
         "Its job array already runs as many tasks at once as its throttle (%) allows.",
     ),
+    PendingReason.RESERVATION: ReasonWords(
+        "Waiting for its reservation",
+        "It runs only in the reservation it asks for, which has not begun or cannot hold it now.",
+    ),
     PendingReason.HELD: ReasonWords(
         "Held: release it to queue it",
         "It is held by its owner or an admin; release it to queue it.",

@@ -44,6 +44,7 @@ from scheduler.core.types import (
     PlacementStrategy,
     Policy,
 )
+from scheduler.core.windows import WindowBook
 
 _US = timedelta(microseconds=1)
 #: Later than any instant a plan can reach (microseconds after ``now``).
@@ -197,6 +198,7 @@ class Planner:
         releases: Iterable[tuple[datetime, tuple[Allocation, ...]]],
         now: datetime,
         strategy: PlacementStrategy,
+        windows: WindowBook | None = None,
     ) -> None:
         self.now = now
         #: Start estimates plan fragmentation-aware placement as pack: the future's
@@ -231,6 +233,8 @@ class Planner:
         self.shift = max(len(self.lines), 1).bit_length()
         self._log: list[list[int]] = [[] for _ in self.lines]
         self._build(releases)
+        if windows:
+            self._set_aside(windows)
         self._accepting: dict[tuple[object, ...], list[int]] = {}
         #: Node labels -> per node, whether it carries them (jobs without labels: None).
         self._labelled: dict[tuple[tuple[tuple[str, str], ...], bool], list[bool]] = {}
@@ -277,6 +281,21 @@ class Planner:
                 masks[-1] |= mask
                 cpus[-1] += more_cpus
                 memory[-1] += more_memory
+
+    def _set_aside(self, windows: WindowBook) -> None:
+        """Take each window's nodes whole for its span, as if a job held them (one more
+        CPU and MiB than they have, so that even a request for none finds no room), and
+        log its end as a release there: nothing is planned into a window. Jobs that ask
+        for a reservation are not planned here (``estimate_queue``)."""
+        for window in windows.windows:
+            start, end = max(to_us(window.start_at, self.now), 0), to_us(window.end_at, self.now)
+            for name in window.nodes:
+                line = self.by_name.get(name)
+                if line is None:
+                    continue
+                whole = (1 << len(line.bits)) - 1
+                line.change(start, end, whole, line.node.cpu_millis + 1, line.node.memory_mib + 1, -1)
+                self._log[line.position].append(end << self.shift | line.position)
 
     def _allowed(self, job: PendingJob) -> list[bool] | None:
         """Per node, whether it carries the job's node labels (``None``: it asks for none).
@@ -515,6 +534,7 @@ def estimate_queue(
     releases: Iterable[tuple[datetime, tuple[Allocation, ...]]],
     now: datetime,
     policy: Policy,
+    windows: WindowBook | None = None,
 ) -> dict[int, datetime]:
     """Job id -> latest expected start, for every job of ``queue`` (in queue order) that
     the cycle's ``decisions`` started or left waiting for resources or priority.
@@ -526,16 +546,22 @@ def estimate_queue(
     job planned before it; under a strict-order policy without backfill no job is
     planned before the one ahead of it (the queue is walked forward in time, as the
     cycle would walk it at each release). Jobs waiting on a dependency, their array's
-    throttle, a quota limit or hardware that is not up get no estimate.
+    throttle, a quota limit or hardware that is not up get no estimate, and neither do
+    jobs that ask for a reservation (they start inside it or not at all). No job is
+    planned into a reservation or maintenance window it is not admitted to (``windows``).
     """
     estimates = {start.job_id: now for start in decisions.starts}
     waiting = [
-        job for job in queue if job.id not in estimates and decisions.pending_reasons.get(job.id) not in NOT_ESTIMATED
+        job
+        for job in queue
+        if job.id not in estimates
+        and decisions.pending_reasons.get(job.id) not in NOT_ESTIMATED
+        and not job.reservation
     ]
     if policy.strict_order and not policy.backfill:
-        estimates.update(_in_order(waiting, ledger, releases, now, policy.placement))
+        estimates.update(_in_order(waiting, ledger, releases, now, policy.placement, windows))
         return estimates
-    planner = Planner(ledger, releases, now, policy.placement)
+    planner = Planner(ledger, releases, now, policy.placement, windows)
     for job in waiting:
         planned = planner.plan(job, describe=False)
         if planned is not None:
@@ -549,22 +575,29 @@ def _in_order(
     releases: Iterable[tuple[datetime, tuple[Allocation, ...]]],
     now: datetime,
     strategy: PlacementStrategy,
+    windows: WindowBook | None = None,
 ) -> dict[int, datetime]:
-    """Strict order: each job starts at the first release instant, no earlier than the
-    job ahead of it, at which it fits on what is free then (``Ledger.place``)."""
+    """Strict order: each job starts at the first release instant (or window boundary),
+    no earlier than the job ahead of it, at which it fits on what is free then
+    (``Ledger.place``) outside the windows it is not admitted to."""
     trial = ledger.copy()
     events = [(max(to_us(at, now), 0), seq, allocations) for seq, (at, allocations) in enumerate(releases)]
+    if windows:
+        boundaries = {to_us(t, now) for w in windows.windows for t in (w.start_at, w.end_at) if t > now}
+        events += [(instant, len(events) + k, ()) for k, instant in enumerate(sorted(boundaries))]
     heapq.heapify(events)
     seq = len(events)
     at = 0
     failed: set[tuple[object, ...]] = set()  # shapes that do not fit at ``at``
     estimates: dict[int, datetime] = {}
     for job in waiting:
-        shape = request_shape(job)
+        # With windows, what is out depends on the walltime too.
+        shape = (request_shape(job), job.walltime_seconds) if windows else request_shape(job)
         while True:
             while events and events[0][0] <= at:
                 trial.release(heapq.heappop(events)[2])
-            start = None if shape in failed else trial.place(job, None, strategy)
+            held = windows.holds(job, now + timedelta(microseconds=at)) if windows else None
+            start = None if shape in failed else trial.place(job, held or None, strategy)
             if start is not None:
                 trial.commit(start)
                 seq += 1

@@ -194,6 +194,9 @@ class PendingJob:
     #: tasks may run at once (``--array=0-999%50``; 0: no limit).
     array_job: int = 0
     array_limit: int = 0
+    #: The reservation (:class:`Window`) it runs in (``sbatch --reservation``; "" none):
+    #: only on its nodes, only while it lasts.
+    reservation: str = ""
 
     @property
     def gpus(self) -> int:
@@ -239,6 +242,35 @@ class PendingJob:
 
 
 @dataclass(frozen=True, slots=True)
+class Window:
+    """A reservation an admin made (``scontrol create reservation``): ``nodes`` set aside
+    from ``start_at`` to ``end_at``.
+
+    For **maintenance** no job may run on them in that time; otherwise only jobs that
+    ask for it by ``name`` (``PendingJob.reservation``) and belong to one of its
+    ``accounts`` or ``users``, which then run nowhere else, and only inside it. Either
+    way no job of anyone else is placed or planned so that its walltime would reach
+    into the window on those nodes (see ``scheduler.core.windows``).
+    """
+
+    name: str
+    nodes: frozenset[str]
+    start_at: datetime
+    end_at: datetime
+    maintenance: bool = False
+    accounts: frozenset[str] = frozenset()
+    users: frozenset[str] = frozenset()
+
+    def admits(self, job: PendingJob) -> bool:
+        """Whether ``job`` may run on these nodes during the window."""
+        return (
+            not self.maintenance
+            and job.reservation == self.name
+            and (job.account in self.accounts or job.user in self.users)
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """The world at one instant: nodes, who holds what, who waits, and the limits.
 
@@ -266,6 +298,8 @@ class Snapshot:
     #: Clusters whose workload manager cannot be reached now -> the error (their nodes
     #: come in unschedulable).
     unreachable_clusters: Mapping[str, str] = field(default_factory=dict)
+    #: Reservations and maintenance windows that have not ended (see :class:`Window`).
+    windows: tuple[Window, ...] = ()
     #: Optional state consecutive snapshots of one caller share (a replay): the cycle's
     #: books are updated from it instead of rebuilt (see ``scheduler.core.carry``).
     #: Decisions are the same without it.
@@ -335,6 +369,7 @@ class PendingReason(enum.StrEnum):
     BORROW_LIMIT = "AccountBorrowLimit"  # its account has borrowed all it may beyond its guarantee
     HELD = "JobHeldUser"  # held by its owner or an admin (set by the portal, not the cycle)
     ARRAY_TASK_LIMIT = "JobArrayTaskLimit"  # its array runs as many tasks as its throttle allows
+    RESERVATION = "Reservation"  # waits for the reservation it asks for to begin (or to hold it)
 
 
 @dataclass(slots=True)

@@ -40,6 +40,7 @@ REQUEST_FIELDS: tuple[str, ...] = (
     "gpu_share",
     "gpu_memory_mib_share",
     "node_labels",
+    "reservation",
 )
 
 #: Request fields whose ``PendingJob`` field is named otherwise, because the core counts
@@ -136,6 +137,7 @@ def pending_from_row(row: Sequence[Any]) -> PendingJob:
         tuple(sorted((str(k), str(v)) for k, v in labels.items())) if labels else (),
         row[at["array_job_id"]] or 0,
         row[at["array_throttle"]],
+        row[at["reservation"]],
     )
 
 

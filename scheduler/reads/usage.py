@@ -25,7 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 
-from monitoring.models import JobEfficiency
+from monitoring.utilization import measured_utilization
 from portal.access import coordinated_account_ids
 from portal.models import Account
 from scheduler.choices import ACTIVE_STATES
@@ -125,12 +125,7 @@ def with_utilization(held: list[Held]) -> list[Held]:
     """The attempts with the mean utilization measured for them, where it was (one
     query: a job's efficiency is of its last ended attempt; one without samples, 0,
     stays unmeasured)."""
-    measured = {
-        (job, attempt): util
-        for job, attempt, util in JobEfficiency.objects.filter(
-            job_id__in={h.job_id for h in held}, samples__gt=0, gpu_util_mean__isnull=False
-        ).values_list("job_id", "attempt", "gpu_util_mean")
-    }
+    measured = measured_utilization(h.job_id for h in held)
     return [
         replace(h, utilization_pct=measured[h.job_id, h.attempt]) if (h.job_id, h.attempt) in measured else h
         for h in held

@@ -14,7 +14,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
+
+from django.utils import timezone
 
 from monitoring.gpu_health import unhealthy_gpu_ids
 from portal.models import Account, Membership, Qos, Quota
@@ -22,10 +25,20 @@ from scheduler import stored_json
 from scheduler.backends import FRACTIONAL_CPU_KINDS
 from scheduler.choices import ACTIVE_STATES, TERMINAL_STATES, JobState, NodeState
 from scheduler.core.fairshare import AccountNode, FairShareTree, UserAssociation
-from scheduler.core.types import CPU_MILLIS, GpuView, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
+from scheduler.core.types import (
+    CPU_MILLIS,
+    GpuView,
+    Limits,
+    NodeView,
+    PendingJob,
+    Policy,
+    RunningJob,
+    Snapshot,
+    Window,
+)
 from scheduler.jobs import allocations
 from scheduler.jobs.request import PENDING_JSON, PENDING_VALUES, compute_capability, gpu_model_label, pending_from_row
-from scheduler.models import Cluster, Gpu, Job, Node
+from scheduler.models import Cluster, Gpu, Job, Node, Reservation
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +121,25 @@ def _node_views(unhealthy: AbstractSet[int]) -> tuple[NodeView, ...]:
     )
 
 
+def load_windows(now: datetime) -> tuple[Window, ...]:
+    """Every reservation that has not ended, as the core's windows (three queries)."""
+    rows = list(
+        Reservation.objects.filter(end_at__gt=now).prefetch_related("nodes", "accounts", "users").order_by("start_at")
+    )
+    return tuple(
+        Window(
+            name=r.name,
+            nodes=frozenset(n.name for n in r.nodes.all()),
+            start_at=r.start_at,
+            end_at=r.end_at,
+            maintenance=r.kind == Reservation.Kind.MAINTENANCE,
+            accounts=frozenset(a.name for a in r.accounts.all()),
+            users=frozenset(u.get_username() for u in r.users.all()),
+        )
+        for r in rows
+    )
+
+
 def load_snapshot() -> LoadedSnapshot:
     """Read nodes, active and pending jobs in bulk and convert them to core types."""
     nodes = load_nodes()
@@ -176,6 +208,7 @@ def load_snapshot() -> LoadedSnapshot:
             )
             if limit is not None
         },
+        windows=load_windows(timezone.now()),
     )
     return LoadedSnapshot(snapshot, reasons, blockers, frozenset(row["id"] for row in active if row["borrowed"]))
 

@@ -11,6 +11,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def spec(command: str = "true", *placements: Placement, **fields: Any) -> JobSpe
         "script": "",
         "walltime_seconds": 3600,
         "placements": placements or (Placement("gpu-01", (0, 1)),),
-        "cpu_millis_per_node": 8000,
+        "cpus_per_node": Decimal(8),
         "memory_mib_per_node": 32768,
     }
     values.update(fields)
@@ -102,7 +103,7 @@ MANIFEST_CASES = {
         command="", script="#!/bin/bash\necho hi\n", image="nvcr.io/nvidia/pytorch:25.01", env={"WANDB_MODE": "offline"}
     ),
     "a task of a job array": spec("python3 sweep.py", array=ArrayTask(42, 7, 1000)),
-    "part of a CPU": spec("true", Placement("gpu-01", ()), cpu_millis_per_node=250),
+    "part of a CPU": spec("true", Placement("gpu-01", ()), cpus_per_node=Decimal("0.25")),
 }
 
 
@@ -114,9 +115,11 @@ def test_every_manifest_is_a_valid_batch_v1_job(job: JobSpec) -> None:
     assert job_violations(built) == []
 
 
-@pytest.mark.parametrize("millis,quantity", [(8000, "8"), (500, "500m"), (2250, "2250m"), (1, "1m")])
-def test_cpus_are_asked_in_kubernetes_quantities_whole_or_in_millicores(millis: int, quantity: str) -> None:
-    container = manifest(spec(cpu_millis_per_node=millis))["spec"]["template"]["spec"]["containers"][0]
+@pytest.mark.parametrize(
+    "cpus,quantity", [("8", "8"), ("8.000", "8"), ("0.5", "500m"), ("2.25", "2250m"), ("0.001", "1m")]
+)
+def test_cpus_are_asked_in_kubernetes_quantities_whole_or_in_millicores(cpus: str, quantity: str) -> None:
+    container = manifest(spec(cpus_per_node=Decimal(cpus)))["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["requests"]["cpu"] == quantity
 
 

@@ -15,6 +15,7 @@ import subprocess
 import time
 import uuid
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -417,7 +418,7 @@ def test_sbatch_gets_the_placement_and_a_clean_environment(tmp_path: Path, monke
     backend = fake_slurm(tmp_path, sbatch=f'echo "$@" > {record}; env >> {record}; cat >> {record}; echo 42')
     job = spec(
         command="python train.py",
-        cpu_millis_per_node=4000,
+        cpus_per_node=Decimal(4),
         memory_mib_per_node=2048,
         walltime_seconds=3601,
         env={"FOO": "bar", "LD_PRELOAD": "/tmp/evil.so"},
@@ -561,7 +562,7 @@ def wait_until(check: Any, timeout: float = 15) -> Any:
 @pytest.mark.slurm
 def test_job_in_slurm_carries_our_placement_and_labels(slurm: SlurmBackend) -> None:
     job = spec(
-        command="sleep 30", cpu_millis_per_node=2000, memory_mib_per_node=1000, walltime_seconds=600, run_as=ALICE
+        command="sleep 30", cpus_per_node=Decimal(2), memory_mib_per_node=1000, walltime_seconds=600, run_as=ALICE
     )
 
     external_id = slurm.submit(job)

@@ -8,15 +8,17 @@ Personas (tests/conftest.py): alice is a member of lab.
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from scheduler.api.serializers import JobSerializer, JobSubmitSerializer
 from scheduler.core.types import PendingJob
 from scheduler.jobs.request import NOT_REQUEST_FIELDS, PENDING_NAMES, REQUEST_FIELDS, request_values
-from scheduler.models import Job
+from scheduler.models import Job, Reservation
 from tests.builders import local_node_group, make_local_cluster, submit
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +34,12 @@ def requests(world) -> dict[str, dict[str, Any]]:
     group = local_node_group("ts-{:02d}", count=2, gpus=2)
     group["gpus"]["shared"] = True
     group["labels"] = {"rack": "r2", "network": "infiniband"}
-    make_local_cluster("sliced", [group])
+    sliced = make_local_cluster("sliced", [group])
+    week = Reservation.objects.create(
+        name="lab-week", kind="accounts", start_at=timezone.now(), end_at=timezone.now() + timedelta(days=7)
+    )
+    week.nodes.set(sliced.nodes.all())
+    week.accounts.add(world.lab)
     earlier = submit(world.alice, world.lab, name="prepare")
     common = {
         "nodes": 2,
@@ -45,6 +52,7 @@ def requests(world) -> dict[str, dict[str, Any]]:
         "nice": 5,
         "dependencies": [{"type": "afterany", "job": earlier.id}],
         "node_labels": {"rack": "r2", "network": "infiniband"},
+        "reservation": "lab-week",
     }
     return {
         "whole-gpus": {**common, "gpus_per_node": 2, "gpu_share": 0.0, "gpu_memory_mib_share": 0},
