@@ -41,6 +41,7 @@ from scheduler.models import Node, TickState
 from scheduler.reads import reports
 from scheduler.reads.inventory import load_inventory
 from scheduler.reads.occupancy import Occupancy, read_occupancy
+from scheduler.reads.reservations import ahead, by_node
 
 AUDIT_PAGE = 100
 
@@ -360,10 +361,16 @@ class DrainForm(forms.Form):
 
 @staff_required
 def nodes(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    reserved = by_node(now)
     return render(
         request,
         "portal/manage/nodes.html",
-        {"rows": figures.node_rows(), "drain_form": DrainForm(), "now": timezone.now()},
+        {
+            "rows": [(row, reserved.get(row.node.name, [])) for row in figures.node_rows()],
+            "drain_form": DrainForm(),
+            "now": now,
+        },
     )
 
 
@@ -491,6 +498,7 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
             # by model name: PostgreSQL's jsonb keeps an object's keys in its own order
             "stranded_rows": sorted((tick.stranded.get("models") or {}).items()) if tick else [],
             "stranded_at": tick.stranded_at if tick else None,
+            "reservations": ahead(now),
             "jobs_by_state": [(s.label, by_state[s.value]) for s in JobState if by_state[s.value]],
             "node_states": sorted(node_states.items()),
             "csv_query": request.GET.urlencode(),

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.web import jobedit, profile, researcher, signin, staff, usage, users
+from portal.web import jobedit, profile, researcher, reservations, signin, staff, usage, users
 
 app_name = "web"
 
@@ -34,5 +34,12 @@ urlpatterns = [
     path("manage/nodes/<int:node_id>/drain/", staff.node_drain, name="manage-node-drain"),
     path("manage/nodes/<int:node_id>/resume/", staff.node_resume, name="manage-node-resume"),
     path("manage/cluster/", staff.cluster_overview, name="manage-cluster"),
+    path("manage/reservations/", reservations.reservations, name="manage-reservations"),
+    path("manage/reservations/<int:reservation_id>/", reservations.reservation_edit, name="manage-reservation"),
+    path(
+        "manage/reservations/<int:reservation_id>/delete/",
+        reservations.reservation_delete,
+        name="manage-reservation-delete",
+    ),
     path("manage/cluster/gpu-hours.csv", staff.gpu_hours_csv, name="manage-gpu-hours-csv"),
 ]

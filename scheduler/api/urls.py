@@ -2,6 +2,7 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from scheduler.api.arrays import ArrayViewSet
+from scheduler.api.reservations import ReservationViewSet
 from scheduler.api.views import ClusterViewSet, GpuViewSet, JobViewSet, NodeViewSet
 
 router = DefaultRouter()
@@ -10,6 +11,7 @@ router.register("arrays", ArrayViewSet, basename="array")
 router.register("nodes", NodeViewSet, basename="node")
 router.register("gpus", GpuViewSet, basename="gpu")
 router.register("clusters", ClusterViewSet, basename="cluster")
+router.register("reservations", ReservationViewSet, basename="reservation")
 
 #: Routes besides the router's. ``POST /api/v1/jobs/estimate`` is the what-if without the
 #: router's trailing slash: APPEND_SLASH cannot redirect a POST (it raises under DEBUG and

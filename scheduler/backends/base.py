@@ -98,6 +98,9 @@ class JobSpec:
     run_as: RunAs | None = None
     #: Which task of which job array this is (None: a plain job).
     array: ArrayTask | None = None
+    #: The reservation it runs in, as the workload manager names it ("" none); see
+    #: :class:`ReservationAdmin`.
+    reservation: str = ""
 
 
 class RemoteState(enum.StrEnum):
@@ -233,6 +236,32 @@ class NodeAdmin(Protocol):
 
     def resume_node(self, node: str) -> None:
         """Make a drained ``node`` schedulable again."""
+        ...
+
+
+@runtime_checkable
+class ReservationAdmin(Protocol):
+    """Optional: a backend whose workload manager keeps reservations of its own (Slurm's
+    ``scontrol create reservation``), so that nothing submitted to it directly runs on
+    reserved nodes either. The portal's scheduler enforces reservations itself on every
+    backend; this keeps the workload manager in agreement."""
+
+    def reserve(
+        self,
+        name: str,
+        nodes: Sequence[str],
+        start: datetime,
+        end: datetime,
+        *,
+        maintenance: bool,
+        users: Sequence[str],
+    ) -> None:
+        """Create (or replace) reservation ``name``: ``nodes`` from ``start`` to ``end``,
+        for maintenance (no jobs) or for ``users`` (their usernames on the cluster)."""
+        ...
+
+    def unreserve(self, name: str) -> None:
+        """Delete reservation ``name``; a reservation that is not there is no error."""
         ...
 
 

@@ -45,12 +45,14 @@ refusing a job (invalid GRES, unavailable node configuration, bad partition) is
 permanent; an unreachable or busy controller, a timeout or a missing binary is transient.
 
 Extras beyond the protocol: :meth:`drain_node`/:meth:`resume_node` (``scontrol update``),
-:meth:`hold`/:meth:`release`/:meth:`requeue` (``scontrol``).
+:meth:`hold`/:meth:`release`/:meth:`requeue` (``scontrol``), :meth:`reserve`/:meth:`unreserve`
+(``scontrol create|delete reservation``).
 """
 
 from __future__ import annotations
 
 import fcntl
+import getpass
 import json
 import math
 import os
@@ -61,6 +63,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -393,6 +396,52 @@ class SlurmBackend:
         """Make a drained ``node`` schedulable again in Slurm."""
         self._scontrol_update(["update", f"nodename={node}", "state=resume"])
 
+    def reserve(
+        self,
+        name: str,
+        nodes: Sequence[str],
+        start: datetime,
+        end: datetime,
+        *,
+        maintenance: bool,
+        users: Sequence[str],
+    ) -> None:
+        """``scontrol create reservation`` (after deleting one of that name): ``MAINT``
+        for maintenance, ``IGNORE_JOBS`` always (jobs running on the nodes finish; the
+        portal placed them knowing the window). A reservation for users admits their
+        cluster usernames, or the portal's own user where jobs run as the portal; times
+        are the controller's local time, as scontrol reads them."""
+        self.unreserve(name)
+        who = list(users) if self.requires_identity else [getpass.getuser()]
+        if maintenance or not who:
+            who = ["root"]
+        self._scontrol_update(
+            [
+                "create",
+                "reservation",
+                f"ReservationName={name}",
+                f"StartTime={start.astimezone().strftime('%Y-%m-%dT%H:%M:%S')}",
+                f"EndTime={end.astimezone().strftime('%Y-%m-%dT%H:%M:%S')}",
+                f"Nodes={','.join(sorted(nodes))}",
+                f"Flags={'MAINT,IGNORE_JOBS' if maintenance else 'IGNORE_JOBS'}",
+                f"Users={','.join(sorted(who))}",
+            ]
+        )
+
+    def unreserve(self, name: str) -> None:
+        """``scontrol delete ReservationName=...``; one Slurm does not have is no error.
+        Slurm refuses to delete a reservation jobs still run in ("in use"): it is ended
+        now instead (``EndTime=now``), its jobs run on to their limits, and Slurm purges
+        it after them."""
+        try:
+            self._scontrol_update(["delete", f"ReservationName={name}"])
+        except BackendError as exc:
+            message = exc.message.lower()
+            if "in use" in message:
+                self._scontrol_update(["update", f"ReservationName={name}", "EndTime=now"])
+            elif "invalid" not in message and "not found" not in message:
+                raise
+
     def hold(self, external_id: str) -> None:
         """``scontrol hold``: keep a pending Slurm job from starting (as its owner)."""
         self._scontrol_update(["hold", external_id], job=external_id)
@@ -488,6 +537,8 @@ class SlurmBackend:
             args.append(f"--mem={spec.memory_mib_per_node}M")
         if self.partition:
             args.append(f"--partition={self.partition}")
+        if spec.reservation:
+            args.append(f"--reservation={spec.reservation}")
         # sbatch itself runs on the portal's host: it gets only our variables (a job's
         # LD_PRELOAD, say, must not load code into it; sudo would drop them anyway). The
         # job's own variables and ours are exported by the batch script, on the node.

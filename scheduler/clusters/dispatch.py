@@ -10,6 +10,7 @@ from portal.models import ClusterIdentity
 from scheduler.backends.base import ArrayTask, Backend, BackendError, JobSpec, Placement, RunAs
 from scheduler.choices import EventKind, JobState
 from scheduler.clusters.failpoints import failpoint
+from scheduler.clusters.reservations import backend_name
 from scheduler.jobs import allocations
 from scheduler.jobs.remote import backend_for
 from scheduler.jobs.transitions import record_event, transition
@@ -51,6 +52,7 @@ def job_spec(job: Job) -> JobSpec:
             if job.array_job_id is not None
             else None
         ),
+        reservation=backend_name(job.reservation) if job.reservation else "",
     )
 
 

@@ -1,10 +1,12 @@
-"""Whether a job may ask for a reservation: the submit check (the tick reads the
-reservations themselves in ``scheduler.tick.snapshot.load_windows``)."""
+"""Reservations for the pages and the submit check (the tick reads them itself, as the
+core's windows: ``scheduler.tick.snapshot.load_windows``)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+
+from django.db.models import QuerySet
 
 from scheduler.models import Reservation
 
@@ -27,3 +29,17 @@ def reservation_problem(name: str, user: Any, account: Any, walltime_seconds: in
     if walltime_seconds > span:
         return f"Reservation {name!r} lasts {int(span)} s more; the walltime ({walltime_seconds} s) must fit inside it."
     return None
+
+
+def ahead(now: datetime) -> QuerySet[Reservation]:
+    """The reservations that have not ended, with what the pages show of them."""
+    return Reservation.objects.filter(end_at__gt=now).prefetch_related("nodes", "accounts", "users")
+
+
+def by_node(now: datetime) -> dict[str, list[Reservation]]:
+    """Node name -> the reservations ahead on it, soonest first (for the nodes page)."""
+    found: dict[str, list[Reservation]] = {}
+    for reservation in ahead(now):
+        for node in reservation.nodes.all():
+            found.setdefault(node.name, []).append(reservation)
+    return found

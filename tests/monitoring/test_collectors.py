@@ -155,6 +155,79 @@ class FakeNvml:
         return self.events.pop(0)
 
 
+class FakeGpmNvml(FakeNvml):
+    """``FakeNvml`` with GPU performance monitoring: GPU 1 is in MIG mode with GPU
+    instances 1 and 2, whose graphics engines have been busy ``activity[instance]``
+    percent of the span between two samples."""
+
+    NVML_SUCCESS = 0
+    NVML_GPM_METRICS_GET_VERSION = 1
+    NVML_GPM_METRIC_GRAPHICS_UTIL = 1
+
+    def __init__(self, *, supported: bool = True) -> None:
+        super().__init__(mig=("h1",))
+        self.supported = supported
+        self.activity = {1: 30.0, 2: 70.0}
+        self.live: set[int] = set()  # samples allocated and not yet freed
+        self._next = 0
+
+    class c_nvmlGpmMetricsGet_t:  # pynvml's name
+        def __init__(self) -> None:
+            self.metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0)]
+
+    def nvmlGpmQueryDeviceSupport(self, h):
+        return SimpleNamespace(isSupportedDevice=int(self.supported))
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h):
+        return 7 if h in self.mig else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h, k):
+        if k >= 2:
+            raise NVMLError("Not Found")
+        return f"{h}/mig{k}"
+
+    def nvmlDeviceGetGpuInstanceId(self, mig):
+        return int(mig[-1]) + 1
+
+    def nvmlGpmSampleAlloc(self):
+        self._next += 1
+        self.live.add(self._next)
+        return SimpleNamespace(id=self._next, instance=None)
+
+    def nvmlGpmSampleFree(self, sample):
+        self.live.remove(sample.id)
+
+    def nvmlGpmSampleGet(self, h, sample):
+        raise NVMLError("Not Supported")  # a MIG-enabled GPU is sampled per instance
+
+    def nvmlGpmMigSampleGet(self, h, instance, sample):
+        sample.instance = instance
+        return sample
+
+    def nvmlGpmMetricsGet(self, request):
+        assert request.sample1.instance == request.sample2.instance and request.sample1.id < request.sample2.id
+        request.metrics[0].value = self.activity[request.sample2.instance]
+        return request
+
+
+def test_a_mig_gpu_reads_its_instances_mean_engine_activity_through_gpm_from_the_second_collect():
+    fake = FakeGpmNvml()
+    collector = NvmlCollector(fake)
+    assert [r.utilization_pct for r in collector.collect()] == [87.0, None]  # no span yet: unmeasured
+    assert [r.utilization_pct for r in collector.collect()] == [87.0, 50.0]  # (30 + 70) / 2
+    fake.activity = {1: 0.0, 2: 10.0}
+    assert collector.collect()[1].utilization_pct == 5.0
+    assert len(fake.live) == 2  # only the last samples are kept, one per instance
+    collector.close()
+    assert fake.live == set()
+
+
+def test_a_mig_gpu_without_gpm_stays_unmeasured():
+    collector = NvmlCollector(FakeGpmNvml(supported=False))
+    for _ in range(3):
+        assert collector.collect()[1].utilization_pct is None
+
+
 def test_nvml_reads_every_field_in_api_units():
     first, second = NvmlCollector(FakeNvml()).collect()
     assert (first.index, first.uuid, first.utilization_pct) == (0, "GPU-h0", 87.0)

@@ -1,0 +1,94 @@
+"""``/api/v1/reservations/``: reservations and maintenance windows (``scontrol create
+reservation``). Everyone signed in reads them (they decide where jobs may run); staff
+create, change and delete them (``scheduler.clusters.reservations``: audited, and made in
+Slurm too)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+from django.utils import timezone
+from rest_framework import serializers, viewsets
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from portal.api.fields import SlugRelatedField
+from portal.api.permissions import IsStaffOrReadOnly
+from portal.api.strict import RejectUnknownFields
+from portal.models import Account
+from scheduler.clusters.reservations import delete_reservation, save_reservation
+from scheduler.models import Node, Reservation
+
+#: The longest reservation one may make (Slurm has no bound; a typo in a year should not
+#: take nodes away for a decade).
+MAX_DAYS = 366
+
+
+class ReservationSerializer(RejectUnknownFields, serializers.ModelSerializer):
+    nodes = SlugRelatedField(slug_field="name", queryset=Node.objects.all(), many=True)
+    accounts = SlugRelatedField(slug_field="name", queryset=Account.objects.all(), many=True, required=False)
+    users = SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all(), many=True, required=False)
+    active = serializers.SerializerMethodField(help_text="Whether it holds its nodes now.")
+
+    class Meta:
+        model = Reservation
+        fields = ["id", "name", "kind", "start_at", "end_at", "nodes", "accounts", "users", "active", "created_at"]
+        read_only_fields = ["id", "active", "created_at"]
+
+    def get_active(self, reservation: Reservation) -> bool:
+        now = timezone.now()
+        return reservation.start_at <= now < reservation.end_at
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        current = self.instance
+        merged = {
+            "kind": attrs.get("kind", current.kind if current else None),
+            "start_at": attrs.get("start_at", current.start_at if current else None),
+            "end_at": attrs.get("end_at", current.end_at if current else None),
+            "nodes": attrs.get("nodes", list(current.nodes.all()) if current else []),
+            "accounts": attrs.get("accounts", list(current.accounts.all()) if current else []),
+            "users": attrs.get("users", list(current.users.all()) if current else []),
+        }
+        errors: dict[str, str] = {}
+        if merged["start_at"] and merged["end_at"]:
+            if merged["end_at"] <= merged["start_at"]:
+                errors["end_at"] = "Must be after start_at."
+            elif (merged["end_at"] - merged["start_at"]).days >= MAX_DAYS:
+                errors["end_at"] = f"At most {MAX_DAYS} days."
+            elif merged["end_at"] <= timezone.now():
+                errors["end_at"] = "Must be in the future."
+        if not merged["nodes"]:
+            errors["nodes"] = "Name at least one node."
+        if merged["kind"] == Reservation.Kind.MAINTENANCE and (merged["accounts"] or merged["users"]):
+            errors["accounts"] = "A maintenance window is for no one: leave accounts and users empty."
+        if merged["kind"] == Reservation.Kind.ACCOUNTS and not (merged["accounts"] or merged["users"]):
+            errors["accounts"] = "Name the accounts or users it is for."
+        if errors:
+            raise serializers.ValidationError(errors)
+        return merged | {"name": attrs.get("name", current.name if current else "")}
+
+
+class ReservationViewSet(viewsets.ModelViewSet):
+    """Reservations and maintenance windows; ``?active=1`` for those not yet ended."""
+
+    serializer_class = ReservationSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    ordering = ["start_at", "name"]
+
+    def get_queryset(self) -> QuerySet[Reservation]:
+        reservations = Reservation.objects.prefetch_related("nodes", "accounts", "users")
+        if self.request.query_params.get("active") in ("1", "true"):
+            reservations = reservations.filter(end_at__gt=timezone.now())
+        return reservations
+
+    def perform_create(self, serializer: Any) -> None:
+        serializer.instance = save_reservation(self.request.user, None, **serializer.validated_data)
+
+    def perform_update(self, serializer: Any) -> None:
+        serializer.instance = save_reservation(self.request.user, serializer.instance, **serializer.validated_data)
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        delete_reservation(request.user, self.get_object())
+        return Response(status=204)
