@@ -234,6 +234,9 @@ class Ledger:
         self.scorer: Scorer | None = None
         #: Whether any node has a GPU in a sharing mode.
         self.any_shared = False
+        #: Whether any node takes only whole CPUs (Slurm's): only then does asking for
+        #: part of one rule nodes out (``PendingJob.fits_node``).
+        self.whole_cpus_only = False
         #: Placement heaps per request shape, the scorer they were ranked with, and the
         #: nodes changed since they were built, in order (see ``_ranked``).
         self._queues: dict[tuple[object, ...], _Queue] = {}
@@ -251,6 +254,7 @@ class Ledger:
             )
             self.by_name[node.name] = capacity
             self.any_shared = self.any_shared or any(gpu.shared for gpu in node.gpus)
+            self.whole_cpus_only = self.whole_cpus_only or not node.fractional_cpus
             if node.schedulable:  # others only matter for what running jobs hold
                 self.by_cluster.setdefault(node.cluster, []).append(capacity)
 
@@ -279,6 +283,7 @@ class Ledger:
         clone = Ledger(())
         clone.scorer = self.scorer
         clone.any_shared = self.any_shared
+        clone.whole_cpus_only = self.whole_cpus_only
         clone.by_name = {name: capacity.copy() for name, capacity in self.by_name.items()}
         clone.by_cluster = {
             cluster: [clone.by_name[c.node.name] for c in capacities] for cluster, capacities in self.by_cluster.items()
@@ -360,7 +365,7 @@ class Ledger:
         changed since (by starts, ends, evictions) are pushed into again, so a cycle's
         hundredth start of a shape costs a few heap operations, not a look at every node.
         """
-        if held or job.picks_nodes:
+        if held or job.node_labels or (self.whole_cpus_only and job.picks_nodes):
             best: tuple[Rank, NodeCapacity, tuple[GpuState, ...]] | None = None
             scores = scorer.options_for(request_shape(job))
             for capacities in self.by_cluster.values():
