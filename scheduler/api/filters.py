@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import django_filters
+from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import F
 from django_filters.fields import IsoDateTimeField
@@ -34,14 +35,26 @@ class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
     field_class = UtcIsoDateTimeField
 
 
+class IdFilter(django_filters.NumberFilter):
+    """A whole number a database integer column can hold: ``1.5``, ``-1e308`` or
+    ``99999999999999999999`` are a 400 naming the parameter, not a database error."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 0)
+        kwargs.setdefault("max_value", 2**63 - 1)
+        super().__init__(*args, **kwargs)
+
+
 class JobFilter(django_filters.FilterSet):
     state = django_filters.MultipleChoiceFilter(choices=JobState.choices)
     account = django_filters.CharFilter(field_name="account__name")
     owner = django_filters.CharFilter(field_name="owner__username")
     cluster = django_filters.CharFilter(field_name="cluster__name")
     name = django_filters.CharFilter(lookup_expr="icontains")
-    array_job = django_filters.NumberFilter(field_name="array_job_id", help_text="The tasks of this job array.")
-    array_task = django_filters.NumberFilter(field_name="array_task_id", help_text="The task with this index.")
+    array_job = IdFilter(field_name="array_job_id", help_text="The tasks of this job array.")
+    array_task = IdFilter(field_name="array_task_id", max_value=2**31 - 1, help_text="The task with this index.")
     submitted_after = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
     submitted_before = UtcIsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
 

@@ -101,7 +101,12 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
                 borrowing = borrowing_limit(job)
                 if borrowing is not None:
                     found.append(borrowing)
-            if shape in free_now:
+            if primary is _CYCLE_LIMIT:
+                # The cycle stopped before looking at it: what is free at the cycle's end
+                # says nothing about it, and changes with every tick's starts (a stored
+                # blocker that moved with it would rewrite thousands of rows a tick).
+                short = None
+            elif shape in free_now:
                 short = free_now[shape]
             else:
                 short = free_now[shape] = _resources(job, c.ledger)
@@ -119,7 +124,9 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
                         {**short.evidence, "reserved_nodes": nodes},
                     )
                 found.append(short)
-            if primary is _PRIORITY or (short is None and reserved and job.id not in reserved):
+            if primary is _PRIORITY or (
+                primary is not _CYCLE_LIMIT and short is None and reserved and job.id not in reserved
+            ):
                 found.append(_BEHIND_RESERVATION if first_reservation is not None else _BEHIND_OTHERS)
             if primary is _CYCLE_LIMIT:
                 found.append(

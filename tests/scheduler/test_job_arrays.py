@@ -220,3 +220,12 @@ def test_a_dependency_on_an_array_waits_for_every_task(world, client_for, tick):
     Job.objects.filter(pk=tasks[2].id).update(state=JobState.COMPLETED)
     tick()
     assert Job.objects.get(pk=after).state != JobState.PENDING  # every task completed: it starts
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["array_job=-1.7976931348623157e%2B308", "array_job=1.5", "array_job=99999999999999999999", "array_task=-1"],
+)
+def test_an_array_filter_that_no_id_can_match_is_a_400_naming_it(world, client_for, query):
+    response = client_for(world.alice).get(f"/api/v1/jobs/?{query}")
+    assert response.status_code == 400 and query.split("=")[0] in response.json()

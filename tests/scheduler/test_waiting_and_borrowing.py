@@ -88,6 +88,27 @@ def test_reasons_are_written_only_to_jobs_still_pending_and_only_when_they_chang
     assert store_waiting(again, load_snapshot()) == 0
 
 
+def test_a_job_the_cycle_stopped_short_of_keeps_its_place_in_line_reason(world):
+    """SchedCycleLimit says the cycle did not look at the job: one already told it waits
+    its turn (Priority, Resources) keeps that, unwritten; any other reason, or none yet,
+    is replaced."""
+    in_line, new, was_blocked = (submit(world.alice, world.lab) for _ in range(3))
+    Job.objects.filter(pk=in_line.pk).update(pending_reason="Priority")
+    Job.objects.filter(pk=was_blocked.pk).update(pending_reason="Dependency")
+    limit = (Blocker(PendingReason.CYCLE_LIMIT, "this cycle started its maximum of 1 jobs before reaching it", {}),)
+    decisions = Decisions(
+        pending_reasons={job.id: PendingReason.CYCLE_LIMIT for job in (in_line, new, was_blocked)},
+        blockers={job.id: limit for job in (in_line, new, was_blocked)},
+    )
+    assert store_waiting(decisions, load_snapshot()) == 2
+    reasons = dict(Job.objects.values_list("id", "pending_reason"))
+    assert (reasons[in_line.id], reasons[new.id], reasons[was_blocked.id]) == (
+        "Priority",
+        "SchedCycleLimit",
+        "SchedCycleLimit",
+    )
+
+
 def test_held_jobs_say_who_held_them_and_release_clears_it(world, client_for):
     job = submit(world.alice, world.lab)
     hold_job(job, by="alice")
