@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.replay.simulator import Replay
+from scheduler.replay.simulator import JobRecord, Replay
 from scheduler.replay.trace import SimulationError, TraceJob
 
 # --- Metrics --------------------------------------------------------------------------
@@ -113,6 +113,38 @@ def measure(result: Replay) -> Metrics:
         preemptions=result.preemptions,
         lost_gpu_s=float(result.lost_gpu_s),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class AccountFigures:
+    """One account's side of a replay: its jobs, the GPU-hours they ran, how long they
+    waited (mean and 95th percentile) and their mean bounded slowdown."""
+
+    account: str
+    jobs: int
+    gpu_hours: float
+    avg_wait_s: float
+    p95_wait_s: float
+    avg_bounded_slowdown: float
+
+
+def by_account(result: Replay) -> dict[str, AccountFigures]:
+    """Each account's :class:`AccountFigures` in a replay, by name (the accounts whose
+    jobs ran). Their slowdowns are what :attr:`Metrics.jain_fairness` compares."""
+    grouped: dict[str, list[JobRecord]] = {}
+    for record in result.records:
+        grouped.setdefault(record.job.account, []).append(record)
+    return {
+        account: AccountFigures(
+            account=account,
+            jobs=len(records),
+            gpu_hours=sum(r.job.gpus * r.run_s for r in records) / 3600,
+            avg_wait_s=statistics.fmean(float(r.wait_s) for r in records),
+            p95_wait_s=percentile([float(r.wait_s) for r in records], 95),
+            avg_bounded_slowdown=statistics.fmean(r.bounded_slowdown for r in records),
+        )
+        for account, records in sorted(grouped.items())
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,8 +116,14 @@ def replay(
     cluster: Sequence[NodeView],
     policy: Policy,
     guarantees: Mapping[str, Limits] | None = None,
+    accounts: Sequence[AccountNode] = (),
 ) -> Replay:
     """Replay ``trace`` on ``cluster`` under ``policy``, calling the real ``schedule()``.
+
+    ``guarantees`` are the accounts' limits (guarantees, GPU and job quotas: any
+    ``Limits``); ``accounts`` the account tree with its shares (a site's own, for a
+    preview of a change to it): without it every trace account is a top-level account
+    of one share, and a trace account missing from it is added as one.
 
     Steps:
     1. Order jobs by submit time, keeping row order for ties; shape each request
@@ -145,6 +151,7 @@ def replay(
         raise SimulationError("the cluster has no nodes")
     gpus_per_node = max(len(n.gpus) for n in nodes)
     parents: dict[str, str | None] = {account: None for account in guarantees or {}}
+    parents.update({a.name: a.parent for a in accounts})
     idle = IdleCluster(nodes)
     carry = Carry()  # consecutive cycles share their books
 
@@ -161,7 +168,7 @@ def replay(
         else:
             unplaceable.append(job)
 
-    usage = _UsageBook(jobs) if policy.priority is not None else None
+    usage = _UsageBook(jobs, accounts) if policy.priority is not None else None
     starts: list[int] = [-1] * len(jobs)
     allocations: list[tuple[Allocation, ...]] = [()] * len(jobs)
     pending: dict[int, PendingJob] = {}
@@ -250,9 +257,11 @@ class _UsageBook:
     running jobs and those that ended since, with the same functions as the tick.
     """
 
-    def __init__(self, jobs: Sequence[TraceJob]) -> None:
+    def __init__(self, jobs: Sequence[TraceJob], tree: Sequence[AccountNode] = ()) -> None:
         accounts = sorted({j.account for j in jobs})
-        self.tree = FairShareTree.build([AccountNode(a) for a in accounts], [(a, a) for a in accounts])
+        known = {a.name for a in tree}
+        nodes = [*tree, *(AccountNode(a) for a in accounts if a not in known)]
+        self.tree = FairShareTree.build(nodes, [(a, a) for a in accounts])
         self.policy = UsagePolicy()
         self.usage: dict[tuple[str, str], float] = {}
         self.updated_s: int | None = None
