@@ -51,7 +51,7 @@ def test_too_little_history_says_how_much_there_is(world):
 
 def test_more_shares_for_one_account_shorten_its_waits_at_the_others_expense(world):
     history(world)
-    told = []
+    told: list[float] = []
     result = preview("other", shares=50, limits=None, days=7, now=timezone.now(), progress=told.append)
     assert told == [0.5, 1.0] and result.jobs == 30
     rows = {row.account: row for row in result.rows}
