@@ -10,7 +10,7 @@ which checks it against the schema.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -366,6 +366,32 @@ def usage_figure(
         # Legend to the right (Plotly's default): below, it ran into the slanted dates.
         xaxis={"type": "category", "title": {"text": f"{bucket} starting"}, "automargin": True, "tickangle": -45},
         yaxis={"title": {"text": "GPU-hours"}, "rangemode": "tozero"},
+    )
+
+
+def preview_figure(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A preview's mean wait per account (hours), as the accounts are beside with the
+    change: ``rows`` as a stored preview result has them (``account``, ``today`` and
+    ``proposed`` with ``avg_wait_s``)."""
+    names = [str(row["account"]) for row in rows]
+    traces = [
+        {
+            "type": "bar",
+            "name": label,
+            "x": names,
+            "y": [round(float(row[side]["avg_wait_s"]) / 3600, 3) for row in rows],
+            "marker": {"color": PALETTE[i]},
+            "hovertemplate": f"{label}: %{{y:.2f}} h mean wait<extra>%{{x}}</extra>",
+        }
+        for i, (side, label) in enumerate((("today", "as it is"), ("proposed", "with the change")))
+    ]
+    return _figure(
+        traces,
+        "Mean wait per account on the replayed history",
+        barmode="group",
+        height=340,
+        xaxis={"type": "category", "automargin": True},
+        yaxis={"title": {"text": "hours"}, "rangemode": "tozero"},
     )
 
 

@@ -257,6 +257,9 @@ SCHEDULER_WHATIF_RATE = env_rate("SCHEDULER_WHATIF_RATE", "30/minute")
 SCHEDULER_INVENTORY_RECHECK_SECONDS = env_float("SCHEDULER_INVENTORY_RECHECK_SECONDS", 5.0, minimum=0)
 #: How often the tick recomputes the cluster overview's stranded GPUs (seconds).
 SCHEDULER_STRANDED_SECONDS = env_float("SCHEDULER_STRANDED_SECONDS", 30.0, minimum=0)
+#: The longest a preview of an account change may replay (seconds; the Celery task's
+#: soft time limit, after which the preview fails saying so).
+PREVIEW_TIME_LIMIT_SECONDS = env_int("PREVIEW_TIME_LIMIT_SECONDS", 300, minimum=10)
 #: A job stuck in DISPATCHING longer than this is dispatched again (submit is idempotent).
 SCHEDULER_REDISPATCH_SECONDS = env_int("SCHEDULER_REDISPATCH_SECONDS", 60, minimum=1)
 #: Upper bound on starts per tick (keeps one tick's transaction short).

@@ -375,3 +375,37 @@ class Reservation(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class AccountPreview(models.Model):
+    """One preview of a change to an account's shares or limits on the site's own recent
+    history (``scheduler.previews``): asked for on the account's page or the API, run as
+    a Celery task (inline without a broker), read back by polling. Nothing about the
+    account changes until the admin saves the change itself."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    account = models.ForeignKey("portal.Account", on_delete=models.CASCADE, related_name="previews")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    days = models.PositiveIntegerField()
+    #: ``{"shares": int | null, "limits": {Limits field: value} | null}``: what is tried.
+    proposal = models.JSONField(default=dict)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.QUEUED)
+    progress = models.FloatField(default=0.0, help_text="Fraction done, 0 to 1.")
+    #: The figures when done: per account, as is and with the change (see ``previews``).
+    result = models.JSONField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"preview {self.pk} of {self.account_id}"

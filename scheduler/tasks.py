@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from django.conf import settings
 
+from scheduler import previews
 from scheduler.backends.base import BackendError
 from scheduler.clusters import dispatch, poll
 from scheduler.jobs import remote
@@ -65,3 +67,14 @@ def poll_backends() -> dict[str, dict[str, int]]:
 def refresh_estimates() -> int:
     """Store every pending job's start estimate (beat runs it every SCHEDULER_ESTIMATE_SECONDS)."""
     return estimates.refresh_estimates()
+
+
+@shared_task(
+    name="scheduler.run_preview",
+    ignore_result=True,
+    soft_time_limit=settings.PREVIEW_TIME_LIMIT_SECONDS,
+    time_limit=settings.PREVIEW_TIME_LIMIT_SECONDS + 30,
+)
+def run_preview(preview_id: int) -> None:
+    """Replay a recorded account preview (``scheduler.previews``)."""
+    previews.run_preview(preview_id)

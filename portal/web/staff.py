@@ -35,6 +35,7 @@ from portal.choices import Role
 from portal.models import Account, AuditEntry, Membership, Quota
 from portal.web import figures
 from portal.web.jobform import flatten_errors
+from portal.web.preview_form import PreviewForm
 from scheduler.choices import JobState
 from scheduler.clusters.nodes import drain_node, resume_node
 from scheduler.models import Node, TickState
@@ -288,6 +289,8 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
             "quota": quota,
             "quota_form": quota_form,
             "member_form": member_form,
+            "preview_form": PreviewForm(),
+            "previews": account.previews.all()[:5] if account else [],
             "members": Membership.objects.filter(account=account).select_related("user") if account else [],
             "roles": Role.choices,
             "audit": AuditEntry.objects.filter(target_type__in=("account", "quota", "membership")).filter(

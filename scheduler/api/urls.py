@@ -2,6 +2,7 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from scheduler.api.arrays import ArrayViewSet
+from scheduler.api.previews import AccountPreviewStart, AccountPreviewViewSet
 from scheduler.api.reservations import ReservationViewSet
 from scheduler.api.views import ClusterViewSet, GpuViewSet, JobViewSet, NodeViewSet
 
@@ -12,12 +13,14 @@ router.register("nodes", NodeViewSet, basename="node")
 router.register("gpus", GpuViewSet, basename="gpu")
 router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("reservations", ReservationViewSet, basename="reservation")
+router.register("previews", AccountPreviewViewSet, basename="preview")
 
 #: Routes besides the router's. ``POST /api/v1/jobs/estimate`` is the what-if without the
 #: router's trailing slash: APPEND_SLASH cannot redirect a POST (it raises under DEBUG and
 #: the client would re-send a GET otherwise). It is the same view, left out of the
 #: schema (``schema=None``) so that the operation is documented once.
 urlpatterns = [
+    path("accounts/<int:account_id>/preview/", AccountPreviewStart.as_view(), name="account-preview"),
     path(
         "jobs/estimate",
         JobViewSet.as_view({"post": "estimate"}, detail=False, basename="job", schema=None),

@@ -9,8 +9,7 @@ import pytest
 from django.utils import timezone
 
 from scheduler.choices import JobState
-from scheduler.core.types import Limits
-from scheduler.models import Job
+from scheduler.models import AccountPreview, Job
 from scheduler.previews import MIN_JOBS, TooLittleHistory, preview, site_history
 from tests.builders import submit
 
@@ -63,6 +62,86 @@ def test_more_shares_for_one_account_shorten_its_waits_at_the_others_expense(wor
 
 def test_a_tighter_quota_makes_the_account_wait_longer(world):
     history(world)
-    result = preview("lab", shares=None, limits=Limits(max_gpus=8), days=7, now=timezone.now())
+    result = preview("lab", shares=None, limits={"max_gpus": 8}, days=7, now=timezone.now())
     rows = {row.account: row for row in result.rows}
     assert rows["lab"].wait_change_s > 0 and rows["other"].wait_change_s < 0
+
+
+# --- Asked for, run, read back -----------------------------------------------------------
+
+
+def ask(client, account, **body):  # type: ignore[no-untyped-def]
+    return client.post(f"/api/v1/accounts/{account.pk}/preview/", body, format="json")
+
+
+def test_staff_ask_for_a_preview_and_read_its_figures(world, client_for, django_capture_on_commit_callbacks):
+    history(world)
+    client = client_for(world.admin)
+    with django_capture_on_commit_callbacks(execute=True):  # inline: it runs after commit
+        response = ask(client, world.other, days=7, shares=50)
+    assert response.status_code == 202, response.json()
+    shown = client.get(f"/api/v1/previews/{response.json()['id']}/").json()
+    assert (shown["state"], shown["progress"], shown["error"]) == ("done", 1.0, "")
+    rows = {row["account"]: row for row in shown["result"]["rows"]}
+    assert rows["other"]["proposed"]["avg_wait_s"] < rows["other"]["today"]["avg_wait_s"]
+    world.other.refresh_from_db()
+    assert world.other.shares == 1  # nothing saved
+
+
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        ({"days": 7}, "shares"),  # nothing proposed
+        ({"days": 3, "shares": 2}, "days"),
+        ({"shares": -1}, "shares"),
+        ({"limits": {"max_gpuz": 8}}, "limits"),
+        ({"shares": 2, "flavour": "x"}, "flavour"),
+    ],
+)
+def test_a_bad_preview_request_is_a_400_naming_the_field(world, client_for, body, field):
+    response = ask(client_for(world.admin), world.lab, **body)
+    assert response.status_code == 400 and field in response.json(), response.json()
+    assert not AccountPreview.objects.exists()
+
+
+def test_only_staff_preview_or_read_previews(world, client_for):
+    client = client_for(world.bob)  # lab's coordinator, not staff
+    assert ask(client, world.lab, shares=3).status_code == 403
+    assert client.get("/api/v1/previews/").status_code == 403
+
+
+def test_too_little_history_ends_the_preview_saying_so(world, client_for, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = ask(client_for(world.admin), world.lab, shares=3)
+    row = AccountPreview.objects.get(pk=response.json()["id"])
+    assert row.state == "failed" and "a preview needs at least" in row.error and row.finished_at is not None
+
+
+def test_a_preview_past_its_time_limit_fails_saying_so(world, monkeypatch, settings):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from scheduler import previews
+
+    def too_slow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise SoftTimeLimitExceeded()
+
+    settings.PREVIEW_TIME_LIMIT_SECONDS = 60
+    monkeypatch.setattr(previews, "preview", too_slow)
+    row = AccountPreview.objects.create(account=world.lab, days=7, proposal={"shares": 2, "limits": None})
+    previews.run_preview(row.pk)
+    row.refresh_from_db()
+    assert row.state == "failed" and row.error == "The replays took longer than 60 s; try 7 days."
+
+
+def test_the_account_page_asks_and_the_preview_page_shows_table_and_chart(world, django_capture_on_commit_callbacks):
+    from django.test import Client
+
+    history(world)
+    client = Client()
+    client.force_login(world.admin)
+    assert 'id="preview-form"' in client.get(f"/manage/accounts/{world.other.pk}/").content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/manage/accounts/{world.other.pk}/preview/", {"days": 7, "shares": 50})
+    assert response.status_code == 302
+    page = client.get(response["Location"]).content.decode()
+    assert 'id="preview-table"' in page and 'id="chart-preview"' in page and 'id="preview-other"' in page

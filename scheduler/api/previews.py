@@ -1,0 +1,94 @@
+"""Previews of account changes (``scheduler.previews``): ``POST
+/api/v1/accounts/{id}/preview/`` asks for one (202, run as a Celery task), ``GET
+/api/v1/previews/{id}/`` reads how far it got and, when done, the figures. Staff only:
+they are the ones who change shares and quotas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, viewsets
+from rest_framework.permissions import IsAdminUser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from portal.api.strict import RejectUnknownFields
+from portal.models import Account
+from scheduler.models import AccountPreview
+from scheduler.previews import WINDOWS, start_preview
+
+#: The quota fields a preview may change (``Limits``), each a whole number or null (no limit).
+LIMIT_FIELDS = ("max_gpus", "max_running_jobs", "max_walltime_seconds", "guaranteed_gpus", "borrowing_limit_gpus")
+
+
+class PreviewRequestSerializer(RejectUnknownFields, serializers.Serializer):
+    days = serializers.ChoiceField(choices=list(WINDOWS), default=7, help_text="How many days of history to replay.")
+    shares = serializers.IntegerField(
+        min_value=0, max_value=1_000_000, required=False, allow_null=True, help_text="The account's shares to try."
+    )
+    limits = serializers.DictField(
+        child=serializers.IntegerField(min_value=0, max_value=2**31 - 1, allow_null=True),
+        required=False,
+        allow_null=True,
+        help_text=f"Quota fields to try ({', '.join(LIMIT_FIELDS)}), null for no limit; the rest stay.",
+    )
+
+    def validate_limits(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        unknown = sorted(set(value or {}) - set(LIMIT_FIELDS))
+        if unknown:
+            raise serializers.ValidationError(f"Unknown quota fields {unknown}; known: {', '.join(LIMIT_FIELDS)}.")
+        return value or None
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("shares") is None and not attrs.get("limits"):
+            raise serializers.ValidationError({"shares": "Propose new shares or quota limits to preview."})
+        return attrs
+
+
+class AccountPreviewSerializer(serializers.ModelSerializer):
+    account = serializers.CharField(source="account.name", read_only=True)
+
+    class Meta:
+        model = AccountPreview
+        fields = [
+            "id",
+            "account",
+            "days",
+            "proposal",
+            "state",
+            "progress",
+            "result",
+            "error",
+            "created_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class AccountPreviewStart(APIView):
+    """Ask for a preview of a change to this account; poll ``/api/v1/previews/{id}/``."""
+
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(request=PreviewRequestSerializer, responses={202: AccountPreviewSerializer})
+    def post(self, request: Request, account_id: int) -> Response:
+        account = get_object_or_404(Account, pk=account_id)
+        body = PreviewRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        row = start_preview(
+            request.user, account, days=data["days"], shares=data.get("shares"), limits=data.get("limits")
+        )
+        row.refresh_from_db()  # inline runs have finished already
+        return Response(AccountPreviewSerializer(row).data, status=202)
+
+
+class AccountPreviewViewSet(viewsets.ReadOnlyModelViewSet):
+    """Previews asked for, newest first, with their state, progress and figures."""
+
+    queryset = AccountPreview.objects.select_related("account")
+    serializer_class = AccountPreviewSerializer
+    permission_classes = [IsAdminUser]
