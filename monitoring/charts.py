@@ -395,6 +395,31 @@ def preview_figure(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     )
 
 
+def replay_figure(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A replay's mean wait and mean job completion time per policy (hours): ``rows`` as a
+    stored replay result has them (``policy``, ``avg_wait_s``, ``avg_jct_s``)."""
+    names = [str(row["policy"]) for row in rows]
+    traces = [
+        {
+            "type": "bar",
+            "name": label,
+            "x": names,
+            "y": [round(float(row[key]) / 3600, 3) for row in rows],
+            "marker": {"color": PALETTE[i]},
+            "hovertemplate": f"{label}: %{{y:.2f}} h<extra>%{{x}}</extra>",
+        }
+        for i, (key, label) in enumerate((("avg_wait_s", "mean wait"), ("avg_jct_s", "mean completion time")))
+    ]
+    return _figure(
+        traces,
+        "Mean wait and completion time per policy",
+        barmode="group",
+        height=340,
+        xaxis={"type": "category", "automargin": True},
+        yaxis={"title": {"text": "hours"}, "rangemode": "tozero"},
+    )
+
+
 def fairshare_figure(rows: Sequence[ShareRow]) -> dict[str, Any]:
     """Per account (tree order, indented by depth): its normalised shares (the fraction of
     the machine it is entitled to) beside its normalised usage (the fraction it used)."""

@@ -377,11 +377,21 @@ class Reservation(models.Model):
         return self.name
 
 
-class AccountPreview(models.Model):
-    """One preview of a change to an account's shares or limits on the site's own recent
-    history (``scheduler.previews``): asked for on the account's page or the API, run as
-    a Celery task (inline without a broker), read back by polling. Nothing about the
-    account changes until the admin saves the change itself."""
+class Simulation(models.Model):
+    """One run of the trace simulator that staff asked for, run as a Celery task (inline
+    without a broker) and read back by polling (``scheduler.simulations``):
+
+    - a **preview** of a change to ``account``'s shares or limits on the site's own recent
+      history (``params``: ``{"shares", "limits"}``; ``scheduler.previews``); nothing about
+      the account changes until the admin saves the change itself;
+    - a **replay** of a trace (an uploaded Philly-format CSV in ``trace``, or the site's
+      history) under policies on a cluster (``params``: ``{"policies", "nodes",
+      "gpus_per_node"}``, no nodes: the site's own).
+    """
+
+    class Kind(models.TextChoices):
+        PREVIEW = "preview"
+        REPLAY = "replay"
 
     class State(models.TextChoices):
         QUEUED = "queued"
@@ -389,16 +399,21 @@ class AccountPreview(models.Model):
         DONE = "done"
         FAILED = "failed"
 
-    account = models.ForeignKey("portal.Account", on_delete=models.CASCADE, related_name="previews")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    account = models.ForeignKey(
+        "portal.Account", null=True, blank=True, on_delete=models.CASCADE, related_name="previews"
+    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    days = models.PositiveIntegerField()
-    #: ``{"shares": int | null, "limits": {Limits field: value} | null}``: what is tried.
-    proposal = models.JSONField(default=dict)
+    #: The days of the site's history replayed (0: an uploaded trace instead).
+    days = models.PositiveIntegerField(default=0)
+    params = models.JSONField(default=dict)
+    trace_name = models.CharField(max_length=200, blank=True)
+    trace = models.TextField(blank=True, help_text="An uploaded Philly-format CSV (a replay of it).")
     state = models.CharField(max_length=8, choices=State.choices, default=State.QUEUED)
     progress = models.FloatField(default=0.0, help_text="Fraction done, 0 to 1.")
-    #: The figures when done: per account, as is and with the change (see ``previews``).
+    #: The figures when done (see ``scheduler.simulations``).
     result = models.JSONField(null=True, blank=True)
     error = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -408,4 +423,4 @@ class AccountPreview(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
-        return f"preview {self.pk} of {self.account_id}"
+        return f"{self.kind} {self.pk}"

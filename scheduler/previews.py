@@ -13,29 +13,20 @@ difference is the change's effect on that history.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any
-
-from celery.exceptions import SoftTimeLimitExceeded
-from django.conf import settings
-from django.utils import timezone
 
 from portal.models import Account
 from scheduler.config import current_policy
 from scheduler.core.fairshare import AccountNode
 from scheduler.core.types import Limits
-from scheduler.jobs.remote import after_commit
-from scheduler.models import AccountPreview, Job
+from scheduler.models import Job
 from scheduler.replay.metrics import AccountFigures, by_account, measure
 from scheduler.replay.simulator import replay
 from scheduler.replay.trace import TraceJob
 from scheduler.tick.snapshot import load_hardware, load_limits
-
-log = logging.getLogger(__name__)
 
 #: Fewer jobs than this in the window say nothing about a change.
 MIN_JOBS = 20
@@ -178,59 +169,3 @@ def _side(figures: AccountFigures | None) -> Side:
     if figures is None:
         return Side(0, 0.0, 0.0, 0.0)
     return Side(figures.jobs, figures.gpu_hours, figures.avg_wait_s, figures.p95_wait_s)
-
-
-# --- Asked for, run, read back ------------------------------------------------------------
-
-
-def start_preview(
-    actor: Any, account: Account, *, days: int, shares: int | None, limits: dict[str, Any] | None
-) -> AccountPreview:
-    """Record a preview of ``account`` with ``shares`` and ``limits`` (``Limits`` fields;
-    ``None``: unchanged) and run it after commit: a Celery task with a broker, else
-    inline."""
-    row = AccountPreview.objects.create(
-        account=account,
-        requested_by=actor if getattr(actor, "pk", None) else None,
-        days=days,
-        proposal={"shares": shares, "limits": limits},
-    )
-    after_commit("scheduler.run_preview", run_preview, row.pk)
-    return row
-
-
-def run_preview(preview_id: int) -> None:
-    """Run a recorded preview, telling its row how far it got, and store the figures or
-    why there are none (too little history, the time limit, an error)."""
-    row = AccountPreview.objects.select_related("account").filter(pk=preview_id).first()
-    if row is None or row.state in (AccountPreview.State.DONE, AccountPreview.State.FAILED):
-        return  # gone, or a redelivered task of one that finished
-    AccountPreview.objects.filter(pk=row.pk).update(state=AccountPreview.State.RUNNING, progress=0.0)
-    proposal = row.proposal or {}
-    try:
-        result = preview(
-            row.account.name,
-            shares=proposal.get("shares"),
-            limits=proposal.get("limits"),
-            days=row.days,
-            now=timezone.now(),
-            progress=partial(_tell_progress, row.pk),
-        )
-    except TooLittleHistory as exc:
-        _finish(row.pk, AccountPreview.State.FAILED, error=str(exc))
-    except SoftTimeLimitExceeded:
-        limit = settings.PREVIEW_TIME_LIMIT_SECONDS
-        _finish(row.pk, AccountPreview.State.FAILED, error=f"The replays took longer than {limit} s; try 7 days.")
-    except Exception as exc:  # a preview must end in a state the page can show
-        log.exception("preview %s failed", row.pk)
-        _finish(row.pk, AccountPreview.State.FAILED, error=f"The preview failed: {exc}"[:500])
-    else:
-        _finish(row.pk, AccountPreview.State.DONE, result=asdict(result), progress=1.0)
-
-
-def _tell_progress(pk: int, done: float) -> None:
-    AccountPreview.objects.filter(pk=pk).update(progress=done)
-
-
-def _finish(pk: int, state: str, **fields: Any) -> None:
-    AccountPreview.objects.filter(pk=pk).update(state=state, finished_at=timezone.now(), **fields)

@@ -11,7 +11,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from scheduler import previews
+from scheduler import simulations
 from scheduler.backends.base import BackendError
 from scheduler.clusters import dispatch, poll
 from scheduler.jobs import remote
@@ -70,11 +70,11 @@ def refresh_estimates() -> int:
 
 
 @shared_task(
-    name="scheduler.run_preview",
+    name="scheduler.run_simulation",
     ignore_result=True,
     soft_time_limit=settings.PREVIEW_TIME_LIMIT_SECONDS,
     time_limit=settings.PREVIEW_TIME_LIMIT_SECONDS + 30,
 )
-def run_preview(preview_id: int) -> None:
-    """Replay a recorded account preview (``scheduler.previews``)."""
-    previews.run_preview(preview_id)
+def run_simulation(simulation_id: int) -> None:
+    """A recorded preview or replay (``scheduler.simulations``)."""
+    simulations.run_simulation(simulation_id)

@@ -35,7 +35,7 @@ from portal.choices import Role
 from portal.models import Account, AuditEntry, Membership, Quota
 from portal.web import figures
 from portal.web.jobform import flatten_errors
-from portal.web.preview_form import PreviewForm
+from portal.web.simulation_forms import PreviewForm
 from scheduler.choices import JobState
 from scheduler.clusters.nodes import drain_node, resume_node
 from scheduler.models import Node, TickState

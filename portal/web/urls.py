@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.web import jobedit, previews, profile, researcher, reservations, signin, staff, usage, users
+from portal.web import jobedit, profile, researcher, reservations, signin, simulations, staff, usage, users
 
 app_name = "web"
 
@@ -29,8 +29,9 @@ urlpatterns = [
     path("manage/users/<int:user_id>/", users.user_quota, name="manage-user"),
     path("manage/accounts/new/", staff.account_edit, name="manage-account-new"),
     path("manage/accounts/<int:account_id>/", staff.account_edit, name="manage-account"),
-    path("manage/accounts/<int:account_id>/preview/", previews.preview_start, name="manage-account-preview"),
-    path("manage/previews/<int:preview_id>/", previews.preview_page, name="manage-preview"),
+    path("manage/accounts/<int:account_id>/preview/", simulations.preview_start, name="manage-account-preview"),
+    path("manage/simulator/", simulations.simulator, name="manage-simulator"),
+    path("manage/simulations/<int:simulation_id>/", simulations.simulation_page, name="manage-simulation"),
     path("manage/audit/", staff.audit_log, name="manage-audit"),
     path("manage/nodes/", staff.nodes, name="manage-nodes"),
     path("manage/nodes/<int:node_id>/drain/", staff.node_drain, name="manage-node-drain"),

@@ -2,8 +2,8 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from scheduler.api.arrays import ArrayViewSet
-from scheduler.api.previews import AccountPreviewStart, AccountPreviewViewSet
 from scheduler.api.reservations import ReservationViewSet
+from scheduler.api.simulations import AccountPreviewStart, SimulationViewSet
 from scheduler.api.views import ClusterViewSet, GpuViewSet, JobViewSet, NodeViewSet
 
 router = DefaultRouter()
@@ -13,7 +13,7 @@ router.register("nodes", NodeViewSet, basename="node")
 router.register("gpus", GpuViewSet, basename="gpu")
 router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("reservations", ReservationViewSet, basename="reservation")
-router.register("previews", AccountPreviewViewSet, basename="preview")
+router.register("simulations", SimulationViewSet, basename="simulation")
 
 #: Routes besides the router's. ``POST /api/v1/jobs/estimate`` is the what-if without the
 #: router's trailing slash: APPEND_SLASH cannot redirect a POST (it raises under DEBUG and

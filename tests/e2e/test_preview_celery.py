@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from portal.celery import app as celery_app
-from scheduler.models import AccountPreview
+from scheduler.models import Simulation
 from tests.conftest import redis_url
 from tests.e2e.conftest import child_env
 from tests.scheduler.test_previews import history
@@ -36,7 +36,7 @@ def test_a_worker_replays_a_preview_asked_for_over_the_api(world, spawn, setting
 
     assert response.status_code == 202 and response.json()["state"] == "queued"
     done = wait_for(
-        lambda: AccountPreview.objects.filter(pk=response.json()["id"], state__in=["done", "failed"]).first(),
+        lambda: Simulation.objects.filter(pk=response.json()["id"], state__in=["done", "failed"]).first(),
         timeout=90,
         what="the worker to run the preview",
     )

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from scheduler.choices import JobState
-from scheduler.models import AccountPreview, Job
+from scheduler.models import Job, Simulation
 from scheduler.previews import MIN_JOBS, TooLittleHistory, preview, site_history
 from tests.builders import submit
 
@@ -80,7 +80,7 @@ def test_staff_ask_for_a_preview_and_read_its_figures(world, client_for, django_
     with django_capture_on_commit_callbacks(execute=True):  # inline: it runs after commit
         response = ask(client, world.other, days=7, shares=50)
     assert response.status_code == 202, response.json()
-    shown = client.get(f"/api/v1/previews/{response.json()['id']}/").json()
+    shown = client.get(f"/api/v1/simulations/{response.json()['id']}/").json()
     assert (shown["state"], shown["progress"], shown["error"]) == ("done", 1.0, "")
     rows = {row["account"]: row for row in shown["result"]["rows"]}
     assert rows["other"]["proposed"]["avg_wait_s"] < rows["other"]["today"]["avg_wait_s"]
@@ -101,36 +101,36 @@ def test_staff_ask_for_a_preview_and_read_its_figures(world, client_for, django_
 def test_a_bad_preview_request_is_a_400_naming_the_field(world, client_for, body, field):
     response = ask(client_for(world.admin), world.lab, **body)
     assert response.status_code == 400 and field in response.json(), response.json()
-    assert not AccountPreview.objects.exists()
+    assert not Simulation.objects.exists()
 
 
 def test_only_staff_preview_or_read_previews(world, client_for):
     client = client_for(world.bob)  # lab's coordinator, not staff
     assert ask(client, world.lab, shares=3).status_code == 403
-    assert client.get("/api/v1/previews/").status_code == 403
+    assert client.get("/api/v1/simulations/").status_code == 403
 
 
 def test_too_little_history_ends_the_preview_saying_so(world, client_for, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         response = ask(client_for(world.admin), world.lab, shares=3)
-    row = AccountPreview.objects.get(pk=response.json()["id"])
+    row = Simulation.objects.get(pk=response.json()["id"])
     assert row.state == "failed" and "a preview needs at least" in row.error and row.finished_at is not None
 
 
 def test_a_preview_past_its_time_limit_fails_saying_so(world, monkeypatch, settings):
     from celery.exceptions import SoftTimeLimitExceeded
 
-    from scheduler import previews
+    from scheduler import simulations
 
     def too_slow(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise SoftTimeLimitExceeded()
 
     settings.PREVIEW_TIME_LIMIT_SECONDS = 60
-    monkeypatch.setattr(previews, "preview", too_slow)
-    row = AccountPreview.objects.create(account=world.lab, days=7, proposal={"shares": 2, "limits": None})
-    previews.run_preview(row.pk)
+    monkeypatch.setattr(simulations, "preview", too_slow)
+    row = Simulation.objects.create(kind="preview", account=world.lab, days=7, params={"shares": 2, "limits": None})
+    simulations.run_simulation(row.pk)
     row.refresh_from_db()
-    assert row.state == "failed" and row.error == "The replays took longer than 60 s; try 7 days."
+    assert row.state == "failed" and row.error == "The replays took longer than 60 s; try a shorter window."
 
 
 def test_the_account_page_asks_and_the_preview_page_shows_table_and_chart(world, django_capture_on_commit_callbacks):
@@ -144,4 +144,68 @@ def test_the_account_page_asks_and_the_preview_page_shows_table_and_chart(world,
         response = client.post(f"/manage/accounts/{world.other.pk}/preview/", {"days": 7, "shares": 50})
     assert response.status_code == 302
     page = client.get(response["Location"]).content.decode()
-    assert 'id="preview-table"' in page and 'id="chart-preview"' in page and 'id="preview-other"' in page
+    assert 'id="simulation-table"' in page and 'id="chart-simulation"' in page and 'id="row-other"' in page
+
+
+# --- The simulator page: replays of a trace or the site's history ------------------------------
+
+TRACE = "job_id,submit_s,duration_s,num_gpus,vc\n" + "".join(
+    f"{i},{i * 60},{3600 + 60 * i},{1 + i % 8},{'vc' + str(i % 3)}\n" for i in range(40)
+)
+
+
+def staff_client(world):  # type: ignore[no-untyped-def]
+    from django.test import Client
+
+    client = Client()
+    client.force_login(world.admin)
+    return client
+
+
+def test_an_uploaded_trace_is_replayed_under_each_chosen_policy(world, django_capture_on_commit_callbacks):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client = staff_client(world)
+    body = {"policies": ["fifo", "fairshare-backfill"], "nodes": 2, "gpus_per_node": 8, "days": 7}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post("/manage/simulator/", {**body, "trace": SimpleUploadedFile("t.csv", TRACE.encode())})
+    assert response.status_code == 302
+    run = Simulation.objects.get()
+    assert (run.kind, run.state, run.trace_name) == ("replay", "done", "t.csv") and run.result is not None
+    assert [row["policy"] for row in run.result["policies"]] == ["fifo", "fairshare-backfill"]
+    assert all(row["jobs"] == 40 for row in run.result["policies"]) and run.result["capacity_gpus"] == 16
+    page = client.get(response["Location"]).content.decode()
+    assert 'id="row-fifo"' in page and 'id="chart-simulation"' in page
+
+
+def test_a_bad_trace_row_is_a_form_error_naming_its_line_and_nothing_runs(world):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    bad = "job_id,submit_s,duration_s,num_gpus,vc\n1,0,60,2,a\n2,soon,60,2,b\n"
+    response = staff_client(world).post(
+        "/manage/simulator/", {"policies": ["fifo"], "days": 7, "trace": SimpleUploadedFile("bad.csv", bad.encode())}
+    )
+    assert response.status_code == 200
+    assert (
+        "the trace:3: job_id, submit_s, duration_s and num_gpus must be integers"
+        in response.context["form"].errors["trace"][0]
+    )
+    assert not Simulation.objects.exists()
+
+
+def test_the_sites_history_is_replayed_on_its_own_nodes(world, django_capture_on_commit_callbacks):
+    history(world, per_account=3)
+    with django_capture_on_commit_callbacks(execute=True):
+        staff_client(world).post("/manage/simulator/", {"policies": ["fifo-backfill"], "days": 7})
+    run = Simulation.objects.get()
+    assert (
+        run.result is not None and run.state == "done" and run.result["jobs"] == 6 and run.result["capacity_gpus"] == 20
+    )
+
+
+def test_only_staff_use_the_simulator(world):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(world.alice)
+    assert client.get("/manage/simulator/").status_code == 403

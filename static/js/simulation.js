@@ -1,9 +1,9 @@
-// Preview of an account change: follow its progress through the API; reload the page
+// A simulator run (preview or replay): follow its progress through the API; reload the page
 // once it is done or failed, which then shows the figures or why there are none.
 (function () {
   "use strict";
-  const state = document.getElementById("preview-state");
-  const bar = document.getElementById("preview-progress");
+  const state = document.getElementById("simulation-state");
+  const bar = document.getElementById("simulation-progress");
   if (!state || !bar) return;
   const every = 1000;
   async function poll() {

@@ -1,7 +1,7 @@
-"""Previews of account changes (``scheduler.previews``): ``POST
-/api/v1/accounts/{id}/preview/`` asks for one (202, run as a Celery task), ``GET
-/api/v1/previews/{id}/`` reads how far it got and, when done, the figures. Staff only:
-they are the ones who change shares and quotas."""
+"""Simulator runs (``scheduler.simulations``): ``POST /api/v1/accounts/{id}/preview/``
+asks for a preview of a change to an account (202, run as a Celery task), ``GET
+/api/v1/simulations/{id}/`` reads how far a run got and, when done, its figures. Staff
+only: they are the ones who change shares and quotas."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from rest_framework.views import APIView
 
 from portal.api.strict import RejectUnknownFields
 from portal.models import Account
-from scheduler.models import AccountPreview
-from scheduler.previews import WINDOWS, start_preview
+from scheduler.models import Simulation
+from scheduler.previews import WINDOWS
+from scheduler.simulations import start_preview
 
 #: The quota fields a preview may change (``Limits``), each a whole number or null (no limit).
 LIMIT_FIELDS = ("max_gpus", "max_running_jobs", "max_walltime_seconds", "guaranteed_gpus", "borrowing_limit_gpus")
@@ -48,16 +49,18 @@ class PreviewRequestSerializer(RejectUnknownFields, serializers.Serializer):
         return attrs
 
 
-class AccountPreviewSerializer(serializers.ModelSerializer):
-    account = serializers.CharField(source="account.name", read_only=True)
+class SimulationSerializer(serializers.ModelSerializer):
+    account = serializers.CharField(source="account.name", read_only=True, allow_null=True, default=None)
 
     class Meta:
-        model = AccountPreview
+        model = Simulation
         fields = [
             "id",
+            "kind",
             "account",
             "days",
-            "proposal",
+            "params",
+            "trace_name",
             "state",
             "progress",
             "result",
@@ -69,11 +72,11 @@ class AccountPreviewSerializer(serializers.ModelSerializer):
 
 
 class AccountPreviewStart(APIView):
-    """Ask for a preview of a change to this account; poll ``/api/v1/previews/{id}/``."""
+    """Ask for a preview of a change to this account; poll ``/api/v1/simulations/{id}/``."""
 
     permission_classes = [IsAdminUser]
 
-    @extend_schema(request=PreviewRequestSerializer, responses={202: AccountPreviewSerializer})
+    @extend_schema(request=PreviewRequestSerializer, responses={202: SimulationSerializer})
     def post(self, request: Request, account_id: int) -> Response:
         account = get_object_or_404(Account, pk=account_id)
         body = PreviewRequestSerializer(data=request.data)
@@ -83,12 +86,12 @@ class AccountPreviewStart(APIView):
             request.user, account, days=data["days"], shares=data.get("shares"), limits=data.get("limits")
         )
         row.refresh_from_db()  # inline runs have finished already
-        return Response(AccountPreviewSerializer(row).data, status=202)
+        return Response(SimulationSerializer(row).data, status=202)
 
 
-class AccountPreviewViewSet(viewsets.ReadOnlyModelViewSet):
-    """Previews asked for, newest first, with their state, progress and figures."""
+class SimulationViewSet(viewsets.ReadOnlyModelViewSet):
+    """Previews and replays asked for, newest first, with their state, progress and figures."""
 
-    queryset = AccountPreview.objects.select_related("account")
-    serializer_class = AccountPreviewSerializer
+    queryset = Simulation.objects.select_related("account").defer("trace")
+    serializer_class = SimulationSerializer
     permission_classes = [IsAdminUser]
