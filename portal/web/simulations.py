@@ -65,6 +65,8 @@ def simulation_page(request: HttpRequest, simulation_id: int) -> HttpResponse:
     figure = None
     if result and row.kind == Simulation.Kind.PREVIEW and result["rows"]:
         figure = charts.preview_figure(result["rows"])
+        for line in result["rows"]:  # the difference the change makes, signed, in hours
+            line["wait_change"] = f"{(line['proposed']['avg_wait_s'] - line['today']['avg_wait_s']) / 3600:+.1f}"
     elif result and row.kind == Simulation.Kind.REPLAY:
         figure = charts.replay_figure(result["policies"])
     return render(

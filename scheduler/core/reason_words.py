@@ -33,8 +33,9 @@ REASON_WORDS: Mapping[PendingReason, ReasonWords] = {
         "Jobs ahead of it in the queue wait for resources first.",
     ),
     PendingReason.NODES_UNAVAILABLE: ReasonWords(
-        "The nodes that could run it are down or drained",
-        "No schedulable node can hold it now (the nodes that could are down or drained).",
+        "The nodes that could run it are down, drained or reserved",
+        "No schedulable node can hold it now (the nodes that could are down, drained or reserved for maintenance "
+        "or for others).",
     ),
     PendingReason.CYCLE_LIMIT: ReasonWords(
         "The scheduler starts a bounded number of jobs per tick",

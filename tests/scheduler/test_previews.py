@@ -145,6 +145,8 @@ def test_the_account_page_asks_and_the_preview_page_shows_table_and_chart(world,
     assert response.status_code == 302
     page = client.get(response["Location"]).content.decode()
     assert 'id="simulation-table"' in page and 'id="chart-simulation"' in page and 'id="row-other"' in page
+    row = page[page.index('id="row-other"') :].split("</tr>")[0]
+    assert '<td class="num change">-' in row  # other waits less with more shares
 
 
 # --- The simulator page: replays of a trace or the site's history ------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -208,3 +208,16 @@ def test_a_reservations_job_runs_in_slurms_reservation(world, slurm_cluster, tic
         with django_capture_on_commit_callbacks(execute=True):
             if Reservation.objects.filter(pk=made.pk).exists():
                 delete_reservation("test", made)
+
+
+def test_the_what_if_plans_a_job_after_a_maintenance_window_and_names_it(world, client_for):
+    made = window("fw", "maintenance", ["h100-01", "h100-02"], in_h=1, for_h=4)
+    body = {
+        "name": "x", "account": "lab", "command": "x", "gpus_per_node": 8, "gpu_model": "H100-80GB",
+        "walltime_seconds": 2 * HOUR,
+    }  # fmt: skip
+    answer = client_for(world.alice).post("/api/v1/jobs/estimate/", body, format="json").json()
+    assert answer["would_start_now"] is False and answer["pending_reason"] == "ReqNodeNotAvail"
+    assert datetime.fromisoformat(answer["estimated_start"]) == made.end_at
+    assert "reserved for maintenance from" in answer["blockers"][0]["message"]
+    assert "reserved for maintenance" in answer["reasons"][0]
