@@ -362,6 +362,10 @@ class Reservation(models.Model):
     start_at = models.DateTimeField()
     end_at = models.DateTimeField()
     nodes = models.ManyToManyField(Node, related_name="reservations")
+    #: Asked as "N GPUs of a model" (``scontrol create reservation TRES=gres/gpu:N``)
+    #: rather than named nodes: the nodes were chosen when it was made; 0 / "" otherwise.
+    gpus = models.PositiveIntegerField(default=0)
+    gpu_model = models.CharField(max_length=96, blank=True)
     accounts = models.ManyToManyField("portal.Account", blank=True, related_name="reservations")
     users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="reservations")
     created_by = models.ForeignKey(

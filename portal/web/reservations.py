@@ -38,22 +38,28 @@ class ReservationForm(forms.Form):
     end_at = forms.DateTimeField(
         label="End (UTC)", input_formats=[INPUT_FORMAT], widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
-    nodes = forms.CharField(help_text="Node names, comma-separated: gpu-01, gpu-02.")
+    nodes = forms.CharField(required=False, help_text="Node names, comma-separated: gpu-01, gpu-02.")
+    gpus = forms.IntegerField(required=False, min_value=1, label="Or GPUs", help_text="... a number of GPUs")
+    gpu_model = forms.CharField(required=False, label="of model", help_text="of this model: nodes chosen for you.")
     accounts = forms.CharField(required=False, help_text="For a reservation: the accounts it is for.")
     users = forms.CharField(required=False, help_text="... and users (usernames).")
 
     def body(self) -> dict[str, Any]:
         """The API's body for what was typed (times as UTC)."""
         data = self.cleaned_data
-        return {
+        body: dict[str, Any] = {
             "name": data["name"],
             "kind": data["kind"],
             "start_at": data["start_at"].replace(tzinfo=UTC).isoformat(),
             "end_at": data["end_at"].replace(tzinfo=UTC).isoformat(),
-            "nodes": _names(data["nodes"]),
             "accounts": _names(data.get("accounts") or ""),
             "users": _names(data.get("users") or ""),
         }
+        if data.get("gpus") or data.get("gpu_model"):
+            body |= {"gpus": data.get("gpus") or 0, "gpu_model": data.get("gpu_model") or ""}
+        if _names(data.get("nodes") or "") or "gpus" not in body:
+            body["nodes"] = _names(data.get("nodes") or "")
+        return body
 
 
 def _initial(reservation: Reservation) -> dict[str, Any]:
@@ -65,7 +71,9 @@ def _initial(reservation: Reservation) -> dict[str, Any]:
         "kind": reservation.kind,
         "start_at": typed(reservation.start_at),
         "end_at": typed(reservation.end_at),
-        "nodes": ", ".join(sorted(n.name for n in reservation.nodes.all())),
+        "nodes": ", ".join(sorted(n.name for n in reservation.nodes.all())) if not reservation.gpus else "",
+        "gpus": reservation.gpus or "",
+        "gpu_model": reservation.gpu_model,
         "accounts": ", ".join(sorted(a.name for a in reservation.accounts.all())),
         "users": ", ".join(sorted(u.get_username() for u in reservation.users.all())),
     }

@@ -20,6 +20,7 @@ from portal.api.strict import RejectUnknownFields
 from portal.models import Account
 from scheduler.clusters.reservations import delete_reservation, save_reservation
 from scheduler.models import Node, Reservation
+from scheduler.reads.reservations import nodes_for_gpus
 
 #: The longest reservation one may make (Slurm has no bound; a typo in a year should not
 #: take nodes away for a decade).
@@ -27,14 +28,27 @@ MAX_DAYS = 366
 
 
 class ReservationSerializer(RejectUnknownFields, serializers.ModelSerializer):
-    nodes = SlugRelatedField(slug_field="name", queryset=Node.objects.all(), many=True)
+    nodes = SlugRelatedField(
+        slug_field="name",
+        queryset=Node.objects.all(),
+        many=True,
+        required=False,
+        help_text="The nodes; or leave them out and ask for gpus of a gpu_model.",
+    )
+    gpus = serializers.IntegerField(
+        min_value=0, max_value=100_000, required=False, help_text="A number of GPUs of gpu_model, instead of nodes."
+    )
+    gpu_model = serializers.CharField(max_length=96, required=False, allow_blank=True)
     accounts = SlugRelatedField(slug_field="name", queryset=Account.objects.all(), many=True, required=False)
     users = SlugRelatedField(slug_field="username", queryset=get_user_model().objects.all(), many=True, required=False)
     active = serializers.SerializerMethodField(help_text="Whether it holds its nodes now.")
 
     class Meta:
         model = Reservation
-        fields = ["id", "name", "kind", "start_at", "end_at", "nodes", "accounts", "users", "active", "created_at"]
+        fields = [
+            "id", "name", "kind", "start_at", "end_at", "nodes", "gpus", "gpu_model", "accounts", "users", "active",
+            "created_at",
+        ]  # fmt: skip
         read_only_fields = ["id", "active", "created_at"]
 
     def get_active(self, reservation: Reservation) -> bool:
@@ -50,8 +64,28 @@ class ReservationSerializer(RejectUnknownFields, serializers.ModelSerializer):
             "nodes": attrs.get("nodes", list(current.nodes.all()) if current else []),
             "accounts": attrs.get("accounts", list(current.accounts.all()) if current else []),
             "users": attrs.get("users", list(current.users.all()) if current else []),
+            "gpus": attrs.get("gpus", current.gpus if current else 0),
+            "gpu_model": attrs.get("gpu_model", current.gpu_model if current else ""),
         }
         errors: dict[str, str] = {}
+        by_gpus = "gpus" in attrs or "gpu_model" in attrs
+        if by_gpus and "nodes" in attrs:
+            errors["nodes"] = "Name the nodes, or ask for gpus of a gpu_model: not both."
+        elif by_gpus and not (merged["gpus"] and merged["gpu_model"]):
+            errors["gpus"] = "Ask for a number of GPUs (gpus) of one model (gpu_model)."
+        elif by_gpus and merged["start_at"] and merged["end_at"] and merged["end_at"] > merged["start_at"]:
+            try:
+                merged["nodes"] = nodes_for_gpus(
+                    merged["gpu_model"],
+                    merged["gpus"],
+                    merged["start_at"],
+                    merged["end_at"],
+                    keep=current.pk if current else None,
+                )
+            except ValueError as exc:
+                errors["gpus"] = str(exc)
+        elif "nodes" in attrs:
+            merged["gpus"], merged["gpu_model"] = 0, ""  # named nodes now
         if merged["start_at"] and merged["end_at"]:
             if merged["end_at"] <= merged["start_at"]:
                 errors["end_at"] = "Must be after start_at."
@@ -59,8 +93,8 @@ class ReservationSerializer(RejectUnknownFields, serializers.ModelSerializer):
                 errors["end_at"] = f"At most {MAX_DAYS} days."
             elif merged["end_at"] <= timezone.now():
                 errors["end_at"] = "Must be in the future."
-        if not merged["nodes"]:
-            errors["nodes"] = "Name at least one node."
+        if not merged["nodes"] and "gpus" not in errors:
+            errors["nodes"] = "Name at least one node (or ask for gpus of a gpu_model)."
         if merged["kind"] == Reservation.Kind.MAINTENANCE and (merged["accounts"] or merged["users"]):
             errors["accounts"] = "A maintenance window is for no one: leave accounts and users empty."
         if merged["kind"] == Reservation.Kind.ACCOUNTS and not (merged["accounts"] or merged["users"]):

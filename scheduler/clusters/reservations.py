@@ -45,6 +45,8 @@ def save_reservation(
     nodes: Iterable[Node],
     accounts: Iterable[Account] = (),
     users: Iterable[Any] = (),
+    gpus: int = 0,
+    gpu_model: str = "",
 ) -> Reservation:
     """Create ``reservation`` (``None``) or change it, audited, and tell the backends
     after commit (a renamed one is deleted there under its old name)."""
@@ -55,6 +57,7 @@ def save_reservation(
         if reservation is None:
             reservation = Reservation(created_by=actor if getattr(actor, "pk", None) else None)
         reservation.name, reservation.kind, reservation.start_at, reservation.end_at = name, kind, start_at, end_at
+        reservation.gpus, reservation.gpu_model = gpus, gpu_model
         reservation.save()
         reservation.nodes.set(list(nodes))
         reservation.accounts.set(list(accounts))
@@ -83,6 +86,7 @@ def _state(reservation: Reservation) -> dict[str, Any]:
         "start_at": reservation.start_at.isoformat(),
         "end_at": reservation.end_at.isoformat(),
         "nodes": sorted(reservation.nodes.values_list("name", flat=True)),
+        "gpus": f"{reservation.gpus} x {reservation.gpu_model}" if reservation.gpus else "",
         "accounts": sorted(reservation.accounts.values_list("name", flat=True)),
         "users": sorted(u.get_username() for u in reservation.users.all()),
     }

@@ -3,12 +3,15 @@ core's windows: ``scheduler.tick.snapshot.load_windows``)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
 
-from scheduler.models import Reservation
+from scheduler.choices import ACTIVE_STATES, NodeState
+from scheduler.jobs.allocations import decode
+from scheduler.models import Gpu, Job, Node, Reservation
 
 
 def reservation_problem(name: str, user: Any, account: Any, walltime_seconds: int, now: datetime) -> str | None:
@@ -43,3 +46,39 @@ def by_node(now: datetime) -> dict[str, list[Reservation]]:
         for node in reservation.nodes.all():
             found.setdefault(node.name, []).append(reservation)
     return found
+
+
+def nodes_for_gpus(model: str, count: int, start: datetime, end: datetime, *, keep: int | None = None) -> list[Node]:
+    """Up nodes holding together at least ``count`` GPUs of ``model`` and no other
+    reservation overlapping ``[start, end)`` (``keep``: a reservation being changed, whose
+    own nodes count as free), the least busy first: the nodes a reservation of "N GPUs of
+    a model" takes, as Slurm picks nodes for ``TRES=gres/gpu:N``. Raises ``ValueError``
+    saying how many there are when there are too few."""
+    taken = Reservation.objects.filter(start_at__lt=end, end_at__gt=start)
+    if keep is not None:
+        taken = taken.exclude(pk=keep)
+    busy = set(taken.values_list("nodes", flat=True))
+    per_node: dict[int, int] = {}
+    for node_id in Gpu.objects.filter(
+        model=model, mig_profile="", node__state=NodeState.UP, node__cluster__enabled=True
+    ).values_list("node_id", flat=True):
+        if node_id not in busy:
+            per_node[node_id] = per_node.get(node_id, 0) + 1
+    held = Counter(
+        a.node
+        for allocations in Job.objects.filter(state__in=ACTIVE_STATES).values_list("allocations", flat=True)
+        for a in decode(allocations)
+    )
+    nodes = sorted(Node.objects.filter(pk__in=per_node), key=lambda n: (held[n.name], n.name))
+    chosen: list[Node] = []
+    total = 0
+    for node in nodes:
+        if total >= count:
+            break
+        chosen.append(node)
+        total += per_node[node.pk]
+    if total < count:
+        raise ValueError(
+            f"Only {total} GPUs of {model} are on up nodes free of other reservations then; {count} asked."
+        )
+    return chosen

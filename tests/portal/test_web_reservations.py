@@ -78,3 +78,13 @@ def test_staff_change_and_delete_a_reservation(world):
     assert list(made.accounts.values_list("name", flat=True)) == ["lab"]
     assert client.post(f"/manage/reservations/{made.pk}/delete/").status_code == 302
     assert not Reservation.objects.exists()
+
+
+def test_staff_reserve_a_number_of_gpus_of_a_model_and_the_nodes_are_chosen(world):
+    client = logged_in(world.admin)
+    body = {**FORM, "nodes": "", "gpus": "16", "gpu_model": "H100-80GB", "start_at": typed(2), "end_at": typed(6)}
+    assert client.post("/manage/reservations/", body).status_code == 302
+    made = Reservation.objects.get()
+    assert (made.gpus, made.gpu_model) == (16, "H100-80GB")
+    assert sorted(made.nodes.values_list("name", flat=True)) == ["h100-01", "h100-02"]
+    assert "16 x H100-80GB on h100-01, h100-02" in client.get("/manage/reservations/").content.decode()

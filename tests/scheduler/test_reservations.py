@@ -43,14 +43,16 @@ def window(name: str, kind: str, nodes: list[str], in_h: float, for_h: float, **
 
 
 def body(**changes: Any) -> dict[str, Any]:
+    """A maintenance window's body in two hours, changed by ``changes`` (None: left out)."""
     start = timezone.now() + timedelta(hours=2)
-    return {
+    base = {
         "name": "fw-upgrade",
         "kind": "maintenance",
         "start_at": start.isoformat(),
         "end_at": (start + timedelta(hours=4)).isoformat(),
         "nodes": ["h100-01"],
     } | changes
+    return {key: value for key, value in base.items() if value is not None}
 
 
 # --- The API -----------------------------------------------------------------------------------
@@ -221,3 +223,20 @@ def test_the_what_if_plans_a_job_after_a_maintenance_window_and_names_it(world, 
     assert datetime.fromisoformat(answer["estimated_start"]) == made.end_at
     assert "reserved for maintenance from" in answer["blockers"][0]["message"]
     assert "reserved for maintenance" in answer["reasons"][0]
+
+
+def test_a_reservation_of_gpus_of_a_model_takes_the_least_busy_nodes_that_hold_them(world, client_for, tick):
+    submit(world.charlie, world.other, gpus_per_node=2, gpu_model="H100-80GB")
+    tick()  # h100-01 now runs a job: h100-02 is the idler
+    client = client_for(world.admin)
+    response = client.post(
+        "/api/v1/reservations/", body(name="eight", gpus=8, gpu_model="H100-80GB", nodes=None), format="json"
+    )
+    assert response.status_code == 201, response.json()
+    assert (response.json()["nodes"], response.json()["gpus"]) == (["h100-02"], 8)
+    more = client.post(
+        "/api/v1/reservations/", body(name="more", gpus=9, gpu_model="H100-80GB", nodes=None), format="json"
+    )
+    assert more.status_code == 400 and "Only 8 GPUs of H100-80GB" in more.json()["gpus"][0]  # h100-02 is taken
+    both = client.post("/api/v1/reservations/", body(name="both", gpus=4, gpu_model="L4"), format="json")
+    assert both.status_code == 400 and "not both" in both.json()["nodes"][0]
