@@ -10,7 +10,7 @@ from django.core.management import call_command
 from portal.models import Account, Membership
 from scheduler.backends.base import BackendError
 from scheduler.jobs.verbs import cancel_job
-from scheduler.models import Cluster, Gpu, Job, Node
+from scheduler.models import Cluster, Gpu, Job, JobAttempt, Node
 from scheduler.tick.run import run_tick
 from tests.builders import local_node_group, make_local_cluster
 
@@ -26,13 +26,15 @@ def test_seed_demo_builds_the_demo_world_and_is_idempotent():
     assert Gpu.objects.filter(node__name="a100-04", parent__isnull=False, mig_profile="3g.20gb").count() == 16
     assert Account.objects.filter(name="nlp", parent__name="ai-research").exists()
     assert Membership.objects.get(user__username="bob", account__name="nlp").role == "coordinator"
-    assert Job.objects.count() == 4
+    assert Job.objects.filter(state="PENDING").count() == 4  # the demo jobs, and a week of history:
+    history = Job.objects.filter(state="COMPLETED")
+    assert history.count() == 240 and JobAttempt.objects.count() == 240 and "240 finished jobs" in out.getvalue()
 
     again = io.StringIO()
     call_command("seed_demo", stdout=again)
     # A restart lists who can log in (not their passwords, shown only when made) and how to get new ones.
     assert "Demo logins: admin, alice" in again.getvalue() and "--reset-passwords" in again.getvalue()
-    assert (Node.objects.count(), Job.objects.count(), Cluster.objects.count()) == (10, 4, 1)
+    assert (Node.objects.count(), Job.objects.count(), Cluster.objects.count()) == (10, 244, 1)
 
 
 def test_seeded_demo_jobs_can_all_start(django_capture_on_commit_callbacks):
@@ -41,7 +43,7 @@ def test_seeded_demo_jobs_can_all_start(django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         result = run_tick()
     assert len(result.started) == 4
-    assert set(Job.objects.values_list("state", flat=True)) == {"RUNNING"}
+    assert set(Job.objects.exclude(state="COMPLETED").values_list("state", flat=True)) == {"RUNNING"}
 
 
 def test_run_scheduler_once_syncs_and_schedules(world, django_capture_on_commit_callbacks):
@@ -98,3 +100,27 @@ def test_run_scheduler_rolls_up_the_samples_as_beat_would(world, settings, djang
         call_command("run_scheduler", "--once", stdout=io.StringIO())
     assert GpuRollup.objects.filter(period=60).exists() and GpuRollup.objects.filter(period=3600).exists()
     assert AllGpuRollup.objects.exists()
+
+
+def test_the_demos_history_gives_its_pages_and_a_preview_something_to_show(client_for):
+    """A week of finished jobs, most of them measured: the GPU-hours page splits used
+    from idle, and a preview of a share change moves waits."""
+    from datetime import UTC, datetime, timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from scheduler.previews import preview
+
+    call_command("seed_demo", stdout=io.StringIO())
+    admin = get_user_model().objects.get(username="admin")
+    today = datetime.now(UTC).date()
+    rows = (
+        client_for(admin)
+        .get("/api/v1/usage/", {"start": str(today - timedelta(days=8)), "end": str(today), "group_by": "account"})
+        .json()["rows"]
+    )
+    assert {row["group"] for row in rows} == {"nlp", "vision"}
+    assert all(row["used_gpu_hours"] > 0 and row["unmeasured_gpu_hours"] > 0 for row in rows)
+    result = preview("nlp", shares=300, limits=None, days=7, now=timezone.now())
+    assert any(row.wait_change_s != 0 for row in result.rows)

@@ -11,8 +11,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
+from django.utils import timezone
 
 from portal.choices import Role
+from portal.demo_history import seed_history
 from portal.models import Account, ClusterIdentity, Membership, Qos, Quota
 from scheduler.backends.base import BackendError
 from scheduler.clusters.poll import poll_cluster
@@ -90,6 +92,10 @@ class Command(BaseCommand):
             raise SystemExit(1) from None
         if not options["no_jobs"] and not Job.objects.exists():
             user_model = get_user_model()
+            people = {name: user_model.objects.get(username=name) for name in ("alice", "bob")}
+            with transaction.atomic():
+                done = seed_history(accounts, people, normal, timezone.now())
+            self.stdout.write(f"A week of history: {done} finished jobs.")
             for owner, account, name, command, nodes, gpus, model in JOBS:
                 submit_job(
                     owner=user_model.objects.get(username=owner),
