@@ -370,49 +370,48 @@ def usage_figure(
 
 
 def preview_figure(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """A preview's mean wait per account (hours), as the accounts are beside with the
-    change: ``rows`` as a stored preview result has them (``account``, ``today`` and
-    ``proposed`` with ``avg_wait_s``)."""
-    names = [str(row["account"]) for row in rows]
-    traces = [
-        {
-            "type": "bar",
-            "name": label,
-            "x": names,
-            "y": [round(float(row[side]["avg_wait_s"]) / 3600, 3) for row in rows],
-            "marker": {"color": PALETTE[i]},
-            "hovertemplate": f"{label}: %{{y:.2f}} h mean wait<extra>%{{x}}</extra>",
-        }
-        for i, (side, label) in enumerate((("today", "as it is"), ("proposed", "with the change")))
-    ]
-    return _figure(
-        traces,
+    """A preview's mean wait per account, as the accounts are beside with the change:
+    ``rows`` as a stored preview result has them (``account``, ``today`` and ``proposed``
+    with ``avg_wait_s``)."""
+    return _hours_side_by_side(
+        [str(row["account"]) for row in rows],
+        [
+            ("as it is", [float(row["today"]["avg_wait_s"]) for row in rows]),
+            ("with the change", [float(row["proposed"]["avg_wait_s"]) for row in rows]),
+        ],
         "Mean wait per account on the replayed history",
-        barmode="group",
-        height=340,
-        xaxis={"type": "category", "automargin": True},
-        yaxis={"title": {"text": "hours"}, "rangemode": "tozero"},
     )
 
 
 def replay_figure(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """A replay's mean wait and mean job completion time per policy (hours): ``rows`` as a
-    stored replay result has them (``policy``, ``avg_wait_s``, ``avg_jct_s``)."""
-    names = [str(row["policy"]) for row in rows]
+    """A replay's mean wait and mean job completion time per policy: ``rows`` as a stored
+    replay result has them (``policy``, ``avg_wait_s``, ``avg_jct_s``)."""
+    return _hours_side_by_side(
+        [str(row["policy"]) for row in rows],
+        [
+            ("mean wait", [float(row["avg_wait_s"]) for row in rows]),
+            ("mean completion time", [float(row["avg_jct_s"]) for row in rows]),
+        ],
+        "Mean wait and completion time per policy",
+    )
+
+
+def _hours_side_by_side(names: list[str], series: list[tuple[str, list[float]]], title: str) -> dict[str, Any]:
+    """Grouped bars, one per series and name, of durations given in seconds, in hours."""
     traces = [
         {
             "type": "bar",
             "name": label,
             "x": names,
-            "y": [round(float(row[key]) / 3600, 3) for row in rows],
-            "marker": {"color": PALETTE[i]},
+            "y": [round(seconds / 3600, 3) for seconds in values],
+            "marker": {"color": PALETTE[i % len(PALETTE)]},
             "hovertemplate": f"{label}: %{{y:.2f}} h<extra>%{{x}}</extra>",
         }
-        for i, (key, label) in enumerate((("avg_wait_s", "mean wait"), ("avg_jct_s", "mean completion time")))
+        for i, (label, values) in enumerate(series)
     ]
     return _figure(
         traces,
-        "Mean wait and completion time per policy",
+        title,
         barmode="group",
         height=340,
         xaxis={"type": "category", "automargin": True},
