@@ -167,7 +167,12 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     decisions = Decisions()
     carry = snapshot.carry
     ledger = carry.ledger(snapshot) if carry is not None else Ledger.from_snapshot(snapshot)
-    if policy.placement is PlacementStrategy.FRAGMENTATION:
+    if policy.placement is PlacementStrategy.FRAGMENTATION and (
+        ledger.any_shared
+        or any(j.gpu_share or j.cpu_millis_per_node or j.memory_mib_per_node for j in snapshot.pending)
+    ):
+        # Only then may a job be scored (``Ledger._counts_only_gpus``): a queue of whole-GPU
+        # jobs asking no CPUs or memory (a Philly replay) places as PACK and needs no mix.
         mix = carry.mix(snapshot) if carry is not None else WorkloadMix.of(snapshot.running, snapshot.pending)
         ledger.scorer = Scorer.for_mix(mix)
     idle = IdleCluster.shared(snapshot.nodes)
