@@ -40,7 +40,7 @@ from scheduler.core.types import (
     Start,
     Window,
 )
-from scheduler.core.windows import WindowBook, merge_holds, window_text
+from scheduler.core.windows import WindowBook, merge_holds, reservation_blocker, window_text
 
 
 def latest_end(job: RunningJob, now: datetime) -> datetime:
@@ -216,6 +216,8 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     #: Jobs that would start now but for a window, with the windows: their reason names them.
     kept_out: dict[int, list[Window]] = {}
     fits_but_for_windows: dict[tuple[object, ...], bool] = {}  # by key, until the next start
+    #: Jobs of a reservation that may not start now, with why (their one blocker).
+    outside: dict[int, Blocker] = {}
 
     for job in order:
         if job.dependencies:
@@ -273,6 +275,7 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             if window_held is None:  # a reservation job outside its window, or its window is gone
                 there = windows.by_name.get(job.reservation) if windows is not None else None
                 reasons[job.id] = PendingReason.RESERVATION if there is not None else PendingReason.NODES_UNAVAILABLE
+                outside[job.id] = reservation_blocker(job, there)
                 continue
             held = merge_holds(held, window_held)
             key = (shape, in_the_way_ids, job.reservation, ways)
@@ -365,6 +368,9 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
                 decisions.blockers[job_id] = (
                     Blocker(PendingReason.NODES_UNAVAILABLE, window_text(set_aside), {"reservations": names}),
                 )
+    if policy.explain:
+        for job_id, blocker in outside.items():
+            decisions.blockers[job_id] = (blocker,)
     return decisions
 
 

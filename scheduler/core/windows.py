@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
-from scheduler.core.types import Allocation, NodeView, PendingJob, Window
+from scheduler.core.types import Allocation, Blocker, NodeView, PendingJob, PendingReason, Window
 
 Holds = Mapping[str, Allocation]
 
@@ -96,6 +96,23 @@ def merge_holds(first: Holds, second: Holds) -> Holds:
             )
         )
     return merged
+
+
+def reservation_blocker(job: PendingJob, window: Window | None) -> Blocker:
+    """Why a job that asks for a reservation does not start now: the reservation is gone,
+    not for it, not begun, or too short for the rest of its walltime."""
+    if window is None:
+        return Blocker(
+            PendingReason.NODES_UNAVAILABLE,
+            f"reservation {job.reservation} does not exist or has ended",
+            {"reservation": job.reservation},
+        )
+    span = f"from {window.start_at:%Y-%m-%d %H:%M} to {window.end_at:%Y-%m-%d %H:%M} UTC"
+    if not window.admits(job):
+        message = f"reservation {window.name} ({span}) is not for this job's account or owner"
+    else:
+        message = f"runs in reservation {window.name}, {span}, once its walltime fits inside it"
+    return Blocker(PendingReason.RESERVATION, message, {"reservation": window.name})
 
 
 def window_text(windows: Sequence[Window]) -> str:

@@ -78,6 +78,10 @@ def test_a_reservation_job_waits_for_its_window_and_never_runs_past_its_end() ->
     early = pending(1, gpus_per_node=1, user="alice", reservation="later")
     decisions = schedule(world([early], window), POLICY, NOW)
     assert not decisions.starts and decisions.pending_reasons[1] is PendingReason.RESERVATION
+    (blocker,) = decisions.blockers[1]
+    assert blocker.message == (
+        "runs in reservation later, from 2026-01-01 02:00 to 2026-01-01 04:00 UTC, once its walltime fits inside it"
+    )
     inside = NOW + timedelta(hours=1, minutes=30)
     too_long = pending(2, gpus_per_node=1, user="alice", reservation="later", walltime_seconds=2 * HOUR)
     fits = pending(3, gpus_per_node=1, user="alice", reservation="later", walltime_seconds=HOUR // 2)
@@ -92,6 +96,8 @@ def test_a_job_asking_for_a_reservation_that_is_not_there_or_not_theirs_waits() 
     decisions = schedule(world([stranger, gone], window), POLICY, NOW)
     assert not decisions.starts
     assert decisions.pending_reasons == {1: PendingReason.RESERVATION, 2: PendingReason.NODES_UNAVAILABLE}
+    assert [b.message for b in decisions.blockers[2]] == ["reservation ended-yesterday does not exist or has ended"]
+    assert "is not for this job's account or owner" in decisions.blockers[1][0].message
 
 
 # --- Property: no plan ever puts a job on a node inside a maintenance window -----------------
