@@ -18,15 +18,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from portal.models import Account
 from scheduler.config import current_policy
-from scheduler.core.fairshare import AccountNode
 from scheduler.core.types import Limits
 from scheduler.models import Job
 from scheduler.replay.metrics import AccountFigures, by_account, measure
 from scheduler.replay.simulator import replay
 from scheduler.replay.trace import TraceJob
-from scheduler.tick.snapshot import load_hardware, load_limits
+from scheduler.tick.snapshot import load_accounts, load_hardware, load_limits
 
 #: Fewer jobs than this in the window say nothing about a change.
 MIN_JOBS = 20
@@ -111,22 +109,6 @@ def site_history(now: datetime, days: int) -> list[TraceJob]:
     return trace
 
 
-def site_accounts() -> list[AccountNode]:
-    """The account tree with its shares, parents before children (one query)."""
-    rows = list(Account.objects.values_list("name", "parent__name", "shares"))
-    placed: set[str] = set()
-    ordered: list[AccountNode] = []
-    while len(ordered) < len(rows):
-        before = len(ordered)
-        for name, parent, shares in rows:
-            if name not in placed and (parent is None or parent in placed):
-                ordered.append(AccountNode(name, parent, shares))
-                placed.add(name)
-        if len(ordered) == before:  # a cycle the database should not hold: stop, not loop
-            break
-    return ordered
-
-
 def preview(
     account: str,
     *,
@@ -146,7 +128,7 @@ def preview(
         raise TooLittleHistory(f"{len(trace)} jobs ran in the last {days} days; a preview needs at least {MIN_JOBS}.")
     cluster = load_hardware()
     policy = replace(current_policy(), explain=False, estimates=False)
-    accounts = site_accounts()
+    accounts = load_accounts()
     account_limits = load_limits()[0]
     changed_accounts = [replace(a, shares=shares) if a.name == account and shares is not None else a for a in accounts]
     changed_limits = dict(account_limits)

@@ -10,7 +10,7 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler.core.types import CPU_MILLIS, Allocation, GpuView, NodeView, PendingJob, RunningJob, Snapshot
+from scheduler.core.types import Allocation, GpuView, NodeView, PendingJob, RunningJob, Snapshot, cpu_millis
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -43,7 +43,7 @@ def node(
     return NodeView(
         name=name,
         cluster=cluster,
-        cpu_millis=round(cpus * CPU_MILLIS),
+        cpu_millis=cpu_millis(cpus),
         fractional_cpus=fractional_cpus,
         memory_mib=memory_mib,
         gpus=tuple(GpuView(i, model, memory, cc, healthy=i not in unhealthy) for i in range(gpus)),
@@ -61,7 +61,7 @@ def pending(
     return PendingJob(
         id=job_id,
         submitted_at=T0 + timedelta(seconds=rank),
-        cpu_millis_per_node=round(cpus_per_node * CPU_MILLIS),
+        cpu_millis_per_node=cpu_millis(cpus_per_node),
         **request,
     )
 

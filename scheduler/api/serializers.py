@@ -26,7 +26,7 @@ from scheduler.backends.job_env import RESERVED_WORDS, is_reserved
 from scheduler.backends.job_files import name_problem
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.reason_words import reason_words
-from scheduler.core.types import CPU_MILLIS, cpu_count, gpu_model_choices, parse_compute_capability
+from scheduler.core.types import cpu_count, cpu_millis, gpu_model_choices, parse_compute_capability
 from scheduler.jobs.array_spec import MAX_SPEC_LENGTH, ArraySpec, ArraySpecError, parse_array
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.request import REQUEST_FIELDS, parse_cpus, pending_request
@@ -54,7 +54,7 @@ class CpusField(serializers.Field):
             raise serializers.ValidationError(str(error)) from None
 
     def to_representation(self, value: Any) -> int | float:
-        return cpu_count(round(Decimal(value) * CPU_MILLIS))
+        return cpu_count(cpu_millis(Decimal(value)))
 
 
 class AllocationSerializer(serializers.Serializer):

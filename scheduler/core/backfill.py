@@ -132,14 +132,5 @@ def held_back(reservations: Iterable[Reservation]) -> Mapping[str, Allocation]:
     for reservation in reservations:
         for a in reservation.allocations:
             prior = held.get(a.node)
-            held[a.node] = (
-                a
-                if prior is None
-                else Allocation(
-                    a.node,
-                    prior.gpu_indices + a.gpu_indices,
-                    prior.cpu_millis + a.cpu_millis,
-                    prior.memory_mib + a.memory_mib,
-                )
-            )
+            held[a.node] = a if prior is None else prior.joined(a)
     return held

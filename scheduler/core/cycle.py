@@ -212,9 +212,9 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     windows = WindowBook(snapshot.windows, snapshot.nodes, now) if snapshot.windows else None
     #: Per (walltime, reservation asked): the windows in the way of a start now and what
     #: they hold (``None``: a reservation job may not start now).
-    window_entries: dict[tuple[int, str], tuple[tuple[str, ...], Mapping[str, Allocation] | None]] = {}
+    window_entries: dict[tuple[int, str], tuple[tuple[Window, ...], Mapping[str, Allocation] | None]] = {}
     #: Jobs that would start now but for a window, with the windows: their reason names them.
-    kept_out: dict[int, list[Window]] = {}
+    kept_out: dict[int, tuple[Window, ...]] = {}
     fits_but_for_windows: dict[tuple[object, ...], bool] = {}  # by key, until the next start
     #: Jobs of a reservation that may not start now, with why (their one blocker).
     outside: dict[int, Blocker] = {}
@@ -262,11 +262,12 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         in_the_way, in_the_way_ids, held = in_the_way_entry
         key: tuple[object, ...] = (shape, in_the_way_ids)
         unwindowed = held
+        ways: tuple[Window, ...] = ()  # the windows in the way of a start now
         if windows is not None or job.reservation:
             window_key = (job.walltime_seconds, job.reservation)
             window_entry = window_entries.get(window_key)
             if window_entry is None:
-                ways = tuple(w.name for w in windows.in_the_way(job, now)) if windows is not None else ()
+                ways = tuple(windows.in_the_way(job, now)) if windows is not None else ()
                 window_entry = window_entries[window_key] = (
                     ways,
                     windows.holds(job, now) if windows is not None else None,
@@ -285,7 +286,7 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             if would_fit is None:
                 would_fit = fits_but_for_windows[key] = ledger.place(job, unwindowed, policy.placement) is not None
             if would_fit:
-                kept_out[job.id] = windows.in_the_way(job, now)
+                kept_out[job.id] = ways
         if start is None and may_evict:
             # What _preempt_for looks at of the job; the rest of its inputs change only on a start or an eviction
             asked = (key, job.account, job.qos, job.gpu_amount)

@@ -34,7 +34,6 @@ from datetime import datetime, timedelta
 from scheduler.core.bits import bisect_left, bisect_right, popcount
 from scheduler.core.placement import Ledger, request_shape
 from scheduler.core.types import (
-    CPU_MILLIS,
     Allocation,
     Decisions,
     GpuView,
@@ -302,7 +301,7 @@ class Planner:
         A GPU job's accept masks already say so; a CPU-only job needs this."""
         if not job.picks_nodes:
             return None
-        key = (job.node_labels, job.cpu_millis_per_node % CPU_MILLIS != 0)
+        key = (job.node_labels, job.part_of_a_cpu)
         allowed = self._labelled.get(key)
         if allowed is None:
             allowed = self._labelled[key] = [job.fits_node(line.node) for line in self.lines]
@@ -353,7 +352,7 @@ class Planner:
             job.gpu_share > 0,
             job.gpu_memory_mib_share,
             job.node_labels,
-            job.cpu_millis_per_node % CPU_MILLIS != 0,
+            job.part_of_a_cpu,
         )
         masks = self._accepting.get(key)
         if masks is None:

@@ -12,6 +12,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the policy modules import these types; annotations only here
@@ -26,6 +27,12 @@ ComputeCapability = tuple[int, int]
 #: Integers, so that fractional requests (half a CPU is 500) add up and compare exactly
 #: where floats would leave 0.1 + 0.2 CPUs unequal to 0.3.
 CPU_MILLIS = 1000
+
+
+def cpu_millis(cpus: int | float | Decimal) -> int:
+    """CPUs as people write them (``8``, ``0.5``, a ``Decimal`` from the database) in
+    millicores, the core's count: ``0.5`` -> ``500``. The inverse of :func:`cpu_count`."""
+    return round(cpus * CPU_MILLIS)
 
 
 def cpu_count(millis: int) -> int | float:
@@ -127,6 +134,17 @@ class Allocation:
     gpu_share: float = 0.0
     gpu_memory_mib: int = 0
 
+    def joined(self, other: Allocation) -> Allocation:
+        """What this and ``other`` (on the same node) hold together: the GPUs of both,
+        their CPUs and memory added. What reservations and windows keep back on a node
+        is summed this way."""
+        return Allocation(
+            self.node,
+            self.gpu_indices + tuple(i for i in other.gpu_indices if i not in self.gpu_indices),
+            self.cpu_millis + other.cpu_millis,
+            self.memory_mib + other.memory_mib,
+        )
+
     @property
     def gpu_amount(self) -> float:
         """GPUs this allocation counts for in quotas: its share, or its whole GPUs."""
@@ -203,16 +221,22 @@ class PendingJob:
         return self.nodes * self.gpus_per_node
 
     @property
+    def part_of_a_cpu(self) -> bool:
+        """Whether it asks for a number of CPUs that is not whole (``0.5``, ``2.25``):
+        only nodes with ``fractional_cpus`` can hand that out."""
+        return self.cpu_millis_per_node % CPU_MILLIS != 0
+
+    @property
     def picks_nodes(self) -> bool:
         """Whether some nodes are out for this job whatever is free on them: it asks for
         node labels, or for part of a CPU (see :meth:`fits_node`). The placement's fast
         path skips :meth:`fits_node` for the rest."""
-        return bool(self.node_labels) or self.cpu_millis_per_node % CPU_MILLIS != 0
+        return bool(self.node_labels) or self.part_of_a_cpu
 
     def fits_node(self, node: NodeView) -> bool:
         """Whether ``node`` carries every label the job asks for, and can hand out the
         part of a CPU it asks for."""
-        if self.cpu_millis_per_node % CPU_MILLIS and not node.fractional_cpus:
+        if self.part_of_a_cpu and not node.fractional_cpus:
             return False
         return all(node.labels.get(key) == value for key, value in self.node_labels)
 

@@ -85,16 +85,7 @@ def merge_holds(first: Holds, second: Holds) -> Holds:
     merged = dict(first)
     for node, a in second.items():
         prior = merged.get(node)
-        merged[node] = (
-            a
-            if prior is None
-            else Allocation(
-                node,
-                tuple(sorted(set(prior.gpu_indices) | set(a.gpu_indices))),
-                prior.cpu_millis + a.cpu_millis,
-                prior.memory_mib + a.memory_mib,
-            )
-        )
+        merged[node] = a if prior is None else prior.joined(a)
     return merged
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NotRequired, TypedDict
 
 from scheduler.choices import ACTIVE_STATES
-from scheduler.core.types import CPU_MILLIS, Allocation, cpu_count
+from scheduler.core.types import Allocation, cpu_count, cpu_millis
 from scheduler.models import Job
 
 
@@ -33,7 +33,7 @@ def decode(data: Iterable[Mapping[str, Any]] | None) -> tuple[Allocation, ...]:
         Allocation(
             node=str(item["node"]),
             gpu_indices=tuple(int(i) for i in item.get("gpu_indices", []) or []),
-            cpu_millis=round(float(item.get("cpus", 0) or 0) * CPU_MILLIS),
+            cpu_millis=cpu_millis(float(item.get("cpus", 0) or 0)),
             memory_mib=int(item.get("memory_mib", 0) or 0),
             gpu_share=float(item.get("gpu_share", 0.0) or 0.0),
             gpu_memory_mib=int(item.get("gpu_memory_mib", 0) or 0),

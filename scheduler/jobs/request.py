@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from scheduler.core.types import CPU_MILLIS, PendingJob, parse_compute_capability
+from scheduler.core.types import CPU_MILLIS, PendingJob, cpu_millis, parse_compute_capability
 from scheduler.models import Job
 
 #: The ``PendingJob`` fields that are not part of a request: the job's identity and
@@ -121,7 +121,7 @@ def pending_from_row(row: Sequence[Any]) -> PendingJob:
         row[at["submitted_at"]],
         row[at["nodes"]],
         row[at["gpus_per_node"]],
-        round(row[at["cpus_per_node"]] * CPU_MILLIS),  # a Decimal from the database: exact
+        cpu_millis(row[at["cpus_per_node"]]),  # a Decimal from the database: exact
         row[at["memory_mib_per_node"]],
         row[at["gpu_model"]],
         row[at["min_gpu_memory_mib"]],

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.models import Count, Max, Sum
 
 from scheduler.core.placement import request_shape
-from scheduler.core.types import CPU_MILLIS, GpuView, PendingJob, cpu_text, gpu_model_choices
+from scheduler.core.types import GpuView, PendingJob, cpu_text, gpu_model_choices
 from scheduler.models import Gpu, Node
 from scheduler.tick.snapshot import load_hardware
 
@@ -64,7 +64,7 @@ class Inventory:
                 wanted = ", ".join(f"{key}={value}" for key, value in job.node_labels)
                 return {"node_labels": f"No node has the labels {wanted}."}
             return narrowed.check(replace(job, node_labels=()))
-        if job.cpu_millis_per_node % CPU_MILLIS and not all(entry[5] for entry in self.node_gpus):
+        if job.part_of_a_cpu and not all(entry[5] for entry in self.node_gpus):
             narrowed = Inventory([entry for entry in self.node_gpus if entry[5]])
             if not narrowed.node_gpus:
                 cpus = cpu_text(job.cpu_millis_per_node)

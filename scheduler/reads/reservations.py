@@ -9,9 +9,9 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from scheduler.choices import ACTIVE_STATES, NodeState
-from scheduler.jobs.allocations import decode
-from scheduler.models import Gpu, Job, Node, Reservation
+from scheduler.choices import NodeState
+from scheduler.jobs.allocations import held_gpus
+from scheduler.models import Gpu, Node, Reservation
 
 
 def reservation_problem(name: str, user: Any, account: Any, walltime_seconds: int, now: datetime) -> str | None:
@@ -64,11 +64,7 @@ def nodes_for_gpus(model: str, count: int, start: datetime, end: datetime, *, ke
     ).values_list("node_id", flat=True):
         if node_id not in busy:
             per_node[node_id] = per_node.get(node_id, 0) + 1
-    held = Counter(
-        a.node
-        for allocations in Job.objects.filter(state__in=ACTIVE_STATES).values_list("allocations", flat=True)
-        for a in decode(allocations)
-    )
+    held = Counter(node for node, _ in held_gpus())  # GPUs busy per node
     nodes = sorted(Node.objects.filter(pk__in=per_node), key=lambda n: (held[n.name], n.name))
     chosen: list[Node] = []
     total = 0

@@ -246,14 +246,20 @@ def array_state(task_states: AbstractSet[str]) -> str:
     return JobState.COMPLETED if task_states == {JobState.COMPLETED} else JobState.FAILED
 
 
+def load_accounts() -> list[AccountNode]:
+    """The accounts with their parents and shares, as the fair-share tree takes them (one
+    query; the tree links parents by name, in any order)."""
+    return [
+        AccountNode(name, parent, shares)
+        for name, parent, shares in Account.objects.values_list("name", "parent__name", "shares")
+    ]
+
+
 def load_fairshare_tree() -> FairShareTree | None:
     """The account tree with every member as a user leaf (shares 1), or ``None`` if the
     stored tree is not valid (a cycle made in the admin, say): the tick then orders by
     the other factors rather than failing."""
-    accounts = [
-        AccountNode(name, parent, shares)
-        for name, parent, shares in Account.objects.values_list("name", "parent__name", "shares")
-    ]
+    accounts = load_accounts()
     users = [UserAssociation(a, u) for a, u in Membership.objects.values_list("account__name", "user__username")]
     try:
         return FairShareTree.build(accounts, users)
