@@ -6,6 +6,8 @@ to its figures, as a table and a chart. Nothing about accounts changes here."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -67,10 +69,20 @@ def simulation_page(request: HttpRequest, simulation_id: int) -> HttpResponse:
         figure = charts.preview_figure(result["rows"])
         for line in result["rows"]:  # the difference the change makes, signed, in hours
             line["wait_change"] = f"{(line['proposed']['avg_wait_s'] - line['today']['avg_wait_s']) / 3600:+.1f}"
+            _in_hours(line["today"], line["proposed"])
     elif result and row.kind == Simulation.Kind.REPLAY:
         figure = charts.replay_figure(result["policies"])
+        _in_hours(result["bounds"], *result["policies"])
     return render(
         request,
         "portal/manage/simulation.html",
         {"run": row, "result": result, "figure": figure, "params": row.params or {}},
     )
+
+
+def _in_hours(*figures: dict[str, Any]) -> None:
+    """Beside every ``..._s`` figure (seconds), its ``..._h`` in hours to one decimal, as
+    the tables show them (the chart's bars are in hours too)."""
+    for each in figures:
+        for key in [k for k in each if k.endswith("_s")]:
+            each[key[:-2] + "_h"] = f"{each[key] / 3600:.1f}"
