@@ -21,7 +21,8 @@ class ArrayThrottle:
     def of(cls, snapshot: Snapshot) -> ArrayThrottle | None:
         """The book for ``snapshot``, or ``None`` when no waiting task is throttled (the
         common case costs one pass over the pending jobs and nothing per running job)."""
-        arrays = {job.array_job for job in snapshot.pending if job.array_limit}
+        queue = snapshot.queue
+        arrays = set(queue.throttled) if queue is not None else {job.array_job for job in snapshot.pending if job.array_limit}
         if not arrays:
             return None
         running: dict[int, int] = dict.fromkeys(arrays, 0)

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from scheduler.core.borrowing import GuaranteeBook
 from scheduler.core.fragmentation import Shape, WorkloadMix, shapes_of_allocations
 from scheduler.core.placement import Ledger
+from scheduler.core.queue import waiting
 from scheduler.core.types import Allocation, Decisions, NodeView, RunningJob, Snapshot
 
 #: A running job's walltime end (start + walltime), its id and what it holds.
@@ -95,7 +96,7 @@ class Carry:
     def mix(self, snapshot: Snapshot) -> WorkloadMix:
         """``WorkloadMix.of(snapshot.running, snapshot.pending)``, from the running jobs'
         shapes counted as the ledger was brought up to date (call after :meth:`ledger`)."""
-        return WorkloadMix.counted(self._shapes, snapshot.pending)
+        return WorkloadMix.counted(self._shapes, waiting(snapshot))
 
     def running_ends(self, running: tuple[RunningJob, ...]) -> list[End] | None:
         """``(start + walltime, job id, allocations)`` of every running job, sorted,

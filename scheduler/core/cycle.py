@@ -9,7 +9,7 @@ ordering and fair-share plug in by changing the order of the walk.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 
 from scheduler.core.arrays import ArrayThrottle
@@ -21,8 +21,9 @@ from scheduler.core.fairshare import fair_tree_factors
 from scheduler.core.fragmentation import Scorer, WorkloadMix
 from scheduler.core.limits import LimitBook, caps_anything
 from scheduler.core.placement import IdleCluster, Ledger, request_shape
-from scheduler.core.preemption import candidates, plan_preemption
-from scheduler.core.priority import cluster_gpu_count, order_by_priority, priority_breakdowns
+from scheduler.core.preemption import candidates, outserved, plan_preemption
+from scheduler.core.priority import PriorityCalculator, cluster_gpu_count, order_by_priority
+from scheduler.core.queue import QueueWalk, service_level, waiting
 from scheduler.core.reasons import Circumstances, explain
 from scheduler.core.timeline import estimate_queue
 from scheduler.core.types import (
@@ -101,25 +102,51 @@ class _Releases:
         return [*kept, *self.started]
 
 
-def queue_order(snapshot: Snapshot, policy: Policy, now: datetime, decisions: Decisions) -> list[PendingJob]:
-    """Pending jobs in the order the cycle considers them.
-
-    With ``policy.priority``: highest multifactor priority first (fair-share from the
-    Fair Tree over the snapshot's usage), recording each job's breakdown in
-    ``decisions.priorities``. Otherwise oldest first. Ties: older, then lower id.
-    """
+def priority_calculator(snapshot: Snapshot, policy: Policy, now: datetime) -> PriorityCalculator | None:
+    """How the cycle ranks jobs by multifactor priority (fair-share from the Fair Tree
+    over the snapshot's usage), or ``None`` when the policy orders by age."""
     if policy.priority is None:
-        return sorted(snapshot.pending, key=lambda j: (j.submitted_at, j.id))
+        return None
     factors = fair_tree_factors(snapshot.fairshare_tree, snapshot.usage) if snapshot.fairshare_tree else {}
-    breakdowns = priority_breakdowns(
-        snapshot.pending,
+    return PriorityCalculator(
         now=now,
         weights=policy.priority,
         fairshare=factors,
         qos_priorities=snapshot.qos_priorities,
         cluster_gpus=cluster_gpu_count(snapshot.nodes),
     )
+
+
+def queue_order(snapshot: Snapshot, policy: Policy, now: datetime, decisions: Decisions) -> list[PendingJob]:
+    """Pending jobs in the order the cycle considers them.
+
+    With ``policy.service_levels`` the jobs with least service come first (see
+    ``scheduler.core.queue.service_level``); then, with ``policy.priority``, highest
+    multifactor priority first, recording each job's breakdown in
+    ``decisions.priorities``; otherwise oldest first. Ties: older, then lower id.
+    """
+    calculator = priority_calculator(snapshot, policy, now)
+    if snapshot.queue is not None:
+        walk = QueueWalk(snapshot.queue, calculator)
+        ordered = list(walk)
+        decisions.priorities = walk.priorities
+        return ordered
+    levels = policy.service_levels
+    if calculator is None:
+        if levels:
+            return sorted(
+                snapshot.pending, key=lambda j: (service_level(j.attained_gpu_s, levels), j.submitted_at, j.id)
+            )
+        return sorted(snapshot.pending, key=lambda j: (j.submitted_at, j.id))
+    breakdown = calculator.breakdown
+    breakdowns = [breakdown(job) for job in snapshot.pending]
     decisions.priorities = {b.job_id: b for b in breakdowns}
+    if levels:
+        totals = {b.job_id: b.total for b in breakdowns}
+        return sorted(
+            snapshot.pending,
+            key=lambda j: (service_level(j.attained_gpu_s, levels), -totals[j.id], j.submitted_at, j.id),
+        )
     return order_by_priority(snapshot.pending, breakdowns)
 
 
@@ -169,11 +196,15 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     ledger = carry.ledger(snapshot) if carry is not None else Ledger.from_snapshot(snapshot)
     if policy.placement is PlacementStrategy.FRAGMENTATION and (
         ledger.any_shared
-        or any(j.gpu_share or j.cpu_millis_per_node or j.memory_mib_per_node for j in snapshot.pending)
+        or (
+            snapshot.queue.scored > 0
+            if snapshot.queue is not None
+            else any(j.gpu_share or j.cpu_millis_per_node or j.memory_mib_per_node for j in snapshot.pending)
+        )
     ):
         # Only then may a job be scored (``Ledger._counts_only_gpus``): a queue of whole-GPU
         # jobs asking no CPUs or memory (a Philly replay) places as PACK and needs no mix.
-        mix = carry.mix(snapshot) if carry is not None else WorkloadMix.of(snapshot.running, snapshot.pending)
+        mix = carry.mix(snapshot) if carry is not None else WorkloadMix.of(snapshot.running, waiting(snapshot))
         ledger.scorer = Scorer.for_mix(mix)
     idle = IdleCluster.shared(snapshot.nodes)
     failed: set[tuple[object, ...]] = set()
@@ -195,9 +226,20 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         else GuaranteeBook(snapshot.running, snapshot.account_limits, snapshot.account_parents)
     )
     throttled = ArrayThrottle.of(snapshot)
-    may_evict = policy.preemption or (policy.reclaim and guarantees.active)
+    may_evict = policy.preemption or (policy.reclaim and guarantees.active) or bool(policy.service_levels)
     evictable = {r.id: r for r in snapshot.running} if may_evict else {}
-    order = queue_order(snapshot, policy, now, decisions)
+    #: A kept queue is walked class by class, setting aside a class whose job could not
+    #: start (see ``scheduler.core.queue``), unless every job needs its reason and
+    #: place in the order (explain, estimates).
+    walk = (
+        QueueWalk(snapshot.queue, priority_calculator(snapshot, policy, now))
+        if snapshot.queue is not None and not (policy.explain or policy.estimates)
+        else None
+    )
+    order: Iterable[PendingJob] = walk if walk is not None else queue_order(snapshot, policy, now, decisions)
+    #: Whether a set-aside class's job may start after all once a job starts (the
+    #: guarantees it is reclaimed under changed) or is evicted (capacity came back).
+    take_back_on_start = may_evict and policy.reclaim and guarantees.active
     # Read once, not per job: the loop below runs for every pending job.
     reasons = decisions.pending_reasons
     starts = decisions.starts
@@ -226,23 +268,35 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
                 reasons[job.id] = (
                     PendingReason.DEPENDENCY if ready is Readiness.WAITING else PendingReason.DEPENDENCY_NEVER
                 )
+                if walk is not None:  # its class waits on the same jobs
+                    walk.set_aside()
                 continue
         if throttled is not None and job.array_limit and throttled.at_limit(job):
             reasons[job.id] = PendingReason.ARRAY_TASK_LIMIT
+            if walk is not None:  # same array: until a task of it is evicted
+                walk.set_aside()
             continue
         shape = request_shape(job)
         if not fits(job, shape):
             reasons[job.id] = PendingReason.NODES_UNAVAILABLE
+            if walk is not None:
+                walk.set_aside()
             continue
         if qos_max_walltime:
             qos_walltime = qos_max_walltime.get(job.qos)
             if qos_walltime is not None and job.walltime_seconds > qos_walltime:
                 reasons[job.id] = PendingReason.WALLTIME_LIMIT
+                if walk is not None:
+                    walk.set_aside()
                 continue
         if blocked:
+            if walk is not None:  # nothing after it starts: its reason is all that is left
+                break
             reasons[job.id] = PendingReason.PRIORITY
             continue
         if len(starts) >= max_starts:
+            if walk is not None:
+                break
             reasons[job.id] = PendingReason.CYCLE_LIMIT
             continue
         over = limit_blocker(job) if limit_blocker is not None else None
@@ -277,6 +331,8 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
                 there = windows.by_name.get(job.reservation) if windows is not None else None
                 reasons[job.id] = PendingReason.RESERVATION if there is not None else PendingReason.NODES_UNAVAILABLE
                 outside[job.id] = reservation_blocker(job, there)
+                if walk is not None:
+                    walk.set_aside()
                 continue
             held = merge_holds(held, window_held)
             key = (shape, in_the_way_ids, job.reservation, ways)
@@ -289,7 +345,7 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
                 kept_out[job.id] = ways
         if start is None and may_evict:
             # What _preempt_for looks at of the job; the rest of its inputs change only on a start or an eviction
-            asked = (key, job.account, job.qos, job.gpu_amount)
+            asked = (key, job.account, job.qos, job.gpu_amount, job.attained_gpu_s if policy.service_levels else 0)
             victims = (
                 None
                 if asked in no_victims
@@ -299,6 +355,8 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
                 no_victims.add(asked)
             else:
                 no_victims.clear()
+                if walk is not None:  # capacity came back: a set-aside job may fit now
+                    walk.take_back()
                 start, evicted = victims
                 decisions.evictions.extend(evicted)
                 gone = {e.victim_id for e in evicted}
@@ -324,6 +382,8 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             if throttled is not None:
                 throttled.commit(job.array_job)
             no_victims.clear()
+            if take_back_on_start and walk is not None:
+                walk.take_back()
             starts.append(start)
             if reservations:
                 decisions.backfilled.add(job.id)
@@ -333,9 +393,14 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
         if not policy.backfill:
             reasons[job.id] = PendingReason.RESOURCES
             blocked = policy.strict_order
+            if walk is not None:
+                walk.set_aside()
             continue
         blocked_before = len(failed_jobs)
         failed_jobs.append(job.id)
+        if walk is not None and len(failed_jobs) >= policy.reservations:
+            # Its class meets a ledger no larger and holds no further reservation back.
+            walk.set_aside()
         if blocked_before >= policy.reservations:
             reasons[job.id] = PendingReason.PRIORITY
             continue
@@ -348,6 +413,8 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             reservations.append(reservation)
             decisions.reservations.append(reservation)
             in_the_way_by_walltime.clear()
+    if walk is not None:
+        decisions.priorities = walk.priorities
     decisions.borrowed = set(guarantees.borrowed)
     if carry is not None:
         carry.keep(decisions)
@@ -387,10 +454,12 @@ def _preempt_for(
 ) -> tuple[Start, list[Eviction]] | None:
     """Start ``job`` by evicting running jobs, if a victim set exists, and say who goes.
 
-    Victims may come from two rules: the job's QOS may preempt theirs
-    (``policy.preemption``), or the job's account is below its guarantee and they run
-    on borrowed capacity (``policy.reclaim``). Borrowed jobs are taken first. The
-    victims' resources go back to ``ledger``; the caller drops them from the books.
+    Victims may come from three rules: the job's QOS may preempt theirs
+    (``policy.preemption``), the job's account is below its guarantee and they run
+    on borrowed capacity (``policy.reclaim``), or they have had more service than the
+    job's service level allows (``policy.service_levels``). Borrowed jobs are taken
+    first. The victims' resources go back to ``ledger``; the caller drops them from the
+    books.
     """
     by_qos = (
         candidates(job, evictable.values(), snapshot.qos_preempts, now, policy.preempt_min_runtime_seconds)
@@ -406,9 +475,14 @@ def _preempt_for(
         if policy.reclaim and guarantees.active
         else []
     )
-    if not by_qos and not by_reclaim:
+    by_service = (
+        outserved(job, evictable.values(), policy.service_levels, now, policy.preempt_min_runtime_seconds)
+        if policy.service_levels
+        else []
+    )
+    if not by_qos and not by_reclaim and not by_service:
         return None
-    eligible = list({r.id: r for r in (*by_reclaim, *by_qos)}.values())
+    eligible = list({r.id: r for r in (*by_reclaim, *by_qos, *by_service)}.values())
     held = held_back(in_the_way)
     plan = plan_preemption(job, ledger, eligible, held, snapshot.qos_priorities, now, first=guarantees.borrowed)
     if plan is None:
@@ -422,6 +496,8 @@ def _preempt_for(
                 f"reclaimed for job {job.id}: account {job.account} is below its guarantee "
                 f"and job {victim.id} ran on borrowed GPUs"
             )
+        elif victim not in by_qos:
+            reason = f"preempted by job {job.id}, which has had less service (least attained service first)"
         else:
             reason = f"preempted by job {job.id} (QOS {job.qos or '-'} over {victim.qos or '-'})"
         evictions.append(Eviction(victim.id, job.id, reason))

@@ -10,6 +10,7 @@ unplaceable).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -42,6 +43,29 @@ def candidates(
         if r.qos in preemptable
         and (r.started_at is None or (now - r.started_at).total_seconds() >= min_runtime_seconds)
     ]
+
+
+def outserved(
+    job: PendingJob,
+    running: Iterable[RunningJob],
+    levels: tuple[int, ...],
+    now: datetime,
+    min_runtime_seconds: int,
+) -> list[RunningJob]:
+    """Running jobs ``job`` may evict under least attained service: their service so
+    far (earlier runs plus GPUs x this run's time) puts them in a higher level than
+    ``job``'s, and this run has lasted ``min_runtime_seconds`` (so that a job is not
+    stopped before it gets anywhere)."""
+    mine = bisect.bisect_right(levels, job.attained_gpu_s)
+    if mine >= len(levels):
+        return []
+    threshold = levels[mine]  # service at which a job leaves the job's level
+    chosen = []
+    for r in running:
+        ran = (now - r.started_at).total_seconds() if r.started_at is not None else 0.0
+        if ran >= min_runtime_seconds and r.attained_gpu_s + ran * r.gpus >= threshold:
+            chosen.append(r)
+    return chosen
 
 
 def _cost(

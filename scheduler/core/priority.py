@@ -131,6 +131,61 @@ def job_priority(
     return PriorityBreakdown(job.id, total, age, fairshare_part, jobsize, qos, job.nice)
 
 
+class PriorityCalculator:
+    """The multifactor priority of pending jobs at one instant (``sprio`` for the queue).
+
+    The same numbers as :func:`job_priority` per job, but the factors that depend only on
+    a job's QOS, size or association are computed once per distinct value: a cycle over
+    100,000 jobs pays for a few hundred of them. One home for the arithmetic, so a cycle
+    that orders the whole queue and one that walks a kept queue
+    (``scheduler.core.queue``) rank jobs with the very same floats.
+    """
+
+    def __init__(
+        self,
+        *,
+        now: datetime,
+        weights: PriorityWeights,
+        fairshare: Mapping[tuple[str, str], float],
+        qos_priorities: Mapping[str, int],
+        cluster_gpus: int,
+    ) -> None:
+        self.now = now
+        self.weights = weights
+        self.fairshare = fairshare
+        self.qos_priorities = qos_priorities
+        self.cluster_gpus = cluster_gpus
+        self.max_age = weights.max_age.total_seconds()
+        self.qos_parts: dict[str, float] = {}
+        self.size_parts: dict[int, float] = {}
+        self.fairshare_parts: dict[tuple[str, str], float] = {}
+
+    def breakdown(self, job: PendingJob) -> PriorityBreakdown:
+        """``job``'s priority now. Raises ``ValueError`` if its fair-share factor is
+        outside ``[0, 1]``."""
+        weights = self.weights
+        key = (job.account, job.user)
+        fairshare_part = self.fairshare_parts.get(key)
+        if fairshare_part is None:
+            fs = self.fairshare.get(key, 0.0)
+            if not 0.0 <= fs <= 1.0:
+                raise ValueError(f"fair-share factor of {key!r} must be in [0, 1], got {fs!r}")
+            fairshare_part = self.fairshare_parts[key] = weights.fairshare * fs
+        qos = self.qos_parts.get(job.qos)
+        if qos is None:
+            qos = self.qos_parts[job.qos] = weights.qos * qos_factor(job.qos, self.qos_priorities)
+        gpus = job.gpus
+        jobsize = self.size_parts.get(gpus)
+        if jobsize is None:
+            jobsize = self.size_parts[gpus] = weights.jobsize * job_size_factor(
+                gpus, self.cluster_gpus, weights.favor_small
+            )
+        max_age = self.max_age
+        age = weights.age * (min(max((self.now - job.submitted_at).total_seconds(), 0.0), max_age) / max_age)
+        total = age + fairshare_part + jobsize + qos - job.nice
+        return PriorityBreakdown(job.id, total, age, fairshare_part, jobsize, qos, job.nice)
+
+
 def priority_breakdowns(
     jobs: Iterable[PendingJob],
     *,
@@ -140,38 +195,13 @@ def priority_breakdowns(
     qos_priorities: Mapping[str, int],
     cluster_gpus: int,
 ) -> list[PriorityBreakdown]:
-    """:func:`job_priority` of every job, in the order given (``sprio`` for the queue).
-
-    The same numbers as calling :func:`job_priority` per job, but the factors that
-    depend only on a job's QOS, size or association are computed once per distinct
-    value: a cycle over 100,000 jobs pays for a few hundred of them.
-    """
-    max_age = weights.max_age.total_seconds()
-    qos_parts: dict[str, float] = {}
-    size_parts: dict[int, float] = {}
-    fairshare_parts: dict[tuple[str, str], float] = {}
-    breakdowns: list[PriorityBreakdown] = []
-    append = breakdowns.append
-    age_weight = weights.age
-    for job in jobs:
-        key = (job.account, job.user)
-        fairshare_part = fairshare_parts.get(key)
-        if fairshare_part is None:
-            fs = fairshare.get(key, 0.0)
-            if not 0.0 <= fs <= 1.0:
-                raise ValueError(f"fair-share factor of {key!r} must be in [0, 1], got {fs!r}")
-            fairshare_part = fairshare_parts[key] = weights.fairshare * fs
-        qos = qos_parts.get(job.qos)
-        if qos is None:
-            qos = qos_parts[job.qos] = weights.qos * qos_factor(job.qos, qos_priorities)
-        gpus = job.gpus
-        jobsize = size_parts.get(gpus)
-        if jobsize is None:
-            jobsize = size_parts[gpus] = weights.jobsize * job_size_factor(gpus, cluster_gpus, weights.favor_small)
-        age = age_weight * (min(max((now - job.submitted_at).total_seconds(), 0.0), max_age) / max_age)
-        total = age + fairshare_part + jobsize + qos - job.nice
-        append(PriorityBreakdown(job.id, total, age, fairshare_part, jobsize, qos, job.nice))
-    return breakdowns
+    """:func:`job_priority` of every job, in the order given, by one
+    :class:`PriorityCalculator`."""
+    calculator = PriorityCalculator(
+        now=now, weights=weights, fairshare=fairshare, qos_priorities=qos_priorities, cluster_gpus=cluster_gpus
+    )
+    breakdown = calculator.breakdown
+    return [breakdown(job) for job in jobs]
 
 
 def order_by_priority(jobs: Sequence[PendingJob], breakdowns: Iterable[PriorityBreakdown]) -> list[PendingJob]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the policy modules import these types; annotations only here
     from scheduler.core.carry import Carry
+    from scheduler.core.queue import PendingQueue
     from scheduler.core.fairshare import FairShareTree
     from scheduler.core.priority import PriorityBreakdown, PriorityWeights
 
@@ -168,6 +169,9 @@ class RunningJob:
     qos: str = ""
     #: The array it is a task of (its array job id), 0 for a plain job.
     array_job: int = 0
+    #: GPU-seconds of service it had in earlier runs, before this one (it was preempted
+    #: and requeued): with ``Policy.service_levels`` its level counts them.
+    attained_gpu_s: int = 0
 
     @property
     def gpus(self) -> int:
@@ -215,6 +219,9 @@ class PendingJob:
     #: The reservation (:class:`Window`) it runs in (``sbatch --reservation``; "" none):
     #: only on its nodes, only while it lasts.
     reservation: str = ""
+    #: GPU-seconds of service it had in earlier runs (preempted and requeued; 0 for a new
+    #: job): with ``Policy.service_levels`` it sets the job's queue level.
+    attained_gpu_s: int = 0
 
     @property
     def gpus(self) -> int:
@@ -328,6 +335,10 @@ class Snapshot:
     #: books are updated from it instead of rebuilt (see ``scheduler.core.carry``).
     #: Decisions are the same without it.
     carry: Carry | None = field(default=None, compare=False)
+    #: Optional: the pending jobs kept across cycles (see ``scheduler.core.queue``), in
+    #: place of ``pending`` (then empty). Starts and evictions are the same as with
+    #: ``pending``; jobs the cycle never reached get no reason.
+    queue: PendingQueue | None = field(default=None, compare=False)
 
 
 class PlacementStrategy(enum.Enum):
@@ -374,6 +385,12 @@ class Policy:
     #: Also plan the whole queue forward and give every waiting job a latest expected
     #: start (``Decisions.estimates``; see ``scheduler.core.timeline.estimate_queue``).
     estimates: bool = False
+    #: Least attained service (Tiresias' discretized 2D-LAS): thresholds in GPU-seconds,
+    #: ascending, that split jobs into queues by the service they have had (GPUs x run
+    #: time, earlier runs included). A job in a lower queue goes first and may evict
+    #: running jobs that have passed its queue's threshold (those with most service
+    #: first) once they ran ``preempt_min_runtime_seconds``. Empty: off.
+    service_levels: tuple[int, ...] = ()
 
 
 class PendingReason(enum.StrEnum):
