@@ -114,16 +114,16 @@ def priority_calculator(snapshot: Snapshot, policy: Policy, now: datetime) -> Pr
         fairshare=factors,
         qos_priorities=snapshot.qos_priorities,
         cluster_gpus=cluster_gpu_count(snapshot.nodes),
+        runtime_ratios=snapshot.runtime_ratios,
     )
 
 
 def queue_order(snapshot: Snapshot, policy: Policy, now: datetime, decisions: Decisions) -> list[PendingJob]:
     """Pending jobs in the order the cycle considers them.
 
-    With ``policy.service_levels`` the jobs with least service come first (see
-    ``scheduler.core.queue.service_level``); then, with ``policy.priority``, highest
-    multifactor priority first, recording each job's breakdown in
-    ``decisions.priorities``; otherwise oldest first. Ties: older, then lower id.
+    With ``policy.priority``: highest multifactor priority first, recording each job's
+    breakdown in ``decisions.priorities``; otherwise oldest first. Ties: older, then
+    lower id.
     """
     calculator = priority_calculator(snapshot, policy, now)
     if snapshot.queue is not None:
@@ -131,22 +131,11 @@ def queue_order(snapshot: Snapshot, policy: Policy, now: datetime, decisions: De
         ordered = list(walk)
         decisions.priorities = walk.priorities
         return ordered
-    levels = policy.service_levels
     if calculator is None:
-        if levels:
-            return sorted(
-                snapshot.pending, key=lambda j: (service_level(j.attained_gpu_s, levels), j.submitted_at, j.id)
-            )
         return sorted(snapshot.pending, key=lambda j: (j.submitted_at, j.id))
     breakdown = calculator.breakdown
     breakdowns = [breakdown(job) for job in snapshot.pending]
     decisions.priorities = {b.job_id: b for b in breakdowns}
-    if levels:
-        totals = {b.job_id: b.total for b in breakdowns}
-        return sorted(
-            snapshot.pending,
-            key=lambda j: (service_level(j.attained_gpu_s, levels), -totals[j.id], j.submitted_at, j.id),
-        )
     return order_by_priority(snapshot.pending, breakdowns)
 
 
@@ -345,11 +334,12 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
                 kept_out[job.id] = ways
         if start is None and may_evict:
             # What _preempt_for looks at of the job; the rest of its inputs change only on a start or an eviction
-            asked = (key, job.account, job.qos, job.gpu_amount, job.attained_gpu_s if policy.service_levels else 0)
+            level = service_level(job.attained_gpu_s, policy.service_levels) if policy.service_levels else 0
+            asked = (key, job.account, job.qos, job.gpu_amount, level)
             victims = (
                 None
                 if asked in no_victims
-                else _preempt_for(job, snapshot, policy, now, ledger, evictable, guarantees, in_the_way)
+                else _preempt_for(job, snapshot, policy, now, ledger, evictable, guarantees, in_the_way, level)
             )
             if victims is None:
                 no_victims.add(asked)
@@ -451,13 +441,14 @@ def _preempt_for(
     evictable: Mapping[int, RunningJob],
     guarantees: GuaranteeBook,
     in_the_way: list[Reservation],
+    level: int,
 ) -> tuple[Start, list[Eviction]] | None:
     """Start ``job`` by evicting running jobs, if a victim set exists, and say who goes.
 
     Victims may come from three rules: the job's QOS may preempt theirs
     (``policy.preemption``), the job's account is below its guarantee and they run
     on borrowed capacity (``policy.reclaim``), or they have had more service than the
-    job's service level allows (``policy.service_levels``). Borrowed jobs are taken
+    job's service ``level`` allows (``policy.service_levels``). Borrowed jobs are taken
     first. The victims' resources go back to ``ledger``; the caller drops them from the
     books.
     """
@@ -476,7 +467,7 @@ def _preempt_for(
         else []
     )
     by_service = (
-        outserved(job, evictable.values(), policy.service_levels, now, policy.preempt_min_runtime_seconds)
+        outserved(level, evictable.values(), policy.service_levels, now, policy.preempt_min_runtime_seconds)
         if policy.service_levels
         else []
     )

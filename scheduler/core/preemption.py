@@ -10,7 +10,6 @@ unplaceable).
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -46,20 +45,19 @@ def candidates(
 
 
 def outserved(
-    job: PendingJob,
+    level: int,
     running: Iterable[RunningJob],
     levels: tuple[int, ...],
     now: datetime,
     min_runtime_seconds: int,
 ) -> list[RunningJob]:
-    """Running jobs ``job`` may evict under least attained service: their service so
-    far (earlier runs plus GPUs x this run's time) puts them in a higher level than
-    ``job``'s, and this run has lasted ``min_runtime_seconds`` (so that a job is not
+    """Running jobs a job queued at ``level`` may evict under least attained service:
+    their service so far (earlier runs plus GPUs x this run's time) puts them in a
+    higher level, and this run has lasted ``min_runtime_seconds`` (so that a job is not
     stopped before it gets anywhere)."""
-    mine = bisect.bisect_right(levels, job.attained_gpu_s)
-    if mine >= len(levels):
+    if level >= len(levels):
         return []
-    threshold = levels[mine]  # service at which a job leaves the job's level
+    threshold = levels[level]  # service at which a job leaves that level
     chosen = []
     for r in running:
         ran = (now - r.started_at).total_seconds() if r.started_at is not None else 0.0

@@ -3,7 +3,8 @@
 A pending job's priority is a weighted sum of factors, each in ``[0, 1]``, less its
 nice value (https://slurm.schedmd.com/priority_multifactor.html)::
 
-    priority = w_age * age + w_fairshare * fairshare + w_jobsize * jobsize + w_qos * qos - nice
+    priority = w_age * age + w_fairshare * fairshare + w_jobsize * jobsize + w_qos * qos
+             + w_shortness * shortness + w_stretch * stretch - nice
 
 * ``age``: time since submission over ``max_age`` (``PriorityMaxAge``), capped at 1.
 * ``fairshare``: the Fair Tree factor of the job's ``(account, user)``
@@ -11,6 +12,17 @@ nice value (https://slurm.schedmd.com/priority_multifactor.html)::
 * ``jobsize``: requested GPUs over the cluster's GPUs, ``x``; ``1 - x`` when small jobs are
   favoured (``PriorityFavorSmall``), else ``x``.
 * ``qos``: the QOS priority over the highest QOS priority.
+* ``shortness`` (not in Slurm): how short the job is expected to run, on a log scale
+  (:func:`shortness_factor`): its walltime times what its user's (else its account's)
+  ended jobs ran of theirs (``Snapshot.runtime_ratios``, from
+  ``scheduler.core.prediction``). Under overload, running short jobs first is what
+  cuts the mean completion time, and what keeps the slowdowns of teams with short and
+  with long jobs alike.
+* ``stretch`` (not in Slurm): how far the job's wait has come toward ``stretch_target``
+  times its expected run time, capped at 1 (:func:`stretch_factor`). Shortness alone
+  would make long jobs absorb all of an overload; this lifts a job whose slowdown is
+  growing past the target above fresh short jobs, so every team's slowdown stays near
+  it (Tiresias promotes starving jobs in the same spirit).
 
 Partition and TRES factors are not modelled. Unlike Slurm, totals stay floats (Slurm
 truncates to a 32-bit integer and floors at 1), so small fair-share differences still
@@ -28,6 +40,9 @@ from scheduler.core.types import NodeView, PendingJob
 
 #: Slurm's default ``PriorityMaxAge``.
 DEFAULT_MAX_AGE = timedelta(days=7)
+#: Jobs expected to run this long or longer get no shortness factor (a week: the
+#: longest walltime most sites allow).
+DEFAULT_SHORTNESS_HORIZON = timedelta(days=7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,21 +59,31 @@ class PriorityWeights:
     qos: float = 1000.0
     max_age: timedelta = DEFAULT_MAX_AGE
     favor_small: bool = True
+    #: Weight of :func:`shortness_factor` (0: off, as in Slurm) and its horizon.
+    shortness: float = 0.0
+    shortness_horizon: timedelta = DEFAULT_SHORTNESS_HORIZON
+    #: Weight of :func:`stretch_factor` (0: off) and the slowdown it aims at.
+    stretch: float = 0.0
+    stretch_target: float = 2.0
 
     def __post_init__(self) -> None:
-        for name in ("age", "fairshare", "jobsize", "qos"):
+        for name in ("age", "fairshare", "jobsize", "qos", "shortness", "stretch"):
             value = getattr(self, name)
             if not value >= 0.0 or math.isinf(value):  # `not >=` also catches NaN
                 raise ValueError(f"weight {name} must be a finite number >= 0, got {value!r}")
         if self.max_age <= timedelta(0):
             raise ValueError(f"max_age must be positive, got {self.max_age}")
+        if not self.stretch_target > 0 or math.isinf(self.stretch_target):
+            raise ValueError(f"stretch_target must be a finite number > 0, got {self.stretch_target!r}")
+        if self.shortness_horizon <= timedelta(0):
+            raise ValueError(f"shortness_horizon must be positive, got {self.shortness_horizon}")
 
 
 @dataclass(slots=True)
 class PriorityBreakdown:
     """A job's priority and its weighted factors, as the columns of ``sprio``.
 
-    ``total == age + fairshare + jobsize + qos - nice``.
+    ``total == age + fairshare + jobsize + qos + shortness + stretch - nice``.
 
     Read-only by convention but not ``frozen``, as :class:`~scheduler.core.types.Blocker`
     and for the same reason: a cycle builds one per waiting job, and a frozen dataclass
@@ -72,6 +97,8 @@ class PriorityBreakdown:
     jobsize: float
     qos: float
     nice: int
+    shortness: float = 0.0
+    stretch: float = 0.0
 
 
 def age_factor(submitted_at: datetime, now: datetime, max_age: timedelta = DEFAULT_MAX_AGE) -> float:
@@ -100,6 +127,38 @@ def qos_factor(qos: str, qos_priorities: Mapping[str, int]) -> float:
     return max(qos_priorities.get(qos, 0), 0) / highest
 
 
+def shortness_factor(expected_s: float, horizon_s: float) -> float:
+    """``1 - log(1 + expected) / log(1 + horizon)``, in ``[0, 1]``: 1 for a job expected
+    to end at once, 0 from the horizon on. On a log scale, so that 1 h against 4 h
+    counts as much as 4 h against 16 h: run times span five orders of magnitude.
+    """
+    if expected_s <= 0:
+        return 1.0
+    if expected_s >= horizon_s:
+        return 0.0
+    return 1.0 - math.log1p(expected_s) / math.log1p(horizon_s)
+
+
+#: Expected run times shorter than this count as this long in the stretch factor (the
+#: 10 s floor of bounded slowdown): a job expected to take a second still waits a little.
+STRETCH_FLOOR_S = 10.0
+
+
+def stretch_factor(waited_s: float, expected_s: float, target: float) -> float:
+    """``min(1, waited / (target * expected))``: 1 once a job has waited ``target`` times
+    its expected run time (at least :data:`STRETCH_FLOOR_S`)."""
+    return min(1.0, max(waited_s, 0.0) / (target * max(expected_s, STRETCH_FLOOR_S)))
+
+
+def expected_ratio(ratios: Mapping[tuple[str, str], float], account: str, user: str) -> float:
+    """What jobs of ``(account, user)`` are expected to run of their walltime: the
+    user's ratio, else the account's (``(account, "")``), else 1."""
+    ratio = ratios.get((account, user))
+    if ratio is None:
+        ratio = ratios.get((account, ""), 1.0)
+    return ratio
+
+
 def cluster_gpu_count(nodes: Iterable[NodeView]) -> int:
     """All GPUs of the nodes, whatever their state: the denominator of the size factor."""
     return sum(len(node.gpus) for node in nodes)
@@ -113,6 +172,7 @@ def job_priority(
     fairshare: Mapping[tuple[str, str], float],
     qos_priorities: Mapping[str, int],
     cluster_gpus: int,
+    runtime_ratios: Mapping[tuple[str, str], float] | None = None,
 ) -> PriorityBreakdown:
     """The multifactor priority of one pending job.
 
@@ -120,15 +180,15 @@ def job_priority(
     missing gets 0.0. Raises ``ValueError`` if the job's fair-share factor is outside
     ``[0, 1]``.
     """
-    fs = fairshare.get((job.account, job.user), 0.0)
-    if not 0.0 <= fs <= 1.0:
-        raise ValueError(f"fair-share factor of {(job.account, job.user)!r} must be in [0, 1], got {fs!r}")
-    age = weights.age * age_factor(job.submitted_at, now, weights.max_age)
-    fairshare_part = weights.fairshare * fs
-    jobsize = weights.jobsize * job_size_factor(job.gpus, cluster_gpus, weights.favor_small)
-    qos = weights.qos * qos_factor(job.qos, qos_priorities)
-    total = age + fairshare_part + jobsize + qos - job.nice
-    return PriorityBreakdown(job.id, total, age, fairshare_part, jobsize, qos, job.nice)
+    calculator = PriorityCalculator(
+        now=now,
+        weights=weights,
+        fairshare=fairshare,
+        qos_priorities=qos_priorities,
+        cluster_gpus=cluster_gpus,
+        runtime_ratios=runtime_ratios,
+    )
+    return calculator.breakdown(job)
 
 
 class PriorityCalculator:
@@ -149,8 +209,13 @@ class PriorityCalculator:
         fairshare: Mapping[tuple[str, str], float],
         qos_priorities: Mapping[str, int],
         cluster_gpus: int,
+        runtime_ratios: Mapping[tuple[str, str], float] | None = None,
     ) -> None:
         self.now = now
+        self.runtime_ratios = runtime_ratios or {}
+        self.horizon = weights.shortness_horizon.total_seconds()
+        #: (account, user, walltime) -> (expected run time, weighted shortness)
+        self.expectations: dict[tuple[str, str, int], tuple[float, float]] = {}
         self.weights = weights
         self.fairshare = fairshare
         self.qos_priorities = qos_priorities
@@ -180,10 +245,22 @@ class PriorityCalculator:
             jobsize = self.size_parts[gpus] = weights.jobsize * job_size_factor(
                 gpus, self.cluster_gpus, weights.favor_small
             )
+        waited = (self.now - job.submitted_at).total_seconds()
+        shortness = stretch = 0.0
+        if weights.shortness or weights.stretch:
+            expected_key = (job.account, job.user, job.walltime_seconds)
+            expectation = self.expectations.get(expected_key)
+            if expectation is None:
+                expected = job.walltime_seconds * expected_ratio(self.runtime_ratios, job.account, job.user)
+                expectation = (expected, weights.shortness * shortness_factor(expected, self.horizon))
+                self.expectations[expected_key] = expectation
+            shortness = expectation[1]
+            if weights.stretch:
+                stretch = weights.stretch * stretch_factor(waited, expectation[0], weights.stretch_target)
         max_age = self.max_age
-        age = weights.age * (min(max((self.now - job.submitted_at).total_seconds(), 0.0), max_age) / max_age)
-        total = age + fairshare_part + jobsize + qos - job.nice
-        return PriorityBreakdown(job.id, total, age, fairshare_part, jobsize, qos, job.nice)
+        age = weights.age * (min(max(waited, 0.0), max_age) / max_age)
+        total = age + fairshare_part + jobsize + qos + shortness + stretch - job.nice
+        return PriorityBreakdown(job.id, total, age, fairshare_part, jobsize, qos, job.nice, shortness, stretch)
 
 
 def priority_breakdowns(
@@ -194,11 +271,17 @@ def priority_breakdowns(
     fairshare: Mapping[tuple[str, str], float],
     qos_priorities: Mapping[str, int],
     cluster_gpus: int,
+    runtime_ratios: Mapping[tuple[str, str], float] | None = None,
 ) -> list[PriorityBreakdown]:
     """:func:`job_priority` of every job, in the order given, by one
     :class:`PriorityCalculator`."""
     calculator = PriorityCalculator(
-        now=now, weights=weights, fairshare=fairshare, qos_priorities=qos_priorities, cluster_gpus=cluster_gpus
+        now=now,
+        weights=weights,
+        fairshare=fairshare,
+        qos_priorities=qos_priorities,
+        cluster_gpus=cluster_gpus,
+        runtime_ratios=runtime_ratios,
     )
     breakdown = calculator.breakdown
     return [breakdown(job) for job in jobs]

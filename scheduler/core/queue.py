@@ -10,8 +10,8 @@ class aside once its first job could not start: every later job of that class wo
 fail the same way, since within a cycle free capacity only shrinks. The walk then
 costs about one step per class and per start instead of one per pending job.
 
-Why the merge is exact: the queue order is ``(service level, -priority, submitted_at,
-id)`` (priority 0 without multifactor weights). Within a class every factor but age is
+Why the merge is exact: the queue order is ``(-priority, submitted_at, id)`` (priority
+0 without multifactor weights). Within a class every factor but age is
 the same and age only grows with the time waited, so a class's members, oldest first,
 are already in queue order; merging the classes by their heads gives the order a sort
 of every job would.
@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import fields
 from datetime import datetime
 
 from scheduler.core.priority import PriorityBreakdown, PriorityCalculator
 from scheduler.core.types import PendingJob, Snapshot
 
-#: What orders one job in a walk: ``(service level, -priority, submitted_at, id)``.
-OrderKey = tuple[int, float, datetime, int]
+#: What orders one job in a walk: ``(-priority, submitted_at, id)``.
+OrderKey = tuple[float, datetime, int]
 
 #: The fields two jobs must share to be treated alike in a cycle: all but identity
 #: (``id``), age (``submitted_at``) and the service a job has had (only its level
@@ -87,8 +87,7 @@ def _age_order(job: PendingJob) -> tuple[datetime, int]:
 class JobClass:
     """The pending jobs of one class, oldest first (``first`` skips those gone)."""
 
-    def __init__(self, level: int) -> None:
-        self.level = level
+    def __init__(self) -> None:
         self.jobs: list[PendingJob] = []
         self.first = 0
 
@@ -141,7 +140,7 @@ class PendingQueue:
         key = class_key(job, self.levels)
         members = self.classes.get(key)
         if members is None:
-            members = self.classes[key] = JobClass(service_level(job.attained_gpu_s, self.levels))
+            members = self.classes[key] = JobClass()
         members.add(job)
         self._class_of[job.id] = members
         if job.gpu_share or job.cpu_millis_per_node or job.memory_mib_per_node:
@@ -191,19 +190,19 @@ class QueueWalk:
         self._heap: list[tuple[OrderKey, JobClass, int]] = []
         for members in queue.classes.values():
             if members.first < len(members.jobs):
-                self._heap.append((self.key(members.level, members.jobs[members.first]), members, members.first))
+                self._heap.append((self.key(members.jobs[members.first]), members, members.first))
         heapq.heapify(self._heap)
         self._after: tuple[JobClass, int] | None = None  # the class of the job just yielded, and its next index
         self._now: OrderKey | None = None
         self._set_aside: list[tuple[JobClass, int]] = []
 
-    def key(self, level: int, job: PendingJob) -> OrderKey:
+    def key(self, job: PendingJob) -> OrderKey:
         calculator = self.calculator
         if calculator is None:
-            return (level, 0.0, job.submitted_at, job.id)
+            return (0.0, job.submitted_at, job.id)
         breakdown = calculator.breakdown(job)
         self.priorities[job.id] = breakdown
-        return (level, -breakdown.total, job.submitted_at, job.id)
+        return (-breakdown.total, job.submitted_at, job.id)
 
     def __iter__(self) -> Iterator[PendingJob]:
         return self
@@ -222,7 +221,7 @@ class QueueWalk:
 
     def _push(self, members: JobClass, position: int) -> None:
         if position < len(members.jobs):
-            heapq.heappush(self._heap, (self.key(members.level, members.jobs[position]), members, position))
+            heapq.heappush(self._heap, (self.key(members.jobs[position]), members, position))
 
     def set_aside(self) -> None:
         """The rest of the class of the job just yielded cannot start in this cycle."""
@@ -237,15 +236,6 @@ class QueueWalk:
         if now is None:
             return
         for members, position in self._set_aside:
-            level = members.level
-            skip = bisect.bisect_right(
-                members.jobs, now, lo=position, key=self._keyer(level)
-            )  # the first job ordered after the walk's position
-            self._push(members, skip)
+            # the first job ordered after the walk's position
+            self._push(members, bisect.bisect_right(members.jobs, now, lo=position, key=self.key))
         self._set_aside.clear()
-
-    def _keyer(self, level: int) -> Callable[[PendingJob], OrderKey]:
-        def key(job: PendingJob) -> OrderKey:
-            return self.key(level, job)
-
-        return key

@@ -320,6 +320,10 @@ class Snapshot:
     fairshare_tree: FairShareTree | None = None
     usage: Mapping[tuple[str, str], float] = field(default_factory=dict)
     qos_priorities: Mapping[str, int] = field(default_factory=dict)
+    #: What jobs are expected to run of their walltime, per ``(account, user)`` and per
+    #: ``(account, "")``, learned from jobs that ended (``scheduler.core.prediction``):
+    #: the shortness priority factor's input. Missing: 1 (the walltime).
+    runtime_ratios: Mapping[tuple[str, str], float] = field(default_factory=dict)
     #: QOS name -> names of the QOS whose running jobs it may preempt.
     qos_preempts: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: States of the jobs pending jobs depend on.
@@ -385,11 +389,12 @@ class Policy:
     #: Also plan the whole queue forward and give every waiting job a latest expected
     #: start (``Decisions.estimates``; see ``scheduler.core.timeline.estimate_queue``).
     estimates: bool = False
-    #: Least attained service (Tiresias' discretized 2D-LAS): thresholds in GPU-seconds,
-    #: ascending, that split jobs into queues by the service they have had (GPUs x run
-    #: time, earlier runs included). A job in a lower queue goes first and may evict
-    #: running jobs that have passed its queue's threshold (those with most service
-    #: first) once they ran ``preempt_min_runtime_seconds``. Empty: off.
+    #: Least-attained-service preemption (after Tiresias' discretized 2D-LAS):
+    #: thresholds in GPU-seconds, ascending, that split jobs into levels by the service
+    #: they have had (GPUs x run time, earlier runs included). A job that cannot start
+    #: may evict running jobs that have passed its level's threshold, once they ran
+    #: ``preempt_min_runtime_seconds``; the queue order stays the priority's (a
+    #: requeued job is not put behind every new one). Empty: off.
     service_levels: tuple[int, ...] = ()
 
 

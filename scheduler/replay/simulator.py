@@ -11,6 +11,7 @@ from scheduler.core.carry import Carry
 from scheduler.core.cycle import schedule
 from scheduler.core.fairshare import AccountNode, FairShareTree, UsageInterval, UsagePolicy, charge, decay_usage_map
 from scheduler.core.placement import IdleCluster
+from scheduler.core.prediction import RuntimePredictor
 from scheduler.core.priority import PriorityWeights
 from scheduler.core.queue import PendingQueue
 from scheduler.core.types import Allocation, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
@@ -54,21 +55,50 @@ SLOWDOWN_FLOOR_S = 10
 
 
 @dataclass(frozen=True, slots=True)
+class RestartCost:
+    """What an eviction costs the evicted job, so that preemptive policies' figures stay
+    honest: its requeued run resumes from its last checkpoint (taken every
+    ``checkpoint_interval_s`` of the run's progress; 0: never, it starts over) and first
+    spends ``restart_s`` reloading. Both count in ``Replay.lost_gpu_s``."""
+
+    restart_s: int = 60
+    checkpoint_interval_s: int = 1800
+
+    def __post_init__(self) -> None:
+        if self.restart_s < 0 or self.checkpoint_interval_s < 0:
+            raise SimulationError("restart_s and checkpoint_interval_s must be >= 0")
+
+    def kept(self, progress_s: int) -> int:
+        """Of ``progress_s`` seconds of work in one run, what its checkpoints saved."""
+        interval = self.checkpoint_interval_s
+        return progress_s // interval * interval if interval else 0
+
+
+@dataclass(frozen=True, slots=True)
 class JobRecord:
-    """What happened to one replayed job. Times are seconds on the trace's clock."""
+    """What happened to one replayed job. Times are seconds on the trace's clock.
+
+    ``start_s`` and ``allocations`` are those of its last run; ``first_start_s`` when it
+    first started and ``runs`` how many runs it took (1 unless it was evicted).
+    """
 
     job: TraceJob
     start_s: int
     end_s: int
     allocations: tuple[Allocation, ...]
+    first_start_s: int = -1
+    runs: int = 1
 
     @property
     def wait_s(self) -> int:
-        return self.start_s - self.job.submit_s
+        """Time not spent on its own work: queued, and redoing or reloading after an
+        eviction (``start - submit`` for a job that ran once)."""
+        return self.jct_s - self.run_s
 
     @property
     def run_s(self) -> int:
-        return self.end_s - self.start_s
+        """Its work: ``min(duration, walltime)``."""
+        return self.job.run_s
 
     @property
     def jct_s(self) -> int:
@@ -95,8 +125,9 @@ class Replay:
     unplaceable: tuple[TraceJob, ...]
     capacity_gpus: int
     cycles: int
-    #: Evictions applied (a job evicted twice counts twice) and the GPU-seconds the
-    #: evicted runs had done, which their requeued runs do again.
+    #: Evictions applied (a job evicted twice counts twice) and the GPU-seconds they
+    #: cost (see :class:`RestartCost`): work since the last checkpoint, redone, and the
+    #: restart.
     preemptions: int = 0
     lost_gpu_s: int = 0
 
@@ -112,6 +143,37 @@ def guarantees_for(trace: Sequence[TraceJob], capacity_gpus: int) -> dict[str, L
     return {a: Limits(guaranteed_gpus=int(capacity_gpus * d / total)) for a, d in sorted(demand.items())}
 
 
+class _Runs:
+    """Each job's runs: where its work stands between evictions (see :class:`RestartCost`)."""
+
+    def __init__(self, count: int, cost: RestartCost) -> None:
+        self.cost = cost
+        self.first = [-1] * count  # first start
+        self.start = [-1] * count  # start of the current (or last) run
+        self.runs = [0] * count
+        self.done = [0] * count  # seconds of work saved by checkpoints
+        self.attained = [0] * count  # GPU-seconds of service, every run
+        self.overhead = [0] * count  # the current run's restart time
+
+    def begin(self, i: int, t: int, job: TraceJob) -> int:
+        """Job ``i`` starts a run at ``t``: when it ends (a requeued run gets a fresh
+        walltime limit, as Slurm gives one)."""
+        if self.first[i] < 0:
+            self.first[i] = t
+        self.overhead[i] = self.cost.restart_s if self.runs[i] else 0
+        self.runs[i] += 1
+        self.start[i] = t
+        return t + min(job.walltime_s, self.overhead[i] + job.run_s - self.done[i])
+
+    def evict(self, i: int, t: int, gpus: int) -> int:
+        """Job ``i``'s run is stopped at ``t``: the GPU-seconds that costs it."""
+        ran = t - self.start[i]
+        saved = self.cost.kept(max(0, ran - self.overhead[i]))
+        self.done[i] += saved
+        self.attained[i] += ran * gpus
+        return (ran - saved + self.cost.restart_s) * gpus
+
+
 def replay(
     trace: Sequence[TraceJob],
     cluster: Sequence[NodeView],
@@ -119,6 +181,7 @@ def replay(
     guarantees: Mapping[str, Limits] | None = None,
     accounts: Sequence[AccountNode] = (),
     *,
+    restart: RestartCost = RestartCost(),
     incremental: bool = True,
 ) -> Replay:
     """Replay ``trace`` on ``cluster`` under ``policy``, calling the real ``schedule()``.
@@ -126,7 +189,8 @@ def replay(
     ``guarantees`` are the accounts' limits (guarantees, GPU and job quotas: any
     ``Limits``); ``accounts`` the account tree with its shares (a site's own, for a
     preview of a change to it): without it every trace account is a top-level account
-    of one share, and a trace account missing from it is added as one.
+    of one share, and a trace account missing from it is added as one. ``restart`` is
+    what an eviction costs its job.
 
     Steps:
     1. Order jobs by submit time, keeping row order for ties; shape each request
@@ -136,11 +200,12 @@ def replay(
     3. Release every job ending at ``t``; queue every job submitted at ``t``.
     4. If any job is pending, build the snapshot and call ``schedule()`` with
        ``now = EPOCH + t``; start what it says: the job holds its allocations from
-       ``t`` to ``t + min(duration, walltime)``.
-    5. Apply the cycle's evictions (with ``guarantees``, reclaims of borrowed GPUs)
-       before its starts: a victim stops holding its GPUs
-       at ``t``, goes back to pending with its original submission (a requeue) and will
-       run its whole duration again; the GPU-seconds it had run are counted as lost.
+       ``t`` until its work is done (``min(duration, walltime)``, less what earlier
+       runs saved, plus the restart time after an eviction).
+    5. Apply the cycle's evictions before its starts: a victim stops holding its GPUs
+       at ``t`` and goes back to pending with its original submission (a requeue),
+       keeping the work its checkpoints saved and carrying the service it had
+       (``attained_gpu_s``); what it loses counts in ``lost_gpu_s``.
     6. Repeat from 2 until no event is left.
 
     Running jobs live in an insertion-ordered dict; pending ones in a
@@ -175,16 +240,24 @@ def replay(
             unplaceable.append(job)
 
     usage = _UsageBook(jobs, accounts) if policy.priority is not None else None
-    starts: list[int] = [-1] * len(jobs)
+    #: Learns from jobs as they end, so a cycle sees only what had ended before it.
+    predictor = RuntimePredictor() if policy.priority is not None and policy.priority.shortness else None
+    runs = _Runs(len(jobs), restart)
     allocations: list[tuple[Allocation, ...]] = [()] * len(jobs)
     pending: dict[int, PendingJob] = {}
     queue = PendingQueue(policy.service_levels) if incremental else None
     running: dict[int, RunningJob] = {}
     ends: list[tuple[int, int]] = []  # heap of (end_s, sim id); an evicted run's entry is stale
     end_of: dict[int, int] = {}  # sim id -> end of its current run
+    finished: list[int] = [-1] * len(jobs)
     next_submit = 0
     cycles = 0
     preemptions = lost_gpu_s = 0
+
+    def enqueue(request: PendingJob) -> None:
+        pending[request.id] = request
+        if queue is not None:
+            queue.add(request)
 
     while next_submit < len(jobs) or ends:
         # 2.
@@ -198,12 +271,14 @@ def replay(
                 continue  # the run it ended was evicted
             ended = running.pop(sim_id)
             del end_of[sim_id]
+            finished[sim_id] = t
             if usage is not None:
                 usage.ended.append((ended, t))
+            if predictor is not None:
+                done = jobs[sim_id]
+                predictor.observe(done.account, done.account, done.walltime_s, done.run_s)
         while next_submit < len(jobs) and jobs[next_submit].submit_s == t:
-            pending[next_submit] = requests[next_submit]
-            if queue is not None:
-                queue.add(requests[next_submit])
+            enqueue(requests[next_submit])
             next_submit += 1
         if not pending:
             continue
@@ -217,11 +292,13 @@ def replay(
             account_parents=parents,
             carry=carry,
             queue=queue,
+            runtime_ratios=predictor.ratios if predictor is not None else {},
         )
         if usage is not None:
             snapshot = replace(snapshot, fairshare_tree=usage.tree, usage=usage.as_of(t, running.values()))
         decisions = schedule(snapshot, policy, now)
         cycles += 1
+        # 5.
         for eviction in decisions.evictions:
             victim = running.pop(eviction.victim_id, None)
             if victim is None:
@@ -230,19 +307,17 @@ def replay(
             if usage is not None:
                 usage.ended.append((victim, t))
             preemptions += 1
-            lost_gpu_s += (t - starts[eviction.victim_id]) * victim.gpus
-            starts[eviction.victim_id] = -1
-            pending[eviction.victim_id] = requests[eviction.victim_id]
-            if queue is not None:
-                queue.add(requests[eviction.victim_id])
+            lost_gpu_s += runs.evict(eviction.victim_id, t, victim.gpus)
+            enqueue(replace(requests[eviction.victim_id], attained_gpu_s=runs.attained[eviction.victim_id]))
         for start in decisions.starts:
-            if pending.pop(start.job_id, None) is None:
+            request = pending.pop(start.job_id, None)
+            if request is None:
                 raise SimulationError(f"policy started job {start.job_id}, which is not pending at t={t}")
             if queue is not None:
                 queue.remove(start.job_id)
             job = jobs[start.job_id]
-            starts[start.job_id] = t
             allocations[start.job_id] = start.allocations
+            end = runs.begin(start.job_id, t, job)
             running[start.job_id] = RunningJob(
                 id=start.job_id,
                 allocations=start.allocations,
@@ -250,16 +325,20 @@ def replay(
                 walltime_seconds=job.walltime_s,
                 account=job.account,
                 user=job.account,
+                attained_gpu_s=request.attained_gpu_s,
             )
-            heapq.heappush(ends, (t + job.run_s, start.job_id))
-            end_of[start.job_id] = t + job.run_s
+            heapq.heappush(ends, (end, start.job_id))
+            end_of[start.job_id] = end
 
     if pending:
         raise SimulationError(
             f"policy left {len(pending)} job(s) pending with nothing left to happen (first: trace job "
             f"{jobs[next(iter(pending))].id}); a policy must start a job that fits an idle cluster"
         )
-    records = tuple(JobRecord(job, starts[i], starts[i] + job.run_s, allocations[i]) for i, job in enumerate(jobs))
+    records = tuple(
+        JobRecord(job, runs.start[i], finished[i], allocations[i], runs.first[i], runs.runs[i])
+        for i, job in enumerate(jobs)
+    )
     capacity = sum(len(n.gpus) for n in nodes if n.schedulable)
     return Replay(records, tuple(unplaceable), capacity, cycles, preemptions, lost_gpu_s)
 
