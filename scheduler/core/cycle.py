@@ -156,7 +156,8 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
        preempt (see ``scheduler.core.preemption``) and start on what they free.
     6. A job that fits the cluster but not the free capacity gets ``Resources``. Without
        backfill and under ``strict_order`` every later job then waits (``Priority``).
-       With backfill it gets a reservation (up to ``policy.reservations`` of them) and
+       With backfill it gets a reservation (up to ``policy.reservations`` of them, at
+       most ``policy.reservations_per_account`` of one account's) and
        later jobs may still start if they cannot delay it; those that cannot start get
        ``Priority``.
     7. With ``policy.estimates``, plan the rest of the queue forward from this cycle's
@@ -200,7 +201,11 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     no_victims: set[tuple[object, ...]] = set()  # requests no eviction could start since the last change
     blocked = False
     reservations: list[Reservation] = []
-    failed_jobs: list[int] = []  # blocked jobs, in order; the first K get reservations
+    #: Blocked jobs that were given a try at a reservation: the first ``policy.reservations``,
+    #: at most ``policy.reservations_per_account`` of one account's.
+    tries = 0
+    tries_by_account: dict[str, int] = {}
+    per_account = policy.reservations_per_account
     releases = _Releases(snapshot.running, now, carry)
     limits = (
         LimitBook(
@@ -386,12 +391,16 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
             if walk is not None:
                 walk.set_aside()
             continue
-        blocked_before = len(failed_jobs)
-        failed_jobs.append(job.id)
-        if walk is not None and len(failed_jobs) >= policy.reservations:
+        account_tries = tries_by_account.get(job.account, 0)
+        gets_one = tries < policy.reservations and (not per_account or account_tries < per_account)
+        if gets_one:
+            tries += 1
+            account_tries += 1
+            tries_by_account[job.account] = account_tries
+        if walk is not None and (tries >= policy.reservations or (per_account and account_tries >= per_account)):
             # Its class meets a ledger no larger and holds no further reservation back.
             walk.set_aside()
-        if blocked_before >= policy.reservations:
+        if not gets_one:
             reasons[job.id] = PendingReason.PRIORITY
             continue
         reasons[job.id] = PendingReason.RESOURCES

@@ -373,6 +373,10 @@ class Policy:
     backfill: bool = False
     #: How many blocked jobs get a reservation (1 = EASY; more = toward conservative).
     reservations: int = 1
+    #: At most this many of them of one account (0: no cap): under overload the
+    #: reservations go to each account's first blocked job instead of the first jobs
+    #: of the queue, so that no account's big jobs wait for whole nodes unboundedly.
+    reservations_per_account: int = 0
     #: Which of the nodes that fit a job it is placed on.
     placement: PlacementStrategy = PlacementStrategy.FRAGMENTATION
     #: Multifactor priority (age, fair-share, size, QOS, nice) orders the queue; ``None``

@@ -12,7 +12,16 @@ from dataclasses import fields
 from typing import Protocol
 
 from scheduler.replay.metrics import Bounds, Metrics, bounds, measure
-from scheduler.replay.simulator import GUARANTEED, POLICIES, guarantees_for, policy_named, replay
+from scheduler.replay.simulator import (
+    CHECKPOINT_INTERVAL_S,
+    GUARANTEED,
+    POLICIES,
+    RESTART_S,
+    RestartCost,
+    guarantees_for,
+    policy_named,
+    replay,
+)
 from scheduler.replay.trace import SimulationError, homogeneous_cluster, load_cluster_file, load_philly_csv, select
 
 # --- Command line ---------------------------------------------------------------------
@@ -125,6 +134,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sigma of the log-normal error on walltime estimates (default 0: exact rule)",
     )
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the walltime noise (default 0)")
+    parser.add_argument(
+        "--restart-s",
+        dest="restart_s",
+        type=_non_negative_int,
+        default=RESTART_S,
+        metavar="S",
+        help=f"what each eviction costs its job on top of its unsaved work (default {RESTART_S})",
+    )
+    parser.add_argument(
+        "--checkpoint-interval-s",
+        dest="checkpoint_interval_s",
+        type=_non_negative_int,
+        default=CHECKPOINT_INTERVAL_S,
+        metavar="S",
+        help="how often an evicted job had saved its work (0: never, it starts over; "
+        f"default {CHECKPOINT_INTERVAL_S})",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -185,6 +211,7 @@ def run(options: argparse.Namespace, out: Writer) -> None:
             cluster,
             policy_named(name),
             guarantees_for(trace, capacity) if name in GUARANTEED else None,
+            restart=RestartCost(options.restart_s, options.checkpoint_interval_s),
         )
         metrics = measure(result)
         wall = time.perf_counter() - began
@@ -205,6 +232,7 @@ SUMMARY = (
     ("sim_p99_wait_s", "p99_wait_s"),
     ("sim_utilization", "utilization"),
     ("sim_jain", "jain_fairness"),
+    ("sim_worst_account_slowdown_ratio", "worst_account_slowdown_ratio"),
     ("sim_makespan_s", "makespan_s"),
     ("sim_preemptions", "preemptions"),
     ("sim_lost_gpu_s", "lost_gpu_s"),

@@ -54,9 +54,12 @@ class Metrics:
       slowdown: 1.0 when every account waits, relative to its jobs' lengths, alike.
       (A GPU-share-versus-demand index would be 1.0 on any replay that runs every job
       to completion, so it would not tell policies apart.)
+    - ``worst_account_slowdown_ratio``: the highest account's average bounded slowdown
+      over the cluster's: how far the worst-treated team is from the rest.
     - ``unplaceable`` jobs (bigger than the cluster) are not in any other figure.
-    - ``preemptions`` counts evictions; ``lost_gpu_s`` the GPU-seconds the evicted runs
-      had done (redone by the requeued run). A record's start is that of its last run.
+    - ``preemptions`` counts evictions; ``lost_gpu_s`` what they cost (work since the
+      last checkpoint and the restart, see ``RestartCost``). A job's wait is its JCT
+      less its run time: with evictions, the time lost and reloading counts as waiting.
     """
 
     jobs: int = field(metadata=_unit("jobs"))
@@ -75,6 +78,7 @@ class Metrics:
     makespan_s: float = field(metadata=_unit("s"))
     utilization: float = field(metadata=_unit("ratio"))
     jain_fairness: float = field(metadata=_unit("ratio"))
+    worst_account_slowdown_ratio: float = field(metadata=_unit("ratio"))
     preemptions: int = field(default=0, metadata=_unit("evictions"))
     lost_gpu_s: float = field(default=0.0, metadata=_unit("GPU-s"))
 
@@ -110,6 +114,8 @@ def measure(result: Replay) -> Metrics:
         makespan_s=float(makespan),
         utilization=gpu_seconds / (result.capacity_gpus * makespan) if makespan > 0 else 1.0,
         jain_fairness=jain_index(statistics.fmean(s) for s in by_account.values()),
+        worst_account_slowdown_ratio=max(statistics.fmean(s) for s in by_account.values())
+        / statistics.fmean(slowdowns),
         preemptions=result.preemptions,
         lost_gpu_s=float(result.lost_gpu_s),
     )

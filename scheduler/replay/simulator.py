@@ -17,16 +17,36 @@ from scheduler.core.queue import PendingQueue
 from scheduler.core.types import Allocation, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
 from scheduler.replay.trace import EPOCH, SimulationError, TraceJob, request_for
 
+#: The overload weights: shortness and stretch (see ``scheduler.core.priority``) over
+#: fair-share, so that jobs expected to be short go first and a job whose wait passes
+#: twice its expected run time catches up with them.
+SHORT_FIRST = PriorityWeights(shortness=200_000, stretch=200_000, stretch_target=2.0)
+
 #: Policies by name: strict-order FIFO, FIFO with EASY backfill, multifactor priority
 #: with Fair Tree fair-share (each trace account one association, equal shares) plus
 #: backfill, and the same with guarantees that are reclaimed by preemption (see
-#: :data:`GUARANTEED`); all with pack placement. Replays need no blockers, so
-#: ``explain`` is off.
+#: :data:`GUARANTEED`); then the overload policies: ``short-backfill`` orders by
+#: :data:`SHORT_FIRST` (run times predicted from ended jobs), and ``short-las-preempt``
+#: adds least-attained-service preemption (a job with under 1,800 GPU-seconds of
+#: service may evict jobs past that once they ran 2 h, which spares them a checkpoint
+#: of work) and 12 backfill reservations (whole-node jobs otherwise wait for nodes
+#: that small jobs keep filling). All with pack placement. Replays need no blockers,
+#: so ``explain`` is off.
 POLICIES: dict[str, Policy] = {
     "fifo": Policy(explain=False),
     "fifo-backfill": Policy(backfill=True, explain=False),
     "fairshare-backfill": Policy(backfill=True, priority=PriorityWeights(), explain=False),
     "fairshare-backfill-preempt": Policy(backfill=True, priority=PriorityWeights(), explain=False, reclaim=True),
+    "short-backfill": Policy(backfill=True, priority=SHORT_FIRST, explain=False),
+    "short-las-preempt": Policy(
+        backfill=True,
+        reservations=12,
+        priority=SHORT_FIRST,
+        service_levels=(1_800,),
+        preempt_min_runtime_seconds=7_200,
+        reclaim=False,
+        explain=False,
+    ),
 }
 
 #: Policies replayed with guarantees (see :func:`guarantees_for`): accounts borrow idle
@@ -54,6 +74,12 @@ SLOWDOWN_FLOOR_S = 10
 # --- Replay ---------------------------------------------------------------------------
 
 
+#: What an eviction costs by default: a minute to reload, and work since the last of
+#: the checkpoints a training job writes every half hour.
+RESTART_S = 60
+CHECKPOINT_INTERVAL_S = 1800
+
+
 @dataclass(frozen=True, slots=True)
 class RestartCost:
     """What an eviction costs the evicted job, so that preemptive policies' figures stay
@@ -61,8 +87,8 @@ class RestartCost:
     ``checkpoint_interval_s`` of the run's progress; 0: never, it starts over) and first
     spends ``restart_s`` reloading. Both count in ``Replay.lost_gpu_s``."""
 
-    restart_s: int = 60
-    checkpoint_interval_s: int = 1800
+    restart_s: int = RESTART_S
+    checkpoint_interval_s: int = CHECKPOINT_INTERVAL_S
 
     def __post_init__(self) -> None:
         if self.restart_s < 0 or self.checkpoint_interval_s < 0:
