@@ -88,6 +88,21 @@ def env_weights(name: str) -> dict[str, float]:
     return weights
 
 
+def env_levels(name: str) -> tuple[int, ...]:
+    """``"1800, 86400"`` -> ``(1800, 86400)``: whole numbers > 0, strictly ascending
+    (service-level thresholds); unset or empty: ``()``."""
+    levels: list[int] = []
+    for item in env_list(name, []):
+        try:
+            value = int(item)
+        except ValueError:
+            value = 0
+        if value < 1 or (levels and value <= levels[-1]):
+            raise ImproperlyConfigured(f"{name} must be ascending whole numbers > 0 like '1800, 86400', got {item!r}")
+        levels.append(value)
+    return tuple(levels)
+
+
 def env_sharing_overheads(name: str, default: dict[str, float]) -> dict[str, float]:
     """Overheads by GPU sharing mode (``time-slicing``, ``mps``) or ``MODEL/mode``, as
     ``"time-slicing=0.1, mps=0.05, T4/mps=0.03"``; a plain number applies to every mode."""

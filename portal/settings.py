@@ -19,6 +19,7 @@ from portal.env import (
     env_group_map,
     env_int,
     env_int_list,
+    env_levels,
     env_list,
     env_rate,
     env_secret,
@@ -267,8 +268,10 @@ SCHEDULER_MAX_STARTS_PER_TICK = env_int("SCHEDULER_MAX_STARTS_PER_TICK", 500, mi
 #: EASY backfill: later jobs may start ahead of blocked ones when that delays none of
 #: the blocked jobs' reservations (Slurm's sched/backfill). Off = strict FIFO.
 SCHEDULER_BACKFILL = env_bool("SCHEDULER_BACKFILL", True)
-#: How many blocked jobs get a reservation (1 = EASY backfill).
+#: How many blocked jobs get a reservation (1 = EASY backfill), and at most how many of
+#: one account's (0: no cap; 1 gives each account's first blocked job its own).
 SCHEDULER_RESERVATIONS = env_int("SCHEDULER_RESERVATIONS", 1, minimum=1)
+SCHEDULER_RESERVATIONS_PER_ACCOUNT = env_int("SCHEDULER_RESERVATIONS_PER_ACCOUNT", 0, minimum=0)
 #: Which of the nodes that fit a job it goes to: pack (fewest free GPUs first, fights
 #: fragmentation), spread (most free first) or first (name order).
 SCHEDULER_PLACEMENT = env_choice("SCHEDULER_PLACEMENT", "fragmentation", ["fragmentation", "pack", "spread", "first"])
@@ -282,6 +285,13 @@ PRIORITY_WEIGHT_JOBSIZE = env_float("PRIORITY_WEIGHT_JOBSIZE", 1000, minimum=0)
 PRIORITY_WEIGHT_QOS = env_float("PRIORITY_WEIGHT_QOS", 1000, minimum=0)
 PRIORITY_MAX_AGE_DAYS = env_float("PRIORITY_MAX_AGE_DAYS", 7, minimum=0.001)
 PRIORITY_FAVOR_SMALL = env_bool("PRIORITY_FAVOR_SMALL", True)
+#: For overloaded clusters (off by default, as in Slurm): favour jobs expected to be
+#: short (their walltime times what their user's last ended jobs ran of theirs), and
+#: lift a job that has waited PRIORITY_STRETCH_TARGET times its expected run time.
+#: The replay's short-* policies use 200000, 200000 and 2.
+PRIORITY_WEIGHT_SHORTNESS = env_float("PRIORITY_WEIGHT_SHORTNESS", 0, minimum=0)
+PRIORITY_WEIGHT_STRETCH = env_float("PRIORITY_WEIGHT_STRETCH", 0, minimum=0)
+PRIORITY_STRETCH_TARGET = env_float("PRIORITY_STRETCH_TARGET", 2, minimum=0.001)
 #: What one GPU-second of each model costs in fair-share usage (Slurm's
 #: TRESBillingWeights), e.g. "H100-80GB=2,A100-40GB=1,L4=0.5"; unlisted models cost 1.
 SCHEDULER_BILLING_WEIGHTS = env_weights("SCHEDULER_BILLING_WEIGHTS")
@@ -305,6 +315,10 @@ SCHEDULER_NODE_DOWN_GRACE_SECONDS = env_int("SCHEDULER_NODE_DOWN_GRACE_SECONDS",
 SCHEDULER_CANCEL_ORPHANS = env_bool("SCHEDULER_CANCEL_ORPHANS", True)
 #: A job cannot be preempted during its first N seconds.
 SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS = env_int("SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS", 300, minimum=0)
+#: Least-attained-service preemption: GPU-second thresholds, ascending ("1800" or
+#: "1800,86400"); a job below one may evict jobs past it (requeued, so they keep their
+#: checkpoints). Empty: off.
+SCHEDULER_SERVICE_LEVELS = env_levels("SCHEDULER_SERVICE_LEVELS")
 #: A preempted job gets SIGTERM and this many seconds to checkpoint before SIGKILL.
 SCHEDULER_PREEMPT_GRACE_SECONDS = env_int("SCHEDULER_PREEMPT_GRACE_SECONDS", 60, minimum=0)
 #: An account below its guaranteed GPUs (Quota.guaranteed_gpus) evicts jobs running on

@@ -54,6 +54,8 @@ def current_policy() -> Policy:
         max_starts=settings.SCHEDULER_MAX_STARTS_PER_TICK,
         backfill=settings.SCHEDULER_BACKFILL,
         reservations=settings.SCHEDULER_RESERVATIONS,
+        reservations_per_account=settings.SCHEDULER_RESERVATIONS_PER_ACCOUNT,
+        service_levels=settings.SCHEDULER_SERVICE_LEVELS,
         placement=PlacementStrategy(settings.SCHEDULER_PLACEMENT),
         preemption=settings.SCHEDULER_PREEMPTION,
         preempt_min_runtime_seconds=settings.SCHEDULER_PREEMPT_MIN_RUNTIME_SECONDS,
@@ -65,6 +67,9 @@ def current_policy() -> Policy:
             qos=settings.PRIORITY_WEIGHT_QOS,
             max_age=timedelta(days=settings.PRIORITY_MAX_AGE_DAYS),
             favor_small=settings.PRIORITY_FAVOR_SMALL,
+            shortness=settings.PRIORITY_WEIGHT_SHORTNESS,
+            stretch=settings.PRIORITY_WEIGHT_STRETCH,
+            stretch_target=settings.PRIORITY_STRETCH_TARGET,
         )
         if settings.SCHEDULER_PRIORITY == "multifactor"
         else None,

@@ -22,7 +22,11 @@ class ArrayThrottle:
         """The book for ``snapshot``, or ``None`` when no waiting task is throttled (the
         common case costs one pass over the pending jobs and nothing per running job)."""
         queue = snapshot.queue
-        arrays = set(queue.throttled) if queue is not None else {job.array_job for job in snapshot.pending if job.array_limit}
+        arrays = (
+            set(queue.throttled)
+            if queue is not None
+            else {job.array_job for job in snapshot.pending if job.array_limit}
+        )
         if not arrays:
             return None
         running: dict[int, int] = dict.fromkeys(arrays, 0)

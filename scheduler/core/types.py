@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the policy modules import these types; annotations only here
     from scheduler.core.carry import Carry
-    from scheduler.core.queue import PendingQueue
     from scheduler.core.fairshare import FairShareTree
     from scheduler.core.priority import PriorityBreakdown, PriorityWeights
+    from scheduler.core.queue import PendingQueue
 
 ComputeCapability = tuple[int, int]
 

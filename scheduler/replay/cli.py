@@ -148,8 +148,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_non_negative_int,
         default=CHECKPOINT_INTERVAL_S,
         metavar="S",
-        help="how often an evicted job had saved its work (0: never, it starts over; "
-        f"default {CHECKPOINT_INTERVAL_S})",
+        help=f"how often an evicted job had saved its work (0: never, it starts over; default {CHECKPOINT_INTERVAL_S})",
     )
 
 

@@ -39,6 +39,7 @@ from scheduler.core.types import (
 from scheduler.jobs import allocations
 from scheduler.jobs.request import PENDING_JSON, PENDING_VALUES, compute_capability, gpu_model_label, pending_from_row
 from scheduler.models import Cluster, Gpu, Job, Node, Reservation
+from scheduler.tick.history import load_attained_service, load_runtime_ratios
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +285,27 @@ def with_policy_inputs(
         extra.update(usage=usage(), fairshare_tree=load_fairshare_tree())
     if policy.preemption:
         extra["qos_preempts"] = load_qos_preemption()
+    if policy.priority is not None and (policy.priority.shortness or policy.priority.stretch):
+        extra["runtime_ratios"] = load_runtime_ratios()
+    if policy.service_levels:
+        extra.update(with_attained_service(snapshot))
     return replace(snapshot, **extra) if extra else snapshot
+
+
+def with_attained_service(snapshot: Snapshot) -> dict[str, Any]:
+    """The snapshot's running and pending jobs with the service their earlier attempts
+    had (``attained_gpu_s``), for least-attained-service preemption."""
+    attained = load_attained_service()
+    if not attained:
+        return {}
+    return {
+        "running": tuple(
+            replace(j, attained_gpu_s=attained[j.id]) if j.id in attained else j for j in snapshot.running
+        ),
+        "pending": tuple(
+            replace(j, attained_gpu_s=attained[j.id]) if j.id in attained else j for j in snapshot.pending
+        ),
+    }
 
 
 def load_qos_preemption() -> dict[str, frozenset[str]]:

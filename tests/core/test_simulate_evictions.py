@@ -35,7 +35,10 @@ def test_an_evicted_job_is_requeued_and_its_lost_gpu_seconds_counted(monkeypatch
     trace = [TraceJob(10, 0, 100, 2, "a", 200), TraceJob(11, 30, 100, 2, "b", 200)]
     result = replay(trace, homogeneous_cluster(1, 2), Policy())
 
-    assert [(r.first_start_s, r.start_s, r.end_s, r.runs) for r in result.records] == [(0, 130, 290, 2), (30, 30, 130, 1)]
+    assert [(r.first_start_s, r.start_s, r.end_s, r.runs) for r in result.records] == [
+        (0, 130, 290, 2),
+        (30, 30, 130, 1),
+    ]
     assert [r.wait_s for r in result.records] == [190, 0]  # all of job 0's time but its 100 s of work
     metrics = measure(result)
     assert (metrics.preemptions, metrics.lost_gpu_s) == (1, 180.0)
@@ -67,7 +70,7 @@ def test_an_evicted_job_resumes_from_its_last_checkpoint(monkeypatch: pytest.Mon
     trace = [TraceJob(10, 0, 5_000, 1, "a", 14_400), TraceJob(11, 4_000, 1_000, 1, "b", 3_600)]
     result = replay(trace, homogeneous_cluster(1, 1), Policy(), restart=RestartCost(60, 1_800))
 
-    resumed, preemptor = result.records
+    resumed = result.records[0]
     assert (resumed.first_start_s, resumed.start_s, resumed.end_s, resumed.runs) == (0, 5_000, 6_460, 2)
     assert resumed.wait_s == 6_460 - 5_000
     assert (result.preemptions, result.lost_gpu_s) == (1, 460)
