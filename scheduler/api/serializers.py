@@ -601,6 +601,8 @@ class PriorityBreakdownSerializer(serializers.Serializer):
     jobsize = serializers.FloatField()
     qos = serializers.FloatField()
     nice = serializers.IntegerField()
+    shortness = serializers.FloatField(help_text="Expected to be short (0 unless PRIORITY_WEIGHT_SHORTNESS).")
+    stretch = serializers.FloatField(help_text="Waited long for its expected run time (0 unless PRIORITY_WEIGHT_STRETCH).")
 
 
 class ShareRowSerializer(serializers.Serializer):

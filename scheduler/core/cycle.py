@@ -71,6 +71,8 @@ class _Releases:
         self.gone: set[int] = set()
         self.started: list[Release] = []
         self._running: list[Release] | None = None
+        self._ends: list[tuple[datetime, int, tuple[Allocation, ...]]] | None = None
+        self._ends_read = False
 
     def for_reservation(self) -> tuple[list[Release], Iterator[tuple[datetime, int, tuple[Allocation, ...]]]]:
         """The releases as ``plan_reservation`` takes them: with a carry the running
@@ -78,7 +80,10 @@ class _Releases:
         started this cycle are listed."""
         carry = self.carry
         if carry is not None:
-            ends = carry.running_ends(self.running)
+            if not self._ends_read:  # once per cycle: the running jobs do not change in it
+                self._ends = carry.running_ends(self.running)
+                self._ends_read = True
+            ends = self._ends
             if ends is not None:
                 now, gone = self.now, self.gone
                 ordered = ((end if end > now else now, i, a) for end, i, a in ends if i not in gone)

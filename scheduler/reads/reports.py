@@ -11,6 +11,7 @@ from django.utils import timezone
 from scheduler.config import current_config
 from scheduler.core.fairshare import ShareRow, fair_tree_factors, sshare
 from scheduler.core.priority import PriorityBreakdown, cluster_gpu_count, job_priority
+from scheduler.tick.history import load_runtime_ratios
 from scheduler.jobs.request import pending_job
 from scheduler.models import Job
 from scheduler.tick.snapshot import load_fairshare_tree, load_nodes, load_qos_priorities
@@ -38,4 +39,5 @@ def priority_of(job: Job, now: datetime | None = None) -> PriorityBreakdown | No
         fairshare=factors,
         qos_priorities=load_qos_priorities(),
         cluster_gpus=cluster_gpu_count(load_nodes()),
+        runtime_ratios=load_runtime_ratios() if weights.shortness or weights.stretch else None,
     )

@@ -17,31 +17,35 @@ from scheduler.core.queue import PendingQueue
 from scheduler.core.types import Allocation, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
 from scheduler.replay.trace import EPOCH, SimulationError, TraceJob, request_for
 
-#: The overload weights: shortness and stretch (see ``scheduler.core.priority``) over
-#: fair-share, so that jobs expected to be short go first and a job whose wait passes
-#: twice its expected run time catches up with them.
+#: Shortness and stretch (see ``scheduler.core.priority``) over fair-share: jobs
+#: expected to be short go first, and a job whose wait passes twice its expected run
+#: time catches up with them.
 SHORT_FIRST = PriorityWeights(shortness=200_000, stretch=200_000, stretch_target=2.0)
+#: Stretch alone, far above fair-share and rising until a wait of 20 expected run
+#: times: the job whose slowdown so far is highest goes first (highest response ratio
+#: next), which keeps every team's slowdown alike under overload.
+STRETCH_FIRST = PriorityWeights(stretch=2_000_000, stretch_target=20.0)
 
 #: Policies by name: strict-order FIFO, FIFO with EASY backfill, multifactor priority
 #: with Fair Tree fair-share (each trace account one association, equal shares) plus
 #: backfill, and the same with guarantees that are reclaimed by preemption (see
 #: :data:`GUARANTEED`); then the overload policies: ``short-backfill`` orders by
-#: :data:`SHORT_FIRST` (run times predicted from ended jobs), and ``short-las-preempt``
-#: adds least-attained-service preemption (a job with under 1,800 GPU-seconds of
-#: service may evict jobs past that once they ran 2 h, which spares them a checkpoint
-#: of work) and 12 backfill reservations (whole-node jobs otherwise wait for nodes
-#: that small jobs keep filling). All with pack placement. Replays need no blockers,
-#: so ``explain`` is off.
+#: :data:`SHORT_FIRST` (run times predicted from ended jobs), and
+#: ``stretch-las-preempt`` by :data:`STRETCH_FIRST` with least-attained-service
+#: preemption (a job with under 1,800 GPU-seconds of service may evict jobs past that
+#: once they ran 2 h, by when they saved a checkpoint) and 12 backfill reservations
+#: (whole-node jobs otherwise wait for nodes that small jobs keep filling). All with
+#: pack placement. Replays need no blockers, so ``explain`` is off.
 POLICIES: dict[str, Policy] = {
     "fifo": Policy(explain=False),
     "fifo-backfill": Policy(backfill=True, explain=False),
     "fairshare-backfill": Policy(backfill=True, priority=PriorityWeights(), explain=False),
     "fairshare-backfill-preempt": Policy(backfill=True, priority=PriorityWeights(), explain=False, reclaim=True),
     "short-backfill": Policy(backfill=True, priority=SHORT_FIRST, explain=False),
-    "short-las-preempt": Policy(
+    "stretch-las-preempt": Policy(
         backfill=True,
         reservations=12,
-        priority=SHORT_FIRST,
+        priority=STRETCH_FIRST,
         service_levels=(1_800,),
         preempt_min_runtime_seconds=7_200,
         reclaim=False,

@@ -42,7 +42,7 @@ def test_a_replay_with_the_kept_queue_decides_what_one_without_it_decides(name: 
     assert (kept.cycles, kept.preemptions, kept.lost_gpu_s) == (full.cycles, full.preemptions, full.lost_gpu_s)
 
 
-@pytest.mark.parametrize("name", ["short-backfill", "short-las-preempt"])
+@pytest.mark.parametrize("name", ["short-backfill", "stretch-las-preempt"])
 def test_the_predictor_never_sees_a_job_that_had_not_ended(name: str) -> None:
     """Jobs still running or waiting at T run three times longer (up to their walltime,
     which the scheduler was told at submission and which stays): every start before T
@@ -59,7 +59,7 @@ def test_the_predictor_never_sees_a_job_that_had_not_ended(name: str) -> None:
     assert len(first_starts) > len(ended)  # the comparison covers decisions, not only the past
 
 
-@pytest.mark.parametrize("name", ["fairshare-backfill-preempt", "short-las-preempt"])
+@pytest.mark.parametrize("name", ["fairshare-backfill-preempt", "stretch-las-preempt"])
 def test_preemption_never_loses_a_job(name: str) -> None:
     trace = overloaded(4)
     result = run(trace, name)

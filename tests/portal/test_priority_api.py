@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
-from scheduler.models import Usage
+from scheduler.models import Job, Usage
 from scheduler.tick.estimates import refresh_estimates
 from tests.builders import submit
 
@@ -17,10 +19,22 @@ GOOD = {"name": "train", "account": "lab", "command": "true", "gpus_per_node": 1
 def test_priority_of_a_pending_job_has_every_factor(world, client_for):
     job = submit(world.alice, world.lab)
     body = client_for(world.alice).get(f"/api/v1/jobs/{job.id}/priority/").json()
-    assert set(body) == {"job_id", "total", "age", "fairshare", "jobsize", "qos", "nice"}
-    assert body["total"] == pytest.approx(
-        body["age"] + body["fairshare"] + body["jobsize"] + body["qos"] - body["nice"]
-    )
+    assert set(body) == {"job_id", "total", "age", "fairshare", "jobsize", "qos", "nice", "shortness", "stretch"}
+    parts = body["age"] + body["fairshare"] + body["jobsize"] + body["qos"] + body["shortness"] + body["stretch"]
+    assert body["total"] == pytest.approx(parts - body["nice"])
+    assert body["shortness"] == body["stretch"] == 0  # off by default, as in Slurm
+
+
+def test_with_the_overload_weights_the_priority_shows_shortness_and_stretch(world, client_for, settings):
+    settings.PRIORITY_WEIGHT_SHORTNESS = 1000
+    settings.PRIORITY_WEIGHT_STRETCH = 1000
+    job = submit(world.alice, world.lab)
+    Job.objects.filter(pk=job.pk).update(submitted_at=timezone.now() - timedelta(hours=3))
+    body = client_for(world.alice).get(f"/api/v1/jobs/{job.id}/priority/").json()
+    assert body["shortness"] > 0
+    assert body["stretch"] == 1000  # waited 3 h, past 2 x its 1 h walltime (no history yet): full
+    page = client_for(world.alice).get(f"/jobs/{job.id}/").content.decode()
+    assert "<th>Shortness</th>" in page and "<th>Stretch</th>" in page
 
 
 def test_priority_is_private_like_the_job(world, client_for):
