@@ -602,7 +602,7 @@ class PriorityBreakdownSerializer(serializers.Serializer):
     qos = serializers.FloatField()
     nice = serializers.IntegerField()
     shortness = serializers.FloatField(help_text="Expected to be short (0 unless PRIORITY_WEIGHT_SHORTNESS).")
-    stretch = serializers.FloatField(help_text="Waited long for its expected run time (0 unless PRIORITY_WEIGHT_STRETCH).")
+    stretch = serializers.FloatField(help_text="Waited long for its expected run (0 unless PRIORITY_WEIGHT_STRETCH).")
 
 
 class ShareRowSerializer(serializers.Serializer):

@@ -11,9 +11,9 @@ from django.utils import timezone
 from scheduler.config import current_config
 from scheduler.core.fairshare import ShareRow, fair_tree_factors, sshare
 from scheduler.core.priority import PriorityBreakdown, cluster_gpu_count, job_priority
-from scheduler.tick.history import load_runtime_ratios
 from scheduler.jobs.request import pending_job
 from scheduler.models import Job
+from scheduler.tick.history import load_runtime_ratios
 from scheduler.tick.snapshot import load_fairshare_tree, load_nodes, load_qos_priorities
 from scheduler.tick.usage import current_usage
 

@@ -340,8 +340,8 @@ def replay(
             lost_gpu_s += runs.evict(eviction.victim_id, t, victim.gpus)
             enqueue(replace(requests[eviction.victim_id], attained_gpu_s=runs.attained[eviction.victim_id]))
         for start in decisions.starts:
-            request = pending.pop(start.job_id, None)
-            if request is None:
+            waited = pending.pop(start.job_id, None)
+            if waited is None:
                 raise SimulationError(f"policy started job {start.job_id}, which is not pending at t={t}")
             if queue is not None:
                 queue.remove(start.job_id)
@@ -355,7 +355,7 @@ def replay(
                 walltime_seconds=job.walltime_s,
                 account=job.account,
                 user=job.account,
-                attained_gpu_s=request.attained_gpu_s,
+                attained_gpu_s=waited.attained_gpu_s,
             )
             heapq.heappush(ends, (end, start.job_id))
             end_of[start.job_id] = end

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -164,7 +165,7 @@ def test_with_explain_a_kept_queue_gives_every_job_its_reason_and_blockers(world
 
 def test_jobs_that_differ_in_anything_but_identity_and_age_are_in_different_classes() -> None:
     job = pending(1, gpus_per_node=2, walltime_seconds=600, account="x")
-    other_values = {
+    other_values: dict[str, Any] = {
         "nodes": 2,
         "gpus_per_node": 4,
         "cpu_millis_per_node": 5,
