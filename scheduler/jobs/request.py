@@ -18,11 +18,12 @@ from scheduler.models import Job
 
 #: The ``PendingJob`` fields that are not part of a request: the job's identity and
 #: bookkeeping (who submitted it, when, charged to which account, in which QOS), which
-#: :data:`PENDING_VALUES` reads beside the request, and, for a task of a job array, its
-#: array and throttle. Every other ``PendingJob`` field is
-#: a request field (a test checks it).
+#: :data:`PENDING_VALUES` reads beside the request, for a task of a job array, its
+#: array and throttle, and the service earlier attempts had (the tick adds it, see
+#: ``scheduler.tick.history``). Every other ``PendingJob`` field is a request field
+#: (a test checks it).
 NOT_REQUEST_FIELDS: frozenset[str] = frozenset(
-    {"id", "submitted_at", "account", "user", "qos", "array_job", "array_limit"}
+    {"id", "submitted_at", "account", "user", "qos", "array_job", "array_limit", "attained_gpu_s"}
 )
 
 #: The ``Job`` fields that make up a request, each also a ``PendingJob`` field.
