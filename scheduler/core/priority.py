@@ -180,7 +180,8 @@ def job_priority(
     missing gets 0.0. Raises ``ValueError`` if the job's fair-share factor is outside
     ``[0, 1]``.
     """
-    calculator = PriorityCalculator(
+    (breakdown,) = priority_breakdowns(
+        [job],
         now=now,
         weights=weights,
         fairshare=fairshare,
@@ -188,7 +189,7 @@ def job_priority(
         cluster_gpus=cluster_gpus,
         runtime_ratios=runtime_ratios,
     )
-    return calculator.breakdown(job)
+    return breakdown
 
 
 class PriorityCalculator:

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import fields
 from datetime import datetime
 
+from scheduler.core.placement import request_shape
 from scheduler.core.priority import PriorityBreakdown, PriorityCalculator
 from scheduler.core.types import PendingJob, Snapshot
 
@@ -50,24 +51,16 @@ def service_level(attained_gpu_s: int, levels: tuple[int, ...]) -> int:
 
 
 def class_key(job: PendingJob, levels: tuple[int, ...] = ()) -> tuple[object, ...]:
-    """The class of ``job``: every field in :data:`CLASS_FIELDS`, and its service level."""
+    """The class of ``job``: every field in :data:`CLASS_FIELDS` (its request shape and
+    the rest), and its service level."""
     return (
-        job.nodes,
-        job.gpus_per_node,
-        job.cpu_millis_per_node,
-        job.memory_mib_per_node,
-        job.gpu_model,
-        job.min_gpu_memory_mib,
-        job.min_compute_capability,
+        *request_shape(job),
         job.walltime_seconds,
         job.account,
         job.user,
         job.qos,
         job.nice,
         job.dependencies,
-        job.gpu_share,
-        job.gpu_memory_mib_share,
-        job.node_labels,
         job.array_job,
         job.array_limit,
         job.reservation,

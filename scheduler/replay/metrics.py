@@ -97,6 +97,7 @@ def measure(result: Replay) -> Metrics:
     by_account: dict[str, list[float]] = {}
     for record, slowdown in zip(records, slowdowns, strict=True):
         by_account.setdefault(record.job.account, []).append(slowdown)
+    account_means = [statistics.fmean(s) for s in by_account.values()]
     return Metrics(
         jobs=len(records),
         timeouts=sum(1 for r in records if r.timed_out),
@@ -113,9 +114,8 @@ def measure(result: Replay) -> Metrics:
         avg_bounded_slowdown=statistics.fmean(slowdowns),
         makespan_s=float(makespan),
         utilization=gpu_seconds / (result.capacity_gpus * makespan) if makespan > 0 else 1.0,
-        jain_fairness=jain_index(statistics.fmean(s) for s in by_account.values()),
-        worst_account_slowdown_ratio=max(statistics.fmean(s) for s in by_account.values())
-        / statistics.fmean(slowdowns),
+        jain_fairness=jain_index(account_means),
+        worst_account_slowdown_ratio=max(account_means) / statistics.fmean(slowdowns),
         preemptions=result.preemptions,
         lost_gpu_s=float(result.lost_gpu_s),
     )
