@@ -287,8 +287,8 @@ PRIORITY_MAX_AGE_DAYS = env_float("PRIORITY_MAX_AGE_DAYS", 7, minimum=0.001)
 PRIORITY_FAVOR_SMALL = env_bool("PRIORITY_FAVOR_SMALL", True)
 #: For overloaded clusters (off by default, as in Slurm): favour jobs expected to be
 #: short (their walltime times what their user's last ended jobs ran of theirs), and
-#: lift a job that has waited PRIORITY_STRETCH_TARGET times its expected run time.
-#: The replay's short-* policies use 200000, 200000 and 2.
+#: lift a job that has waited PRIORITY_STRETCH_TARGET times its walltime. The replay's
+#: stretch-las-preempt uses stretch 2000000 and target 20.
 PRIORITY_WEIGHT_SHORTNESS = env_float("PRIORITY_WEIGHT_SHORTNESS", 0, minimum=0)
 PRIORITY_WEIGHT_STRETCH = env_float("PRIORITY_WEIGHT_STRETCH", 0, minimum=0)
 PRIORITY_STRETCH_TARGET = env_float("PRIORITY_STRETCH_TARGET", 2, minimum=0.001)

@@ -19,10 +19,13 @@ nice value (https://slurm.schedmd.com/priority_multifactor.html)::
   cuts the mean completion time, and what keeps the slowdowns of teams with short and
   with long jobs alike.
 * ``stretch`` (not in Slurm): how far the job's wait has come toward ``stretch_target``
-  times its expected run time, capped at 1 (:func:`stretch_factor`). Shortness alone
-  would make long jobs absorb all of an overload; this lifts a job whose slowdown is
-  growing past the target above fresh short jobs, so every team's slowdown stays near
-  it (Tiresias promotes starving jobs in the same spirit).
+  times its walltime, capped at 1 (:func:`stretch_factor`). Shortness alone would make
+  long jobs absorb all of an overload; this lifts a job whose wait is growing past the
+  target above fresh short jobs, so every team's slowdown stays near it (Tiresias
+  promotes starving jobs in the same spirit). It measures against the walltime the
+  user asked for, not the predicted run time: measured on the Philly window, the
+  predicted times lowered Jain's index at 40 x 8 GPUs from 0.871 to 0.717 (a team
+  whose jobs end early would be lifted later and wait longer).
 
 Partition and TRES factors are not modelled. Unlike Slurm, totals stay floats (Slurm
 truncates to a 32-bit integer and floors at 1), so small fair-share differences still
@@ -62,7 +65,7 @@ class PriorityWeights:
     #: Weight of :func:`shortness_factor` (0: off, as in Slurm) and its horizon.
     shortness: float = 0.0
     shortness_horizon: timedelta = DEFAULT_SHORTNESS_HORIZON
-    #: Weight of :func:`stretch_factor` (0: off) and the slowdown it aims at.
+    #: Weight of :func:`stretch_factor` (0: off) and the wait, in walltimes, it aims at.
     stretch: float = 0.0
     stretch_target: float = 2.0
 
@@ -77,6 +80,12 @@ class PriorityWeights:
             raise ValueError(f"stretch_target must be a finite number > 0, got {self.stretch_target!r}")
         if self.shortness_horizon <= timedelta(0):
             raise ValueError(f"shortness_horizon must be positive, got {self.shortness_horizon}")
+
+    @property
+    def expects_run_times(self) -> bool:
+        """Whether a factor needs expected run times (``Snapshot.runtime_ratios``): only
+        shortness does (stretch counts in walltimes)."""
+        return bool(self.shortness)
 
 
 @dataclass(slots=True)
@@ -139,15 +148,15 @@ def shortness_factor(expected_s: float, horizon_s: float) -> float:
     return 1.0 - math.log1p(expected_s) / math.log1p(horizon_s)
 
 
-#: Expected run times shorter than this count as this long in the stretch factor (the
-#: 10 s floor of bounded slowdown): a job expected to take a second still waits a little.
+#: Walltimes shorter than this count as this long in the stretch factor (the 10 s floor
+#: of bounded slowdown): a job asking for a second still waits a little.
 STRETCH_FLOOR_S = 10.0
 
 
-def stretch_factor(waited_s: float, expected_s: float, target: float) -> float:
-    """``min(1, waited / (target * expected))``: 1 once a job has waited ``target`` times
-    its expected run time (at least :data:`STRETCH_FLOOR_S`)."""
-    return min(1.0, max(waited_s, 0.0) / (target * max(expected_s, STRETCH_FLOOR_S)))
+def stretch_factor(waited_s: float, walltime_s: float, target: float) -> float:
+    """``min(1, waited / (target * walltime))``: 1 once a job has waited ``target`` times
+    the walltime it asked for (at least :data:`STRETCH_FLOOR_S`)."""
+    return min(1.0, max(waited_s, 0.0) / (target * max(walltime_s, STRETCH_FLOOR_S)))
 
 
 def expected_ratio(ratios: Mapping[tuple[str, str], float], account: str, user: str) -> float:
@@ -215,8 +224,8 @@ class PriorityCalculator:
         self.now = now
         self.runtime_ratios = runtime_ratios or {}
         self.horizon = weights.shortness_horizon.total_seconds()
-        #: (account, user, walltime) -> (expected run time, weighted shortness)
-        self.expectations: dict[tuple[str, str, int], tuple[float, float]] = {}
+        #: (account, user, walltime) -> weighted shortness
+        self.shortness_parts: dict[tuple[str, str, int], float] = {}
         self.weights = weights
         self.fairshare = fairshare
         self.qos_priorities = qos_priorities
@@ -248,16 +257,17 @@ class PriorityCalculator:
             )
         waited = (self.now - job.submitted_at).total_seconds()
         shortness = stretch = 0.0
-        if weights.shortness or weights.stretch:
+        if weights.shortness:
             expected_key = (job.account, job.user, job.walltime_seconds)
-            expectation = self.expectations.get(expected_key)
-            if expectation is None:
+            cached = self.shortness_parts.get(expected_key)
+            if cached is None:
                 expected = job.walltime_seconds * expected_ratio(self.runtime_ratios, job.account, job.user)
-                expectation = (expected, weights.shortness * shortness_factor(expected, self.horizon))
-                self.expectations[expected_key] = expectation
-            shortness = expectation[1]
-            if weights.stretch:
-                stretch = weights.stretch * stretch_factor(waited, expectation[0], weights.stretch_target)
+                cached = self.shortness_parts[expected_key] = weights.shortness * shortness_factor(
+                    expected, self.horizon
+                )
+            shortness = cached
+        if weights.stretch:
+            stretch = weights.stretch * stretch_factor(waited, job.walltime_seconds, weights.stretch_target)
         max_age = self.max_age
         age = weights.age * (min(max(waited, 0.0), max_age) / max_age)
         total = age + fairshare_part + jobsize + qos + shortness + stretch - job.nice

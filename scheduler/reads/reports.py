@@ -39,5 +39,5 @@ def priority_of(job: Job, now: datetime | None = None) -> PriorityBreakdown | No
         fairshare=factors,
         qos_priorities=load_qos_priorities(),
         cluster_gpus=cluster_gpu_count(load_nodes()),
-        runtime_ratios=load_runtime_ratios() if weights.shortness or weights.stretch else None,
+        runtime_ratios=load_runtime_ratios() if weights.expects_run_times else None,
     )

@@ -18,12 +18,12 @@ from scheduler.core.types import Allocation, Limits, NodeView, PendingJob, Polic
 from scheduler.replay.trace import EPOCH, SimulationError, TraceJob, request_for
 
 #: Shortness and stretch (see ``scheduler.core.priority``) over fair-share: jobs
-#: expected to be short go first, and a job whose wait passes twice its expected run
-#: time catches up with them.
+#: expected to be short go first, and a job whose wait passes twice its walltime
+#: catches up with them.
 SHORT_FIRST = PriorityWeights(shortness=200_000, stretch=200_000, stretch_target=2.0)
-#: Stretch alone, far above fair-share and rising until a wait of 20 expected run
-#: times: the job whose slowdown so far is highest goes first (highest response ratio
-#: next), which keeps every team's slowdown alike under overload.
+#: Stretch alone, far above fair-share and rising until a wait of 20 walltimes: the job
+#: whose wait is longest for what it asked goes first (highest response ratio next),
+#: which keeps every team's slowdown alike under overload.
 STRETCH_FIRST = PriorityWeights(stretch=2_000_000, stretch_target=20.0)
 
 #: Policies by name: strict-order FIFO, FIFO with EASY backfill, multifactor priority
@@ -271,7 +271,7 @@ def replay(
 
     usage = _UsageBook(jobs, accounts) if policy.priority is not None else None
     #: Learns from jobs as they end, so a cycle sees only what had ended before it.
-    predictor = RuntimePredictor() if policy.priority is not None and policy.priority.shortness else None
+    predictor = RuntimePredictor() if policy.priority is not None and policy.priority.expects_run_times else None
     runs = _Runs(len(jobs), restart)
     allocations: list[tuple[Allocation, ...]] = [()] * len(jobs)
     pending: dict[int, PendingJob] = {}

@@ -285,7 +285,7 @@ def with_policy_inputs(
         extra.update(usage=usage(), fairshare_tree=load_fairshare_tree())
     if policy.preemption:
         extra["qos_preempts"] = load_qos_preemption()
-    if policy.priority is not None and (policy.priority.shortness or policy.priority.stretch):
+    if policy.priority is not None and policy.priority.expects_run_times:
         extra["runtime_ratios"] = load_runtime_ratios()
     if policy.service_levels:
         extra.update(with_attained_service(snapshot))

@@ -54,11 +54,11 @@ def test_shortness_is_1_for_an_instant_job_0_from_the_horizon_and_log_scaled_bet
     assert one == pytest.approx(1 - math.log1p(H) / math.log1p(week))
 
 
-def test_stretch_grows_with_the_wait_over_target_times_the_expected_run_time_up_to_1() -> None:
+def test_stretch_grows_with_the_wait_over_target_times_the_walltime_up_to_1() -> None:
     assert stretch_factor(0, H, 2.0) == 0.0
     assert stretch_factor(H, H, 2.0) == 0.5
     assert stretch_factor(5 * H, H, 2.0) == 1.0
-    assert stretch_factor(10, 0, 2.0) == 0.5  # expected run times count as at least 10 s
+    assert stretch_factor(10, 0, 2.0) == 0.5  # walltimes count as at least 10 s
 
 
 def test_a_short_job_outranks_a_long_one_until_the_long_one_has_waited_its_stretch() -> None:
@@ -74,9 +74,10 @@ def test_a_short_job_outranks_a_long_one_until_the_long_one_has_waited_its_stret
 
     fresh_short, fresh_long, waited_long = priority(1, 60), priority(24, 60), priority(24, 0)
     assert fresh_short.stretch == fresh_long.stretch == 0
-    assert fresh_short.total > fresh_long.total  # shorter first...
-    assert waited_long.stretch == 1000  # ...until 60 h of waiting passed 2 x 6 h
+    assert fresh_short.total > fresh_long.total  # shorter (by 1 h x 0.25 against 6 h) first...
+    assert waited_long.stretch == 1000  # ...until 60 h of waiting passed 2 x its 24 h walltime
     assert waited_long.total > fresh_short.total
+    assert priority(24, 20).stretch == pytest.approx(1000 * 40 / 48)  # stretch counts walltimes, not predictions
 
 
 def test_weights_refuse_a_negative_shortness_or_a_non_positive_stretch_target() -> None:
