@@ -29,7 +29,10 @@ interpreted; ``QM_NATIVE_CORE=off`` times the interpreted one, see
   PostgreSQL, the dead rows vacuumed (untimed), so every run starts from the same state.
 - ``tick_full_steady_ms``: the median of ``--repeat`` consecutive ticks after that,
   without a reset: what a running scheduler pays per tick once reasons are written
-  (context ``started_per_tick``).
+  (context ``started_per_tick``), with what Python's cycle collector ran right after
+  each, outside the tick (``collector_ms_per_tick``, see ``CollectorTime``). The
+  ticks run in this one process, which keeps its views and books between them
+  (``scheduler.tick.kept``, ``scheduler.core.carry``) as the scheduler's does.
 
 Why dispatch is stubbed, and how: ``run_tick`` registers one ``transaction.on_commit``
 callback per started job, which hands the job to its backend. There is no backend here
@@ -44,6 +47,7 @@ an outer ``atomic()`` instead would have skipped the commit, which is part of th
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from contextlib import nullcontext
@@ -90,6 +94,29 @@ class QueryCounter:
     def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         self.count += 1
         return execute(sql, params, many, context)
+
+
+class CollectorTime:
+    """Time Python's cycle collector runs while inside (``gc.callbacks``). A tick pauses
+    the collector (``scheduler.tick.run.collector_paused``); what it defers runs right
+    after it, outside the tick's wall time, and is reported beside it."""
+
+    def __init__(self) -> None:
+        self.ms = 0.0
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.ms += (time.perf_counter() - self._began) * 1000
+
+    def __enter__(self) -> CollectorTime:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
 
 
 def as_arrays(size: int) -> None:
@@ -248,11 +275,12 @@ def main(argv: list[str] | None = None) -> int:
             # 4. Steady state: consecutive ticks after that one, as a running scheduler
             # sees them (pending reasons already written, capacity partly used).
             steady, steady_started = [], []
-            for _ in range(args.repeat):
-                t0 = time.perf_counter()
-                later = run_tick()
-                steady.append((time.perf_counter() - t0) * 1000)
-                steady_started.append(len(later.started))
+            with CollectorTime() as collector:
+                for _ in range(args.repeat):
+                    t0 = time.perf_counter()
+                    later = run_tick()
+                    steady.append((time.perf_counter() - t0) * 1000)
+                    steady_started.append(len(later.started))
         emit(
             "tick_full_ms",
             median_ms(walls),
@@ -269,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             "ms",
             clock="wall, incl. commit; dispatch stubbed",
             started_per_tick=steady_started,
+            each_ms=[round(ms) for ms in steady],
+            collector_ms_per_tick=round(collector.ms / args.repeat, 1),
             **context,
         )
     log(f"tick benchmark finished in {time.perf_counter() - began:.1f}s")

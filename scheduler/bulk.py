@@ -34,55 +34,121 @@ def update_rows(
         return 0
     if not columns:  # one value for all: the ORM's own UPDATE is as good
         return model._default_manager.filter(pk__in=ids, **(where or {})).update(**(same or {}))
-    for name, values in columns.items():
-        if len(values) != len(ids):
-            raise ValueError(f"{name}: {len(values)} values for {len(ids)} rows")
-    meta = model._meta
-    table = connection.ops.quote_name(meta.db_table)
-    pk = connection.ops.quote_name(meta.pk.column if meta.pk and meta.pk.column else "id")
-    fields: dict[str, models.Field[Any, Any]] = {}
-    for name in [*columns, *(same or {}), *(where or {})]:
-        field = meta.get_field(name)
-        if not isinstance(field, models.Field) or not field.column:
-            raise ValueError(f"{model.__name__}.{name} is not a column")
-        fields[name] = field
-
-    def column(name: str) -> str:
-        return connection.ops.quote_name(str(fields[name].column))
-
-    def prepared(name: str, value: object) -> Any:
-        return fields[name].get_db_prep_save(value, connection)
-
-    fixed_sql = [f"{column(name)} = %s" for name in same or {}]
-    fixed = [prepared(name, value) for name, value in (same or {}).items()]
-    guard_sql = [f"{column(name)} = %s" for name in where or {}]
-    guard = [prepared(name, value) for name, value in (where or {}).items()]
+    update = _Update(model, ids, columns, same, where)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            sources, sets = ["unnest(%s::bigint[])"], []
-            params: list[Any] = [list(ids)]
-            for i, name in enumerate(columns):
-                field = fields[name]
-                if isinstance(field, models.JSONField):
-                    # One JSON document for the whole column: a text[] of JSON values made
-                    # psycopg escape every quote of every value in Python (~50 us a row).
-                    sources.append("jsonb_array_elements(%s::jsonb)")
-                    params.append(json.dumps(list(columns[name]), cls=field.encoder))
-                else:
-                    sources.append(f"unnest(%s::{field.db_type(connection)}[])")
-                    params.append([prepared(name, v) for v in columns[name]])
-                sets.append(f"{column(name)} = row.c{i}")
-            names = ", ".join(f"c{i}" for i in range(len(columns)))
-            sql = (
-                f"UPDATE {table} AS t SET {', '.join(sets + fixed_sql)} "
-                f"FROM ROWS FROM ({', '.join(sources)}) AS row(id, {names}) "
-                f"WHERE t.{pk} = row.id" + "".join(f" AND t.{g}" for g in guard_sql)
-            )
-            cursor.execute(sql, [*fixed, *params, *guard])  # in the order of the placeholders
+            sql, params = update.postgres()
+            cursor.execute(sql, params)
             return int(cursor.rowcount)
-        else:
-            sets = [f"{column(name)} = %s" for name in columns] + fixed_sql
-            sql = f"UPDATE {table} SET {', '.join(sets)} WHERE {pk} = %s" + "".join(f" AND {g}" for g in guard_sql)
-            per_row = zip(*([prepared(name, v) for v in values] for name, values in columns.items()), strict=True)
-            cursor.executemany(sql, [(*row, *fixed, row_id, *guard) for row_id, row in zip(ids, per_row, strict=True)])
-            return int(cursor.rowcount)  # summed over the rows by sqlite3
+        sql, rows = update.per_row()
+        cursor.executemany(sql, rows)
+        return int(cursor.rowcount)  # summed over the rows by sqlite3
+
+
+def update_versioned_rows(
+    model: type[models.Model],
+    ids: Sequence[int],
+    versions: Sequence[str],
+    columns: Mapping[str, Sequence[object]],
+    *,
+    where: Mapping[str, object] | None = None,
+) -> list[tuple[int, str, *tuple[Any, ...]]]:
+    """:func:`update_rows` on PostgreSQL, only on the rows still at the version given
+    for each (``scheduler.tick.kept.row_version``: a row written since, by anyone, is
+    left alone). Returns, per row updated, its id, its new version and the new values
+    of ``columns`` as the database prints them (text)."""
+    if not ids:
+        return []
+    if len(versions) != len(ids):
+        raise ValueError(f"{len(versions)} versions for {len(ids)} rows")
+    update = _Update(model, ids, columns, None, where)
+    sql, params = update.postgres(versions)
+    sql += f" RETURNING t.{update.pk}, {_VERSION}, " + ", ".join(f"t.{update.column(name)}::text" for name in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [tuple(row) for row in cursor.fetchall()]
+
+
+def row_version_sql(table: str) -> str:
+    """A row's version on PostgreSQL, as text: ``xmin:ctid`` (which transaction wrote
+    this version of the row, and where it lies; see ``scheduler.tick.kept`` for why the
+    pair). ``table``: the table's name or alias in the statement, quoted as needed."""
+    return f"{table}.xmin::text || ':' || {table}.ctid::text"
+
+
+_VERSION = row_version_sql("t")
+
+
+class _Update:
+    """The statement of one :func:`update_rows` call."""
+
+    def __init__(
+        self,
+        model: type[models.Model],
+        ids: Sequence[int],
+        columns: Mapping[str, Sequence[object]],
+        same: Mapping[str, object] | None,
+        where: Mapping[str, object] | None,
+    ) -> None:
+        for name, values in columns.items():
+            if len(values) != len(ids):
+                raise ValueError(f"{name}: {len(values)} values for {len(ids)} rows")
+        meta = model._meta
+        self.ids, self.columns, self.same, self.where = ids, columns, same or {}, where or {}
+        self.table = connection.ops.quote_name(meta.db_table)
+        self.pk = connection.ops.quote_name(meta.pk.column if meta.pk and meta.pk.column else "id")
+        self.fields: dict[str, models.Field[Any, Any]] = {}
+        for name in [*columns, *self.same, *self.where]:
+            field = meta.get_field(name)
+            if not isinstance(field, models.Field) or not field.column:
+                raise ValueError(f"{model.__name__}.{name} is not a column")
+            self.fields[name] = field
+        self.fixed_sql = [f"{self.column(name)} = %s" for name in self.same]
+        self.fixed = [self.prepared(name, value) for name, value in self.same.items()]
+        self.guard_sql = [f"{self.column(name)} = %s" for name in self.where]
+        self.guard = [self.prepared(name, value) for name, value in self.where.items()]
+
+    def column(self, name: str) -> str:
+        return connection.ops.quote_name(str(self.fields[name].column))
+
+    def prepared(self, name: str, value: object) -> Any:
+        return self.fields[name].get_db_prep_save(value, connection)
+
+    def postgres(self, versions: Sequence[str] | None = None) -> tuple[str, list[Any]]:
+        """One ``UPDATE ... FROM ROWS FROM (unnest(...), ...)``: an array per column
+        (and, with ``versions``, only on rows still at those versions)."""
+        sources, sets = ["unnest(%s::bigint[])"], []
+        params: list[Any] = [list(self.ids)]
+        for i, (name, values) in enumerate(self.columns.items()):
+            field = self.fields[name]
+            if isinstance(field, models.JSONField):
+                # One JSON document for the whole column: a text[] of JSON values made
+                # psycopg escape every quote of every value in Python (~50 us a row).
+                sources.append("jsonb_array_elements(%s::jsonb)")
+                params.append(json.dumps(list(values), cls=field.encoder))
+            else:
+                sources.append(f"unnest(%s::{field.db_type(connection)}[])")
+                params.append([self.prepared(name, v) for v in values])
+            sets.append(f"{self.column(name)} = row.c{i}")
+        names = [f"c{i}" for i in range(len(self.columns))]
+        guards = [f"t.{g}" for g in self.guard_sql]
+        if versions is not None:
+            sources.append("unnest(%s::text[])")
+            params.append(list(versions))
+            names.append("version")
+            guards.append(f"({_VERSION}) = row.version")
+        sql = (
+            f"UPDATE {self.table} AS t SET {', '.join(sets + self.fixed_sql)} "
+            f"FROM ROWS FROM ({', '.join(sources)}) AS row(id, {', '.join(names)}) "
+            f"WHERE t.{self.pk} = row.id" + "".join(f" AND {g}" for g in guards)
+        )
+        return sql, [*self.fixed, *params, *self.guard]  # in the order of the placeholders
+
+    def per_row(self) -> tuple[str, list[tuple[Any, ...]]]:
+        """One prepared statement, and its parameters per row (SQLite, in-process)."""
+        sets = [f"{self.column(name)} = %s" for name in self.columns] + self.fixed_sql
+        sql = f"UPDATE {self.table} SET {', '.join(sets)} WHERE {self.pk} = %s" + "".join(
+            f" AND {g}" for g in self.guard_sql
+        )
+        per_row = zip(*([self.prepared(name, v) for v in values] for name, values in self.columns.items()), strict=True)
+        return sql, [(*row, *self.fixed, row_id, *self.guard) for row_id, row in zip(self.ids, per_row, strict=True)]

@@ -29,10 +29,3 @@ def parsed(text: str | None, default: Any) -> Any:
     if text is None or text in _EMPTY:
         return copy.copy(default)  # a fresh [] or {}: callers may keep it
     return json.loads(text)
-
-
-def same(text: str | None, value: Any) -> bool:
-    """Whether the stored JSON ``text`` holds ``value`` (parsed to compare: the database
-    prints JSON its own way, PostgreSQL's jsonb with keys ordered by length, and
-    reproducing that in Python cost more than the C parser)."""
-    return text is not None and json.loads(text) == value

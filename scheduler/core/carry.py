@@ -155,3 +155,26 @@ class Carry:
             self._held[start.job_id] = start.allocations
             self._count(start.allocations, 1)
         self._ledger, self._lent = self._lent, None
+
+
+def holds_each_gpu_once(running: tuple[RunningJob, ...]) -> bool:
+    """Whether no GPU is held whole by two running jobs, or whole by one and shared by
+    another: what a :class:`Carry` needs to bring its ledger up to date by differences
+    (a whole GPU is a flag, and a flag given back by one of two holders would read
+    free). A replay's snapshots always are; a live one is unless the records are wrong."""
+    whole: set[tuple[str, int]] = set()
+    shared: set[tuple[str, int]] = set()
+    for job in running:
+        for allocation in job.allocations:
+            node = allocation.node
+            for index in allocation.gpu_indices:
+                key = (node, index)
+                if allocation.gpu_share:
+                    if key in whole:
+                        return False
+                    shared.add(key)
+                elif key in whole or key in shared:
+                    return False
+                else:
+                    whole.add(key)
+    return True

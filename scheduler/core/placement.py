@@ -360,14 +360,17 @@ class Ledger:
         fewest free GPUs, then the first by name.
 
         Each distinct node state is scored once per request shape while the scorer's
-        mix stays (``Scorer.options_for``). Without reservations or labels in the way,
-        the nodes' scores for a request shape are kept in a heap that only the nodes
-        changed since (by starts, ends, evictions) are pushed into again, so a cycle's
-        hundredth start of a shape costs a few heap operations, not a look at every node.
+        mix stays (``Scorer.options_for``). Without labels in the way, the nodes' scores
+        for a request shape are kept in a heap that only the nodes changed since (by
+        starts, ends, evictions) are pushed into again, so a cycle's hundredth start of
+        a shape costs a few heap operations, not a look at every node. Nodes where
+        reservations hold something back (``held``: a few) are scored on what they
+        leave and compared with the best of the heap's other nodes: the same choice a
+        look at every node makes (ranks are unique: they end with the node's position).
         """
-        if held or job.node_labels or (self.whole_cpus_only and job.picks_nodes):
-            best: tuple[Rank, NodeCapacity, tuple[GpuState, ...]] | None = None
-            scores = scorer.options_for(request_shape(job))
+        best: tuple[Rank, NodeCapacity, tuple[GpuState, ...]] | None = None
+        scores = scorer.options_for(request_shape(job))
+        if job.node_labels or (self.whole_cpus_only and job.picks_nodes):
             for capacities in self.by_cluster.values():
                 for capacity in capacities:
                     hold = held.get(capacity.node.name) if held else None
@@ -375,8 +378,17 @@ class Ledger:
                     if scored is not None and (best is None or scored[0] < best[0]):
                         best = (scored[0], capacity, scored[1])
             return None if best is None else _start(job, best[1], best[2], held)
-        entry = self._ranked(job, scorer)
-        return None if entry is None else _start(job, entry[2], entry[3], None)
+        entry = self._ranked(job, scorer, held)
+        if entry is not None:
+            best = (entry[0], entry[2], entry[3])
+        for name, hold in held.items() if held else ():
+            found = self.by_name.get(name)
+            if found is None:
+                continue
+            scored = self._score(job, found, scores, scorer, hold)
+            if scored is not None and (best is None or scored[0] < best[0]):
+                best = (scored[0], found, scored[1])
+        return None if best is None else _start(job, best[1], best[2], held)
 
     def _score(
         self,
@@ -414,9 +426,12 @@ class Ledger:
         rank = (equal_within_tolerance(option[0]), len(node.gpus), node.cpu_millis, whole_free, capacity.position)
         return rank, option[1]
 
-    def _ranked(self, job: PendingJob, scorer: Scorer) -> RankedNode | None:
+    def _ranked(
+        self, job: PendingJob, scorer: Scorer, held: Mapping[str, Allocation] | None = None
+    ) -> RankedNode | None:
         """The best node for ``job`` from its request shape's heap, brought up to date
-        with the nodes changed since it was last used (see :meth:`_place_scored`)."""
+        with the nodes changed since it was last used (see :meth:`_place_scored`), or
+        the best but those named in ``held``."""
         if self._queues_scorer is not scorer:
             self._queues.clear()
             self._log.clear()
@@ -440,12 +455,20 @@ class Ledger:
                     heapq.heappush(queue.entries, (scored[0], capacity.version, capacity, scored[1]))
             queue.synced = len(self._log)
         entries = queue.entries
+        passed: list[RankedNode] = []  # current entries of held nodes, put back below
+        found: RankedNode | None = None
         while entries:
             top = entries[0]
-            if top[1] == top[2].version:
-                return top
-            heapq.heappop(entries)  # the node changed since: its fresh entry is in the heap
-        return None
+            if top[1] != top[2].version:
+                heapq.heappop(entries)  # the node changed since: its fresh entry is in the heap
+            elif held and top[2].node.name in held:
+                passed.append(heapq.heappop(entries))
+            else:
+                found = top
+                break
+        for entry in passed:
+            heapq.heappush(entries, entry)
+        return found
 
     def commit(self, start: Start) -> None:
         """Mark a start's GPUs, CPUs and memory as taken."""
@@ -530,8 +553,10 @@ class IdleCluster:
     """
 
     def __init__(self, nodes: Iterable[NodeView]) -> None:
-        self._ledger = Ledger(nodes)
+        self._nodes = tuple(nodes)
+        self._ledger = Ledger(self._nodes)
         self._answers: dict[tuple[object, ...], bool] = {}
+        self._holders: dict[tuple[object, ...], frozenset[str]] = {}
 
     @classmethod
     def shared(cls, nodes: tuple[NodeView, ...]) -> IdleCluster:
@@ -550,6 +575,28 @@ class IdleCluster:
         if answer is None:
             answer = self._answers[shape] = self._ledger.first_fit(job) is not None
         return answer
+
+    def holders(self, job: PendingJob, shape: tuple[object, ...]) -> frozenset[str]:
+        """The names of the nodes (schedulable or not) that could hold one node's share
+        of ``job`` were they idle (see :func:`could_hold`); ``shape`` is its
+        ``request_shape``. Kept per shape, as long as the cluster is kept: a full
+        cluster's reasons ask it for every waiting request shape on every tick."""
+        names = self._holders.get(shape)
+        if names is None:
+            names = self._holders[shape] = frozenset(n.name for n in self._nodes if could_hold(n, job))
+        return names
+
+
+def could_hold(node: NodeView, job: PendingJob) -> bool:
+    """Whether ``node`` could hold one node's share of ``job`` were it idle: it carries
+    the labels, enough GPUs of the kind asked for, and enough CPUs and memory."""
+    if node.cpu_millis < job.cpu_millis_per_node or node.memory_mib < job.memory_mib_per_node:
+        return False
+    if job.picks_nodes and not job.fits_node(node):
+        return False
+    if not job.gpus_per_node:
+        return True
+    return sum(1 for gpu in node.gpus if job.accepts(gpu)) >= job.gpus_per_node
 
 
 _last_cluster: tuple[tuple[NodeView, ...], IdleCluster] | None = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from scheduler.core.arrays import ArrayThrottle
@@ -109,7 +110,7 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
             elif shape in free_now:
                 short = free_now[shape]
             else:
-                short = free_now[shape] = _resources(job, c.ledger)
+                short = free_now[shape] = _resources(job, c.ledger, c.idle.holders(job, shape))
             if short is not None:
                 own = reserved.get(job.id) if reserved else None
                 if own is not None:
@@ -253,8 +254,13 @@ def constraint_text(job: PendingJob) -> str:
     return " ".join(parts)
 
 
-def _resources(job: PendingJob, ledger: Ledger) -> Blocker | None:
-    """``None`` if the job fits the free capacity now, else how far it is from fitting."""
+def _resources(job: PendingJob, ledger: Ledger, holders: AbstractSet[str]) -> Blocker | None:
+    """``None`` if the job fits the free capacity now, else how far it is from fitting.
+
+    Only nodes that could hold the job were they idle (``holders``: see
+    ``IdleCluster.holders``) are "closest to fitting": a node of another GPU model with
+    every GPU free is further from holding the job than a busy node of the right one.
+    """
     if ledger.place(job) is not None:
         return None
     best: tuple[int, str] = (-1, "")
@@ -263,7 +269,7 @@ def _resources(job: PendingJob, ledger: Ledger) -> Blocker | None:
     short_of: tuple[str, str, int | str, int | str] | None = None  # (node, resource, free, wanted)
     for cluster, capacities in ledger.by_cluster.items():
         for capacity in capacities:
-            if not _could_hold(capacity.node, job):
+            if capacity.node.name not in holders:
                 continue  # named nowhere: waiting for it would never help
             usable = _usable(capacity, job)
             if usable > best[0]:
@@ -307,22 +313,6 @@ def _resources(job: PendingJob, ledger: Ledger) -> Blocker | None:
         evidence |= {"short_node": node, "short_resource": resource, "short_free": free, "short_wanted": wanted}
         message += f" ({node} has the GPUs free but only {free} of {wanted} {resource})"
     return Blocker(PendingReason.RESOURCES, message, evidence)
-
-
-def _could_hold(node: NodeView, job: PendingJob) -> bool:
-    """Whether ``node`` could hold one node's share of ``job`` were it idle: it carries
-    the labels, enough GPUs of the kind asked for, and enough CPUs and memory.
-
-    Only such nodes are "closest to fitting": a node of another GPU model with every GPU
-    free is further from holding the job than a busy node of the right one.
-    """
-    if node.cpu_millis < job.cpu_millis_per_node or node.memory_mib < job.memory_mib_per_node:
-        return False
-    if job.picks_nodes and not job.fits_node(node):
-        return False
-    if not job.gpus_per_node:
-        return True
-    return sum(1 for gpu in node.gpus if job.accepts(gpu)) >= job.gpus_per_node
 
 
 def _usable(capacity: NodeCapacity, job: PendingJob) -> int:

@@ -10,13 +10,12 @@ meanwhile keeps what its cancel wrote).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Any
 
-from scheduler import stored_json
-from scheduler.bulk import update_rows
+from scheduler.bulk import update_rows, update_versioned_rows
 from scheduler.choices import ACTIVE_STATES, EventKind, JobState
 from scheduler.config import SchedulerConfig
 from scheduler.core.types import Decisions, Eviction, PendingReason, Start
@@ -25,7 +24,7 @@ from scheduler.jobs.blockers import blockers_to_json
 from scheduler.jobs.remote import cancel_remote_after_commit
 from scheduler.jobs.transitions import FRESH_ATTEMPT, transition
 from scheduler.models import Cluster, Job, JobEvent
-from scheduler.tick.snapshot import LoadedSnapshot
+from scheduler.tick.snapshot import LoadedSnapshot, waiting_versions, waiting_written
 
 
 def evict(evictions: list[Eviction], now: datetime, config: SchedulerConfig) -> None:
@@ -132,23 +131,29 @@ def store_waiting(decisions: Decisions, loaded: LoadedSnapshot) -> int:
     (``SchedCycleLimit``) keeps a stored ``Priority`` or ``Resources``: what the last
     look at it found still stands, as Slurm leaves a job's reason alone when its
     scheduler stops short. Rewriting them moved ~8,000 rows from one reason to the other
-    and back on every other tick of a 10,000-job queue (the tick's costliest write)."""
+    and back on every other tick of a 10,000-job queue (the tick's costliest write).
+
+    On PostgreSQL a row is written only if it is still the version the snapshot read
+    (``scheduler.tick.kept``), and the new versions are noted so the next load need not
+    read these jobs again: a job changed meanwhile (its QOS, its nice, a hold) keeps
+    its stored reason until the next tick, which looks at it as it is now."""
     changed: dict[int, tuple[str, list[dict[str, Any]]]] = {}
     for job_id, reason in decisions.pending_reasons.items():
         if reason is PendingReason.CYCLE_LIMIT and loaded.pending_reasons.get(job_id) in _IN_LINE:
             continue
         stored = blockers_to_json(decisions.blockers.get(job_id, ()))
-        if loaded.pending_reasons.get(job_id) != reason or not stored_json.same(
-            loaded.pending_blockers.get(job_id), stored
-        ):
+        if loaded.pending_reasons.get(job_id) != reason or loaded.pending_blockers.get(job_id) != stored:
             changed[job_id] = (str(reason), stored)
     ids = list(changed)
-    update_rows(
-        Job,
-        ids,
-        {"pending_reason": [changed[i][0] for i in ids], "pending_blockers": [changed[i][1] for i in ids]},
-        where={"state": JobState.PENDING},
-    )
+    columns: dict[str, Sequence[object]] = {
+        "pending_reason": [changed[i][0] for i in ids],
+        "pending_blockers": [changed[i][1] for i in ids],
+    }
+    versions = waiting_versions(ids)
+    if versions is None:
+        update_rows(Job, ids, columns, where={"state": JobState.PENDING})
+    else:
+        waiting_written(update_versioned_rows(Job, ids, versions, columns, where={"state": JobState.PENDING}))
     return len(ids)
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +16,7 @@ from django.utils import timezone
 from scheduler.clusters.dispatch import dispatch_jobs
 from scheduler.config import SchedulerConfig, current_config
 from scheduler.core import schedule
+from scheduler.core.carry import Carry, holds_each_gpu_once
 from scheduler.jobs.remote import after_commit
 from scheduler.models import TickState
 from scheduler.tick import stranded
@@ -22,6 +26,11 @@ from scheduler.tick.usage import update_usage, usage_policy
 
 #: Advisory lock key for the scheduling tick on PostgreSQL ("QMTICK" in ASCII).
 TICK_LOCK_KEY = 0x514D5449434B
+
+#: The core's books kept between this process's ticks (``scheduler.core.carry``): the
+#: free-capacity ledger with its placement heaps, brought up to date by the running
+#: jobs that changed instead of rebuilt. Decisions are the same without it.
+_carry = Carry()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +62,25 @@ def _record_tick(**fields: Any) -> None:
         TickState.objects.create(pk=1, **fields)
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cycle collector off for the duration, back as it was after.
+
+    A tick allocates ~500,000 objects (rows, views, decisions) and keeps a few tens of
+    thousands (``scheduler.tick.kept``); with the collector on, a full collection over
+    every live object of the process (~0.1-0.2 s at site scale) fell inside one tick in
+    three, while the database transaction and its lock were open. None of the tick's
+    objects form reference cycles, so nothing is missed: the collections the tick
+    would have run happen after it, once its transaction has committed."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None) -> TickResult:
     """One scheduling cycle: lock, snapshot, decide, apply, then dispatch after commit.
 
@@ -70,7 +98,7 @@ def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None)
     began = time.perf_counter()
     config = config or current_config()
     policy = config.policy
-    with transaction.atomic():
+    with collector_paused(), transaction.atomic():
         if not _try_tick_lock():
             return TickResult(ran=False, started=[], pending=0, duration_ms=0.0)
         loaded = load_snapshot()
@@ -84,6 +112,8 @@ def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None)
                 usage_policy(config.usage_half_life_days, config.sharing_overheads, config.billing_weights),
             ),
         )
+        if holds_each_gpu_once(snapshot.running):
+            snapshot = replace(snapshot, carry=_carry)
         decisions = schedule(snapshot, policy, now)
         evict(decisions.evictions, now, config)
         started = claim(decisions.starts, now, decisions.borrowed)

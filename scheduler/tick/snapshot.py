@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -40,6 +40,7 @@ from scheduler.jobs import allocations
 from scheduler.jobs.request import PENDING_JSON, PENDING_VALUES, compute_capability, gpu_model_label, pending_from_row
 from scheduler.models import Cluster, Gpu, Job, Node, Reservation
 from scheduler.tick.history import load_attained_service, load_runtime_ratios
+from scheduler.tick.kept import KeptRows, table_digest, versioned
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +51,8 @@ class LoadedSnapshot:
 
     snapshot: Snapshot
     pending_reasons: dict[int, str]
-    #: What is stored now (as the database prints it: ``scheduler.stored_json``), so that
-    #: the tick writes only what changed.
-    pending_blockers: dict[int, str | None] = field(default_factory=dict)
+    #: The blockers stored now (parsed JSON), so that the tick writes only what changed.
+    pending_blockers: dict[int, Any] = field(default_factory=dict)
     borrowed: frozenset[int] = frozenset()
 
 
@@ -72,7 +72,44 @@ def load_hardware() -> tuple[NodeView, ...]:
     return _node_views(frozenset())
 
 
+#: What a node's view is made of, besides its GPUs (``values_list`` names).
+NODE_COLUMNS = (
+    "id",
+    "name",
+    "cluster__name",
+    "cluster__kind",
+    "cluster__reachable",
+    "state",
+    "cpus",
+    "memory_mib",
+    "labels",
+)
+
+#: Node views as last built, per set of unhealthy GPUs: the key they were built from
+#: (the GPUs' row versions, the node rows) and the views.
+_kept_nodes: dict[frozenset[int], tuple[tuple[object, ...], tuple[NodeView, ...]]] = {}
+
+
 def _node_views(unhealthy: AbstractSet[int]) -> tuple[NodeView, ...]:
+    """The node views, the same tuple object as last time while nothing they are made of
+    changed (see ``scheduler.tick.kept``): the node rows (1,000 short rows, compared
+    whole, since heartbeats rewrite them all the time) and the GPUs' row versions (a
+    digest, on PostgreSQL); elsewhere built afresh."""
+    node_rows = list(Node.objects.filter(cluster__enabled=True).order_by("id").values_list(*NODE_COLUMNS))
+    unhealthy = frozenset(unhealthy)
+    key: tuple[object, ...] | None = (table_digest(Gpu), node_rows) if versioned() else None
+    kept = _kept_nodes.get(unhealthy)
+    if key is not None and kept is not None and kept[0] == key:
+        return kept[1]
+    nodes = _build_node_views(node_rows, unhealthy)
+    if key is not None:
+        if len(_kept_nodes) >= 4:
+            _kept_nodes.clear()
+        _kept_nodes[unhealthy] = (key, nodes)
+    return nodes
+
+
+def _build_node_views(node_rows: list[tuple[Any, ...]], unhealthy: AbstractSet[int]) -> tuple[NodeView, ...]:
     gpu_rows = list(
         Gpu.objects.filter(node__cluster__enabled=True).values_list(
             "id",
@@ -104,21 +141,18 @@ def _node_views(unhealthy: AbstractSet[int]) -> tuple[NodeView, ...]:
             capability = capabilities[cc] = compute_capability(cc)
         healthy = gpu_id not in unhealthy and parent not in unhealthy
         gpus_by_node[node_id].append(GpuView(index, label, memory, capability, healthy, sharing, exclusive))
-    nodes = Node.objects.filter(cluster__enabled=True).values(
-        "id", "name", "cluster__name", "cluster__kind", "cluster__reachable", "state", "cpus", "memory_mib", "labels"
-    )
     return tuple(
         NodeView(
-            name=row["name"],
-            cluster=row["cluster__name"],
-            cpu_millis=row["cpus"] * CPU_MILLIS,
-            memory_mib=row["memory_mib"],
-            gpus=tuple(sorted(gpus_by_node[row["id"]], key=lambda g: g.index)),
-            schedulable=row["state"] == NodeState.UP and row["cluster__reachable"],
-            labels=row["labels"] or {},
-            fractional_cpus=row["cluster__kind"] in FRACTIONAL_CPU_KINDS,
+            name=name,
+            cluster=cluster,
+            cpu_millis=cpus * CPU_MILLIS,
+            memory_mib=memory_mib,
+            gpus=tuple(sorted(gpus_by_node[node_id], key=lambda g: g.index)),
+            schedulable=state == NodeState.UP and reachable,
+            labels=node_labels or {},
+            fractional_cpus=kind in FRACTIONAL_CPU_KINDS,
         )
-        for row in nodes
+        for node_id, name, cluster, kind, reachable, state, cpus, memory_mib, node_labels in node_rows
     )
 
 
@@ -141,53 +175,89 @@ def load_windows(now: datetime) -> tuple[Window, ...]:
     )
 
 
+#: The joined names a job's view holds: part of its kept key (``scheduler.tick.kept``).
+JOB_NAMES = ("account__name", "owner__username", "qos__name")
+
+#: What a running job's view is read from.
+ACTIVE_VALUES = (
+    "id",
+    "allocations",
+    "started_at",
+    "dispatched_at",
+    "walltime_seconds",
+    *JOB_NAMES,
+    "borrowed",
+    "array_job_id",
+)
+
+
+def _running_from_row(row: Sequence[Any]) -> tuple[RunningJob, bool]:
+    job_id, held, started_at, dispatched_at, walltime, account, user, qos, borrowed, array_job = row
+    job = RunningJob(
+        id=job_id,
+        allocations=allocations.decode(held),
+        started_at=started_at or dispatched_at,
+        walltime_seconds=walltime,
+        account=account,
+        user=user,
+        qos=qos or "",
+        array_job=array_job or 0,
+    )
+    return job, borrowed
+
+
+#: Where the JSON columns are among :data:`PENDING_VALUES`, with their empty value.
+_JSON_AT = [(PENDING_VALUES.index(name), default) for name, default in PENDING_JSON.items()]
+
+
+def _pending_from_row(row: Sequence[Any]) -> tuple[PendingJob, str, Any]:
+    """A waiting job's view, its stored reason and blockers, from a row of
+    :data:`PENDING_COLUMNS`."""
+    values = list(row)
+    for i, default in _JSON_AT:
+        values[i] = stored_json.parsed(values[i], default)
+    return pending_from_row(values), values[-2], stored_json.parsed(values[-1], [])
+
+
+#: :data:`PENDING_VALUES` with JSON columns as text (``scheduler.stored_json``: almost
+#: all are empty or what the last tick wrote, and parsing 30,000 of them was a third of
+#: the load), then the stored reason and blockers.
+PENDING_COLUMNS = (
+    *(f"{name}__text" if name in PENDING_JSON else name for name in PENDING_VALUES),
+    "pending_reason",
+    "pending_blockers__text",
+)
+
+#: The views of running and waiting jobs, kept between ticks (``scheduler.tick.kept``).
+_active_rows = KeptRows(ACTIVE_VALUES, JOB_NAMES, _running_from_row)
+_pending_rows = KeptRows(PENDING_COLUMNS, JOB_NAMES, _pending_from_row)
+
+
+def waiting_versions(ids: Sequence[int]) -> list[str] | None:
+    """The row versions the last :func:`load_snapshot` read these waiting jobs at, or
+    ``None`` if one is not known (not PostgreSQL, or not read)."""
+    if not versioned():
+        return None
+    versions = [_pending_rows.version(job_id) for job_id in ids]
+    return None if None in versions else [v for v in versions if v is not None]
+
+
+def waiting_written(rows: Iterable[Sequence[Any]]) -> None:
+    """Note the reasons and blockers the tick wrote (``scheduler.bulk.update_versioned_rows``
+    rows: id, version, reason, blockers as text), so the next load keeps those jobs."""
+    _pending_rows.written(rows, lambda view, values: (view[0], values[0], stored_json.parsed(values[1], [])))
+
+
 def load_snapshot() -> LoadedSnapshot:
     """Read nodes, active and pending jobs in bulk and convert them to core types."""
     nodes = load_nodes()
-    active = list(
-        Job.objects.filter(state__in=ACTIVE_STATES).values(
-            "id",
-            "allocations",
-            "started_at",
-            "dispatched_at",
-            "walltime_seconds",
-            "account__name",
-            "owner__username",
-            "qos__name",
-            "borrowed",
-            "array_job_id",
-        )
-    )
-    running = tuple(
-        RunningJob(
-            id=row["id"],
-            allocations=allocations.decode(row["allocations"]),
-            started_at=row["started_at"] or row["dispatched_at"],
-            walltime_seconds=row["walltime_seconds"],
-            account=row["account__name"],
-            user=row["owner__username"],
-            qos=row["qos__name"] or "",
-            array_job=row["array_job_id"] or 0,
-        )
-        for row in active
-    )
-    pending: list[PendingJob] = []
-    reasons: dict[int, str] = {}
-    blockers: dict[int, str | None] = {}
-    # JSON columns as text (``scheduler.stored_json``): almost all are empty or what the
-    # last tick wrote, and parsing 30,000 of them was a third of the load.
-    columns = [f"{name}__text" if name in PENDING_JSON else name for name in PENDING_VALUES]
+    active = _active_rows.read(Job.objects.filter(state__in=ACTIVE_STATES))
+    running = tuple(job for job, _ in active)
     texts = {f"{name}__text": stored_json.as_text(name) for name in (*PENDING_JSON, "pending_blockers")}
-    rows = Job.objects.filter(state=JobState.PENDING).annotate(**texts)
-    json_at = [(PENDING_VALUES.index(name), default) for name, default in PENDING_JSON.items()]
-    reason_at = len(columns)
-    for row in rows.values_list(*columns, "pending_reason", "pending_blockers__text"):
-        values = list(row)
-        for i, default in json_at:
-            values[i] = stored_json.parsed(values[i], default)
-        pending.append(pending_from_row(values))
-        reasons[row[0]] = row[reason_at]  # PENDING_VALUES starts with the id
-        blockers[row[0]] = row[reason_at + 1]
+    waiting = _pending_rows.read(Job.objects.filter(state=JobState.PENDING), **texts)
+    pending = [job for job, _, _ in waiting]
+    reasons = {job.id: reason for job, reason, _ in waiting}
+    blockers = {job.id: stored for job, _, stored in waiting}
     dependency_states = load_dependency_states(pending)
     account_limits, user_limits = load_limits()
     parents = dict(Account.objects.values_list("name", "parent__name"))
@@ -211,7 +281,7 @@ def load_snapshot() -> LoadedSnapshot:
         },
         windows=load_windows(timezone.now()),
     )
-    return LoadedSnapshot(snapshot, reasons, blockers, frozenset(row["id"] for row in active if row["borrowed"]))
+    return LoadedSnapshot(snapshot, reasons, blockers, frozenset(job.id for job, borrowed in active if borrowed))
 
 
 def load_dependency_states(jobs: Iterable[PendingJob]) -> dict[int, str]:

@@ -241,17 +241,29 @@ def test_property_no_plan_oversubscribes_a_gpu_cpus_or_memory(
     assert all(cpus[name] <= by_name[name].cpu_millis and memory[name] <= by_name[name].memory_mib for name in cpus)
 
 
+#: Fragmentation placement with EASY backfill in queue order: blocked jobs get
+#: reservations, whose held nodes later starts are placed around.
+FRAGMENTATION_BACKFILL = Policy(placement=PlacementStrategy.FRAGMENTATION, backfill=True, reservations=3)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     shapes=st.lists(node_shapes, min_size=1, max_size=6),
     asks=st.lists(requests, min_size=1, max_size=30),
     ends=st.lists(st.booleans(), min_size=30, max_size=30),
+    policy=st.sampled_from([FRAGMENTATION, FRAGMENTATION_BACKFILL]),
+    walltimes=st.lists(st.sampled_from([30, 60, 600, 7200]), min_size=30, max_size=30),
 )
 def test_property_the_kept_heaps_place_as_looking_at_every_node(
-    shapes: list[tuple[int, bool, int, bool]], asks: list[dict[str, object]], ends: list[bool]
+    shapes: list[tuple[int, bool, int, bool]],
+    asks: list[dict[str, object]],
+    ends: list[bool],
+    policy: Policy,
+    walltimes: list[int],
 ) -> None:
     """Jobs with a node label every node carries are placed by looking at every node;
-    the same jobs without it from the heaps kept across starts and cycles (a carry).
+    the same jobs without it from the heaps kept across starts and cycles (a carry),
+    around the nodes reservations hold back when the policy backfills.
     Two cycles: the second after some of the first's jobs ended, with the jobs again."""
     from scheduler.core.carry import Carry
 
@@ -262,8 +274,11 @@ def test_property_the_kept_heaps_place_as_looking_at_every_node(
         running: tuple[RunningJob, ...] = ()
         seen: list[list[tuple[int, tuple[Allocation, ...]]]] = []
         for round_ in range(2):
-            jobs = tuple(pending(100 * round_ + i + 1, node_labels=labels, **ask) for i, ask in enumerate(asks))  # type: ignore[arg-type]
-            decisions = schedule(Snapshot(nodes, running, jobs, carry=carry), FRAGMENTATION, NOW)
+            jobs = tuple(
+                pending(100 * round_ + i + 1, node_labels=labels, walltime_seconds=walltimes[i], **ask)  # type: ignore[arg-type]
+                for i, ask in enumerate(asks)
+            )
+            decisions = schedule(Snapshot(nodes, running, jobs, carry=carry), policy, NOW)
             seen.append([(s.job_id, s.allocations) for s in decisions.starts])
             started = tuple(RunningJob(s.job_id, s.allocations, NOW, 60) for s in decisions.starts)
             running = tuple(r for i, r in enumerate((*running, *started)) if not ends[i % len(ends)])
