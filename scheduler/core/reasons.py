@@ -67,9 +67,10 @@ def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances)
     and the what-if tell a job where it stands.
     """
     snapshot = c.snapshot
-    # Diagnoses that depend only on a job's request shape, computed once per shape.
+    # Diagnoses that depend only on a job's request shape, computed once per shape (and
+    # those about the idle cluster kept while it is: see :func:`_never_answers`).
     free_now: dict[tuple[object, ...], Blocker | None] = {}
-    never: dict[tuple[object, ...], Blocker] = {}
+    never = _never_answers(c.idle, snapshot.unreachable_clusters)
     fits = c.idle.fits
     reserved = {r.job_id: r for r in c.reservations}
     first_reservation = c.reservations[0] if c.reservations else None
@@ -319,6 +320,21 @@ def _usable(capacity: NodeCapacity, job: PendingJob) -> int:
     if not capacity.free_count or job.gpus_per_node == 0:
         return 0 if job.gpus_per_node else capacity.free_count
     return len(capacity.usable_gpus(job))
+
+
+def _never_answers(idle: IdleCluster, unreachable: Mapping[str, str]) -> dict[tuple[object, ...], Blocker]:
+    """Why a request shape never fits (:func:`_never_fits`), per shape: the answers of
+    the last cycle while its idle cluster (the same nodes) and the unreachable clusters
+    are the same, so a tick does not ask 1,000 nodes again for each shape that never
+    fits; a fresh memo otherwise."""
+    global _last_never
+    key = tuple(sorted(unreachable.items()))
+    if _last_never is None or _last_never[0] is not idle or _last_never[1] != key:
+        _last_never = (idle, key, {})
+    return _last_never[2]
+
+
+_last_never: tuple[IdleCluster, tuple[tuple[str, str], ...], dict[tuple[object, ...], Blocker]] | None = None
 
 
 def _never_fits(job: PendingJob, nodes: Sequence[NodeView], unreachable: Mapping[str, str]) -> Blocker:
