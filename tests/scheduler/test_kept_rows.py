@@ -20,10 +20,11 @@ from django.db import transaction
 from portal.models import Account, Qos
 from scheduler.bulk import update_versioned_rows
 from scheduler.choices import JobState, NodeState
-from scheduler.core.carry import holds_each_gpu_once
+from scheduler.core.carry import Carry, holds_each_gpu_once
 from scheduler.core.types import Allocation, RunningJob
 from scheduler.models import Gpu, Job, Node
 from scheduler.tick import snapshot as snapshots
+from scheduler.tick.run import run_tick
 from scheduler.tick.snapshot import LoadedSnapshot, load_snapshot
 from tests.builders import start, submit
 
@@ -147,6 +148,28 @@ def test_reasons_the_tick_writes_are_kept_and_not_read_again(queue: list[Job], t
     loaded = load_snapshot()
     assert snapshots._pending_rows.built == 0
     same_as_a_full_read(loaded)
+
+
+def test_a_tick_that_rolls_back_leaves_nothing_kept_that_did_not_happen(queue: list[Job], world: Any) -> None:
+    """Its reasons were noted under versions that never committed, and its ledger took
+    starts that never happened: the next load reads those rows again, and the next tick
+    decides as a process that kept nothing would."""
+    Node.objects.exclude(name="l4-01").update(state=NodeState.DRAIN)  # room for a few starts only
+
+    class Abort(Exception):
+        pass
+
+    with pytest.raises(Abort), transaction.atomic():
+        assert run_tick().started
+        raise Abort
+    assert Job.objects.filter(state=JobState.PENDING).count() == 4
+    same_as_a_full_read(load_snapshot())
+    kept = run_tick()
+    with mock.patch("scheduler.tick.run._carry", Carry()):
+        Job.objects.filter(state=JobState.DISPATCHING).update(state=JobState.PENDING, allocations=[], cluster=None)
+        with full_read():
+            fresh_start = run_tick()
+    assert fresh_start.started == kept.started
 
 
 def test_a_reason_is_written_only_on_the_version_the_tick_read(queue: list[Job]) -> None:
