@@ -22,7 +22,9 @@ Steps:
 6. Print ``submit_jobs_per_s`` (n / wall time of the timed phase), ``submit_p50_ms`` and
    ``submit_p99_ms`` (per-request latency seen by the client), ``submit_floor_per_s``
    and ``submit_floor_ratio`` (submissions per second / floor requests per second), and
-   ``submit_array_tasks_per_s`` (tasks / seconds of the array's POST).
+   ``submit_array_tasks_per_s`` (tasks / seconds of the array's POST). The two rates
+   carry ``cpu_ms_per_request``: the CPU a request cost the clients, gunicorn and a
+   local PostgreSQL during the timed phase (``benchmarks._http.CpuSplit``).
 7. Stop gunicorn, always (also on an error or Ctrl-C), then drop the database.
 """
 
@@ -41,7 +43,7 @@ if __package__ in (None, ""):
 import httpx
 
 from benchmarks._common import emit, log, percentile, throwaway_database, vacuum_analyze
-from benchmarks._http import ClientPool, free_port, start_gunicorn, stop_gunicorn, wait_until_ready
+from benchmarks._http import ClientPool, CpuSplit, free_port, start_gunicorn, stop_gunicorn, wait_until_ready
 from benchmarks._synthetic import build_site, job_request
 
 JOBS_URL = "/api/v1/jobs/"
@@ -125,11 +127,13 @@ def main(argv: list[str] | None = None) -> int:
             wait_until_ready(proc, lambda: submitter.client().get("/api/v1/me/", timeout=5))
             submitter.run(payloads[:warmup], args.concurrency)
             log(f"warmed up with {warmup} submissions; timing {args.n}")
-            latencies, wall_ms = submitter.run(payloads[warmup:], args.concurrency)
+            with CpuSplit(proc) as submit_cpu:
+                latencies, wall_ms = submitter.run(payloads[warmup:], args.concurrency)
             reader = ClientPool(f"http://127.0.0.1:{port}", read_me, {"Authorization": f"Bearer {token}"})
             try:
                 reader.run(list(range(warmup)), args.concurrency)
-                _, floor_ms = reader.run(list(range(args.n)), args.concurrency)
+                with CpuSplit(proc) as floor_cpu:
+                    _, floor_ms = reader.run(list(range(args.n)), args.concurrency)
             finally:
                 reader.close()
             log(f"timing one array of {args.array_size} tasks")
@@ -150,11 +154,24 @@ def main(argv: list[str] | None = None) -> int:
             "conn_max_age": args.conn_max_age,
             "warmup": warmup,
         }
-        emit("submit_jobs_per_s", args.n / (wall_ms / 1000), "jobs/s", **context)
+        emit(
+            "submit_jobs_per_s",
+            args.n / (wall_ms / 1000),
+            "jobs/s",
+            cpu_ms_per_request=submit_cpu.ms_per(args.n),
+            **context,
+        )
         emit("submit_p50_ms", percentile(latencies, 50), "ms", **context)
         emit("submit_p99_ms", percentile(latencies, 99), "ms", **context)
         rate, floor = args.n / (wall_ms / 1000), args.n / (floor_ms / 1000)
-        emit("submit_floor_per_s", floor, "requests/s", request="GET /api/v1/me/", **context)
+        emit(
+            "submit_floor_per_s",
+            floor,
+            "requests/s",
+            request="GET /api/v1/me/",
+            cpu_ms_per_request=floor_cpu.ms_per(args.n),
+            **context,
+        )
         emit("submit_floor_ratio", rate / floor, "ratio", **context)
         emit("submit_array_tasks_per_s", args.array_size / array_seconds, "tasks/s", tasks=args.array_size, **context)
     log(f"submit benchmark finished in {time.perf_counter() - began:.1f}s")
