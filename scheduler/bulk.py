@@ -79,6 +79,17 @@ def row_version_sql(table: str) -> str:
 _VERSION = row_version_sql("t")
 
 
+def quoted_table(model: type[models.Model]) -> str:
+    """``model``'s table name, quoted for raw SQL."""
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def quoted_pk(model: type[models.Model]) -> str:
+    """``model``'s primary key column, quoted for raw SQL."""
+    meta = model._meta
+    return connection.ops.quote_name(meta.pk.column if meta.pk and meta.pk.column else "id")
+
+
 class _Update:
     """The statement of one :func:`update_rows` call."""
 
@@ -95,8 +106,7 @@ class _Update:
                 raise ValueError(f"{name}: {len(values)} values for {len(ids)} rows")
         meta = model._meta
         self.ids, self.columns, self.same, self.where = ids, columns, same or {}, where or {}
-        self.table = connection.ops.quote_name(meta.db_table)
-        self.pk = connection.ops.quote_name(meta.pk.column if meta.pk and meta.pk.column else "id")
+        self.table, self.pk = quoted_table(model), quoted_pk(model)
         self.fields: dict[str, models.Field[Any, Any]] = {}
         for name in [*columns, *self.same, *self.where]:
             field = meta.get_field(name)

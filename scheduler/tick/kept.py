@@ -33,7 +33,7 @@ from django.db import connection
 from django.db.models import Model, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 
-from scheduler.bulk import row_version_sql
+from scheduler.bulk import quoted_pk, quoted_table, row_version_sql
 
 V = TypeVar("V")
 
@@ -48,7 +48,7 @@ def versioned() -> bool:
 
 def row_version(model: type[Model]) -> RawSQL:
     """The row version of ``model``'s rows in a query (PostgreSQL only)."""
-    return RawSQL(row_version_sql(connection.ops.quote_name(model._meta.db_table)), (), output_field=TextField())
+    return RawSQL(row_version_sql(quoted_table(model)), (), output_field=TextField())
 
 
 class KeptRows(Generic[V]):
@@ -83,12 +83,12 @@ class KeptRows(Generic[V]):
         kept = self._kept
         current: dict[int, tuple[tuple[object, ...], V]] = {}
         stale: list[int] = []
-        for job_id, *key in keyed:
-            entry = kept.get(job_id)
+        for row_id, *key in keyed:
+            entry = kept.get(row_id)
             if entry is not None and entry[0] == tuple(key):
-                current[job_id] = entry
+                current[row_id] = entry
             else:
-                stale.append(job_id)
+                stale.append(row_id)
         self.built = 0
         if stale:
             # Most rows changed (the first read): one read of the query beats a long IN list.
@@ -129,8 +129,7 @@ def table_digest(model: type[Model]) -> str:
     """A digest of every row version of ``model``'s table (PostgreSQL only): it changes
     whenever a row is written, added or removed. For small tables written rarely, such
     as the GPUs (8,000 rows: ~4 ms)."""
-    table = connection.ops.quote_name(model._meta.db_table)
-    pk = connection.ops.quote_name(model._meta.pk.column if model._meta.pk and model._meta.pk.column else "id")
+    table, pk = quoted_table(model), quoted_pk(model)
     version = row_version_sql(table)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT md5(string_agg({pk}::text || '@' || {version}, ',' ORDER BY {pk})) FROM {table}")
