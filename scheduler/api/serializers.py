@@ -17,6 +17,7 @@ from rest_framework import serializers
 
 from portal.access import default_account, may_submit_to, usable_qos, visible_jobs
 from portal.api.fields import SlugRelatedField, TextField
+from portal.api.shared_fields import FieldsBuiltOnce
 from portal.api.strict import RejectUnknownFields
 from portal.api.validators import no_nul_characters, plain_name
 from portal.models import Account, Qos
@@ -105,7 +106,7 @@ class EfficiencySerializer(serializers.Serializer):
         return round(efficiency.elapsed_seconds / max(1, efficiency.job.walltime_seconds), 4)
 
 
-class JobSerializer(serializers.ModelSerializer):
+class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     """A job as users see it."""
 
     owner = serializers.CharField(source="owner.username", read_only=True)
@@ -242,7 +243,7 @@ SUBMIT_FIELD_HINTS: dict[str, str] = {
 }
 
 
-class JobSubmitSerializer(RejectUnknownFields, serializers.Serializer):
+class JobSubmitSerializer(FieldsBuiltOnce, RejectUnknownFields):
     """A job request: every entry of ``REQUEST_FIELDS`` (each declared here with its
     limits; a test checks none is missing) plus what to run and who pays. Every problem
     is reported against the field that causes it; a field it does not know too
