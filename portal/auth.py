@@ -12,6 +12,7 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 
 from portal.models import ApiToken, HashedToken
+from portal.sql import JoinedRows
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -19,12 +20,14 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 T = TypeVar("T", bound=HashedToken)
 
 
-def bearer_token(request: Request, model: type[T], related: str, what: str) -> T | None:
-    """The live ``model`` token in the request's ``Authorization: Bearer`` header, or
-    ``None`` when the header names no bearer token at all.
+def bearer_token(request: Request, tokens: JoinedRows[T], what: str) -> T | None:
+    """The live token (of ``tokens.model``, with the related rows ``tokens`` reads) in the
+    request's ``Authorization: Bearer`` header, or ``None`` when the header names no
+    bearer token at all.
 
-    Looks the row up by its public prefix, then compares digests in constant time; a
-    malformed, unknown or revoked token is ``AuthenticationFailed`` naming ``what``.
+    Looks the row up by its public prefix (SQL written once: this read is on every API
+    request's path), then compares digests in constant time; a malformed, unknown or
+    revoked token is ``AuthenticationFailed`` naming ``what``.
     ``last_used_at`` is written at most once a minute per token: a busy script must not
     turn every read into a database write.
     """
@@ -34,10 +37,12 @@ def bearer_token(request: Request, model: type[T], related: str, what: str) -> T
     if len(header) != 2:
         raise exceptions.AuthenticationFailed("Authorization header must be '<Bearer> <token>'.")
     token = header[1]
+    model = tokens.model
     if not token.startswith(model.PREFIX) or token.count("_") < 2:
         raise exceptions.AuthenticationFailed(f"Malformed {what}.")
     prefix = token[len(model.PREFIX) :].split("_", 1)[0]
-    record = model._default_manager.select_related(related).filter(key_prefix=prefix, revoked_at__isnull=True).first()
+    found = tokens.read("t0.key_prefix = %s AND t0.revoked_at IS NULL", [prefix])
+    record = found[0] if found else None
     if record is None or not hmac.compare_digest(record.digest, model.hash(token)):
         raise exceptions.AuthenticationFailed(f"Invalid or revoked {what}.")
     now = timezone.now()
@@ -46,13 +51,17 @@ def bearer_token(request: Request, model: type[T], related: str, what: str) -> T
     return record
 
 
+#: An API token with its user and the user's cluster identity: submission asks for it
+#: (one query, not two).
+API_TOKENS = JoinedRows(ApiToken, "user", "user__cluster_identity")
+
+
 class ApiTokenAuthentication(authentication.BaseAuthentication):
     """Personal API tokens (see :func:`bearer_token`): refused once expired or once their
     user is disabled, and a read-only token may only read."""
 
     def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
-        # With the user's cluster identity: submission asks for it (one query, not two).
-        record = bearer_token(request, ApiToken, "user__cluster_identity", "API token")
+        record = bearer_token(request, API_TOKENS, "API token")
         if record is None:
             return None
         if not record.user.is_active:

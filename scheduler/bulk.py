@@ -17,6 +17,8 @@ from typing import Any
 
 from django.db import connection, models
 
+from portal.sql import quoted_pk, quoted_table
+
 
 def update_rows(
     model: type[models.Model],
@@ -77,17 +79,6 @@ def row_version_sql(table: str) -> str:
 
 
 _VERSION = row_version_sql("t")
-
-
-def quoted_table(model: type[models.Model]) -> str:
-    """``model``'s table name, quoted for raw SQL."""
-    return connection.ops.quote_name(model._meta.db_table)
-
-
-def quoted_pk(model: type[models.Model]) -> str:
-    """``model``'s primary key column, quoted for raw SQL."""
-    meta = model._meta
-    return connection.ops.quote_name(meta.pk.column if meta.pk and meta.pk.column else "id")
 
 
 class _Update:

@@ -11,6 +11,9 @@ from rest_framework.request import Request
 
 from monitoring.models import NodeToken
 from portal.auth import bearer_token
+from portal.sql import JoinedRows
+
+NODE_TOKENS = JoinedRows(NodeToken, "node")
 
 
 class NodeTokenAuthentication(authentication.BaseAuthentication):
@@ -21,7 +24,7 @@ class NodeTokenAuthentication(authentication.BaseAuthentication):
     """
 
     def authenticate(self, request: Request) -> tuple[Any, NodeToken] | None:
-        record = bearer_token(request, NodeToken, "node", "node token")
+        record = bearer_token(request, NODE_TOKENS, "node token")
         return None if record is None else (AnonymousUser(), record)
 
     def authenticate_header(self, request: Request) -> str:

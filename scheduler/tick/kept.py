@@ -33,7 +33,8 @@ from django.db import connection
 from django.db.models import Model, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 
-from scheduler.bulk import quoted_pk, quoted_table, row_version_sql
+from portal.sql import quoted_pk, quoted_table
+from scheduler.bulk import row_version_sql
 
 V = TypeVar("V")
 
