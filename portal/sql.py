@@ -10,7 +10,7 @@ such a read's SQL once per database and turns its rows into the same instances
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -88,10 +88,11 @@ class JoinedRows(Generic[M]):
     def __init__(self, model: type[M], *related: str) -> None:
         self.model = model
         self._parts = _parts(model, related)
-        self._sql: dict[str, str] = {}
+        self._sql: dict[str, tuple[str, str]] = {}
         self._converters: dict[str, list[tuple[Any, list[Converter]]]] = {}
 
-    def _select(self) -> str:
+    def _select(self) -> tuple[str, str]:
+        """The select list and the FROM clause (tables and joins), for this database."""
         vendor = connection.vendor
         if vendor not in self._sql:
             quote = connection.ops.quote_name
@@ -103,7 +104,7 @@ class JoinedRows(Generic[M]):
                     f"{'LEFT JOIN' if part.outer else 'JOIN'} {quoted_table(part.model)} {part.alias} "
                     f"ON {part.alias}.{quote(part.remote_column)} = {parent.alias}.{quote(part.local_column)}"
                 )
-            self._sql[vendor] = f"SELECT {columns} FROM {' '.join(tables)}"  # our tables and columns
+            self._sql[vendor] = (columns, " ".join(tables))
         return self._sql[vendor]
 
     def _converters_now(self) -> list[tuple[Any, list[Converter]]]:
@@ -118,14 +119,37 @@ class JoinedRows(Generic[M]):
             ]
         return self._converters[vendor]
 
-    def read(self, where: str, params: Sequence[Any] = (), tail: str = "") -> list[M]:
-        """The instances of the rows ``WHERE <where> <tail>`` (``tail``: ``ORDER BY``,
-        ``LIMIT``), each with its related objects cached on it."""
+    def read(
+        self,
+        where: str = "",
+        params: Sequence[Any] = (),
+        tail: str = "",
+        *,
+        before: str = "",
+        join: str = "",
+        extra: Mapping[str, str] | None = None,
+    ) -> list[M]:
+        """The instances of the rows ``<before> SELECT ... FROM <tables> <join> [WHERE
+        <where>] <tail>``, each with its related objects cached on it. ``before``: a
+        ``WITH`` clause; ``join``: more tables to filter by or read ``extra`` from;
+        ``extra``: attribute -> SQL expression, set on each instance as read (as the
+        ORM's annotations). ``params`` in the order their placeholders appear."""
+        columns, tables = self._select()
+        added = "".join(f", {sql}" for sql in (extra or {}).values())
+        condition = f"WHERE {where}" if where else ""
+        sql = f"{before} SELECT {columns}{added} FROM {tables} {join} {condition} {tail}"
         with connection.cursor() as cursor:
-            cursor.execute(f"{self._select()} WHERE {where} {tail}", list(params))
+            cursor.execute(sql, list(params))
             rows = cursor.fetchall()
         converters = self._converters_now()
-        return [self._instance(row, converters) for row in rows]
+        names = list(extra or {})
+        instances = []
+        for row in rows:
+            instance = self._instance(row[: len(converters)], converters)
+            for name, value in zip(names, row[len(converters) :], strict=True):
+                setattr(instance, name, value)
+            instances.append(instance)
+        return instances
 
     def _instance(self, row: Sequence[Any], converters: list[tuple[Any, list[Converter]]]) -> M:
         values = list(row)

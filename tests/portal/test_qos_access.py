@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
+from django.db import transaction
 
+from portal.access import usable_qos
 from portal.models import Account, AuditEntry, Qos
 from scheduler.models import Job
 
@@ -87,3 +90,42 @@ def test_the_submit_form_offers_only_the_qos_the_users_accounts_may_use(world, q
     assert offered() == ["", "high", "normal"]
     client.force_login(world.admin)
     assert offered() == ["", "high", "low", "normal"]
+
+
+def walked(account: Account) -> tuple[list[Qos], Qos | None]:
+    """The rule as first written: up the tree one account (and one query) at a time."""
+    allowed: list[Qos] | None = None
+    default: Qos | None = None
+    node: Account | None = account
+    while node is not None and (allowed is None or default is None):
+        if allowed is None:
+            allowed = list(node.allowed_qos.all()) or None
+        if default is None and node.default_qos_id is not None:
+            default = node.default_qos
+        node = node.parent
+    site = Qos.objects.filter(name="normal").first()
+    if allowed is None:
+        allowed = [site] if site is not None else []
+    if default is None or default not in allowed:
+        default = site if site in allowed else (allowed[0] if allowed else None)
+    return allowed, default
+
+
+def test_one_query_answers_as_walking_the_tree_one_account_at_a_time(db, django_assert_num_queries):
+    rng = random.Random(7)
+    for case in range(150):
+        with transaction.atomic():
+            names = rng.sample(["low", "normal", "high", "debug"], rng.randint(0, 4))
+            qos = [Qos.objects.create(name=name, priority=rng.randint(0, 9)) for name in names]
+            accounts: list[Account] = []
+            for i in range(rng.randint(1, 6)):
+                account = Account.objects.create(
+                    name=f"a{i}", parent=rng.choice([None, *accounts]), default_qos=rng.choice([None, *qos])
+                )
+                account.allowed_qos.set(rng.sample(qos, rng.randint(0, len(qos))))
+                accounts.append(account)
+            for account in accounts:
+                with django_assert_num_queries(1):
+                    answer = usable_qos(account)
+                assert answer == walked(account), f"case {case}, account {account.name}"
+            transaction.set_rollback(True)
