@@ -12,14 +12,16 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from portal.models import Account, Qos, Quota
+from portal.sql import JoinedRows, quoted_table
 from scheduler.choices import QUEUED_STATES, EventKind
 from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.transitions import record_event
 from scheduler.models import Job
+
+_QUOTAS = JoinedRows(Quota)
 
 
 def _check_quota(
@@ -38,9 +40,19 @@ def _check_quota(
     return errors
 
 
-def _queued(quota: Quota, jobs: Any) -> int:
-    """Queued jobs, counted only when the quota limits them."""
-    return int(jobs.filter(state__in=QUEUED_STATES).count()) if quota.max_pending_jobs is not None else 0
+def _queued(quota: Quota, column: str, value: int) -> int:
+    """Queued jobs whose ``column`` (``account_id`` or ``owner_id``) is ``value``, counted
+    only when the quota limits them (SQL written once: every submission asks)."""
+    if quota.max_pending_jobs is None:
+        return 0
+    states = sorted(QUEUED_STATES)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COUNT(*) FROM {quoted_table(Job)} WHERE {connection.ops.quote_name(column)} = %s "  # ours
+            f"AND state IN ({', '.join(['%s'] * len(states))})",
+            [value, *states],
+        )
+        return int(cursor.fetchone()[0])
 
 
 def _lock_owner_and_account(user_id: int, account_id: int) -> None:
@@ -48,10 +60,10 @@ def _lock_owner_and_account(user_id: int, account_id: int) -> None:
     trip; nothing to do where the database locks whole (SQLite)."""
     if not connection.features.has_select_for_update:
         return
-    users, accounts = get_user_model()._meta.db_table, Account._meta.db_table
+    users, accounts = quoted_table(get_user_model()), quoted_table(Account)
     with connection.cursor() as cursor:
         cursor.execute(
-            f'SELECT 1 FROM "{users}" u, "{accounts}" a WHERE u.id = %s AND a.id = %s FOR UPDATE',  # our tables
+            f"SELECT 1 FROM {users} u, {accounts} a WHERE u.id = %s AND a.id = %s FOR UPDATE",  # our tables
             [user_id, account_id],
         )
 
@@ -68,18 +80,18 @@ def quota_refusals(
     (``SELECT ... FOR UPDATE``) while the queue is counted, so concurrent submissions
     cannot overshoot it. A what-if asks without locking: it submits nothing.
     """
-    applying = Quota.objects.filter(Q(account=account) | Q(user_id=owner.pk))
+    applying = _QUOTAS.read("t0.account_id = %s OR t0.user_id = %s", [account.pk, owner.pk])
     quotas = {("account" if q.account_id else "user"): q for q in applying}
     if lock and any(q.max_pending_jobs is not None for q in quotas.values()):
         _lock_owner_and_account(owner.pk, account.pk)  # serialise only the submissions that count the queue
     errors: dict[str, str] = {}
     if "account" in quotas:
-        queued = _queued(quotas["account"], Job.objects.filter(account=account))
+        queued = _queued(quotas["account"], "account_id", account.pk)
         errors.update(
             _check_quota(quotas["account"], queued, walltime_seconds, "account", f"Account {account.name}", adding)
         )
     if "user" in quotas:
-        queued = _queued(quotas["user"], Job.objects.filter(owner_id=owner.pk))
+        queued = _queued(quotas["user"], "owner_id", owner.pk)
         errors.update(_check_quota(quotas["user"], queued, walltime_seconds, "account", f"User {owner}", adding))
     return errors
 
@@ -149,7 +161,7 @@ def _copy_tasks(first: Job, indices: tuple[int, ...]) -> None:
     index, in index order."""
     if not indices:
         return
-    table = connection.ops.quote_name(Job._meta.db_table)
+    table = quoted_table(Job)
     columns = [str(f.column) for f in Job._meta.concrete_fields if f.column not in ("id", "uuid", "array_task_id")]
     quoted = [connection.ops.quote_name(c) for c in columns]
     listing, indices_param, new_uuid = _dialect(indices)
