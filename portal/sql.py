@@ -170,3 +170,53 @@ class JoinedRows(Generic[M]):
                     part.cache(parent, instance)
             built.append(instance)
         return built[0]  # type: ignore[return-value]  # the base part is never outer
+
+
+class Inserts(Generic[M]):
+    """``INSERT``s of ``model`` instances with the statement written once per database:
+    each column's value prepared as ``Model.save`` prepares it (``pre_save``, then
+    ``get_db_prep_save``), the new primary key set on the instance. Like ``bulk_create``
+    it sends no ``pre_save``/``post_save`` signals (nothing here listens to them). For
+    the rows every submission and every state change write: a job and its events."""
+
+    def __init__(self, model: type[M]) -> None:
+        meta = model._meta
+        self.model = model
+        key = meta.auto_field
+        if key is None:
+            raise TypeError(f"{model.__name__} has no auto-incrementing key to read back")
+        self._key_column, self._key_attname = _column(key), str(key.attname)
+        self._fields = [f for f in meta.local_concrete_fields if f is not key and not f.generated]
+        custom = [f.name for f in self._fields if hasattr(f, "get_placeholder") or f.has_db_default()]
+        if custom:
+            raise TypeError(f"{model.__name__}.{custom[0]} needs its own SQL (a placeholder, a database default)")
+        self._sql: dict[str, str] = {}
+
+    def _statement(self) -> str:
+        vendor = connection.vendor
+        if vendor not in self._sql:
+            quote = connection.ops.quote_name
+            columns = ", ".join(quote(_column(f)) for f in self._fields)
+            returning = (
+                f" RETURNING {quote(self._key_column)}" if connection.features.can_return_columns_from_insert else ""
+            )
+            self._sql[vendor] = (
+                f"INSERT INTO {quoted_table(self.model)} ({columns}) "  # our table and columns
+                f"VALUES ({', '.join(['%s'] * len(self._fields))}){returning}"
+            )
+        return self._sql[vendor]
+
+    def save(self, instance: M) -> M:
+        """Insert ``instance`` (a new one) and return it, saved: its key set, no longer
+        ``adding``, bound to this database."""
+        values = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in self._fields]
+        with connection.cursor() as cursor:
+            cursor.execute(self._statement(), values)
+            if connection.features.can_return_columns_from_insert:
+                key = cursor.fetchone()[0]
+            else:
+                key = connection.ops.last_insert_id(cursor, self.model._meta.db_table, self._key_column)
+        setattr(instance, self._key_attname, key)
+        instance._state.adding = False
+        instance._state.db = connection.alias
+        return instance

@@ -15,13 +15,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from portal.models import Account, Qos, Quota
-from portal.sql import JoinedRows, quoted_table
+from portal.sql import Inserts, JoinedRows, quoted_table
 from scheduler.choices import QUEUED_STATES, EventKind
 from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.transitions import record_event
 from scheduler.models import Job
 
 _QUOTAS = JoinedRows(Quota)
+_JOBS = Inserts(Job)
 
 
 def _check_quota(
@@ -113,7 +114,7 @@ def submit_job(*, owner: Any, account: Account, qos: Qos | None, array: ArraySpe
             raise ValidationError(errors)
         if array is not None:
             return _create_array(array, owner=owner, account=account, qos=qos, submitted_at=now, **fields)
-        job = Job.objects.create(owner=owner, account=account, qos=qos, submitted_at=now, **fields)
+        job = _JOBS.save(Job(owner=owner, account=account, qos=qos, submitted_at=now, **fields))
         record_event(job.id, EventKind.SUBMITTED, f"submitted by {owner}", {"total_gpus": job.total_gpus})
     return job
 
@@ -127,12 +128,14 @@ def _create_array(array: ArraySpec, **fields: Any) -> Job:
     ``array_job`` is itself, and its submitted event is the array's (as Slurm records
     one submission): 10,000 more event rows cost seconds at commit, where PostgreSQL
     checks each one's reference to its job, and tell nothing the array's does not."""
-    first = Job.objects.create(
-        array_task_id=array.indices[0],
-        array_task_count=array.count,
-        array_throttle=array.throttle,
-        array_spec=array.text,
-        **fields,
+    first = _JOBS.save(
+        Job(
+            array_task_id=array.indices[0],
+            array_task_count=array.count,
+            array_throttle=array.throttle,
+            array_spec=array.text,
+            **fields,
+        )
     )
     Job.objects.filter(pk=first.pk).update(array_job=first)
     first.array_job_id = first.pk

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from portal.sql import Inserts
 from scheduler.choices import ACTIVE_STATES, EventKind
 from scheduler.jobs import attempts, hours
 from scheduler.models import Job, JobEvent
@@ -39,8 +40,11 @@ FRESH_ATTEMPT: dict[str, Any] = {
 }
 
 
+_EVENTS = Inserts(JobEvent)
+
+
 def record_event(job_id: int, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
-    JobEvent.objects.create(job_id=job_id, at=timezone.now(), kind=kind, message=message, data=data or {})
+    _EVENTS.save(JobEvent(job_id=job_id, at=timezone.now(), kind=kind, message=message, data=data or {}))
 
 
 def transition(

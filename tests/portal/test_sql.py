@@ -1,9 +1,11 @@
-"""Rows read with hand-written SQL (``portal.sql.JoinedRows``) are the instances the ORM's
-``select_related`` gives: every field converted alike (aware datetimes, JSON, decimals,
-UUIDs), related objects cached (reading them costs no query), a missing one-to-one None."""
+"""Hand-written SQL (``portal.sql``) reads and writes rows as the ORM does: rows read
+are the instances ``select_related`` gives (every field converted alike: aware
+datetimes, JSON, decimals, UUIDs; related objects cached, so reading them costs no
+query; a missing one-to-one None), and a row inserted is the row ``Model.save`` writes."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -12,11 +14,13 @@ from django.db.models import Model
 
 from portal.models import ApiToken, ClusterIdentity
 from portal.services import create_api_token
-from portal.sql import JoinedRows
-from scheduler.models import Job
+from portal.sql import Inserts, JoinedRows
+from scheduler.models import Job, JobEvent
 from tests.builders import submit
 
 pytestmark = pytest.mark.django_db
+
+DAY = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 
 
 def values(instance: Model | None) -> dict[str, Any] | None:
@@ -62,3 +66,36 @@ def test_only_single_related_objects_can_be_joined():
         JoinedRows(Job, "events")
     with pytest.raises(ValueError, match="before it"):
         JoinedRows(ApiToken, "user__cluster_identity")
+
+
+def test_an_inserted_job_is_the_row_the_orm_would_have_written(world, django_assert_num_queries):
+    fields = {
+        "owner": world.alice,
+        "account": world.lab,
+        "name": "sweep",
+        "command": "python train.py",
+        "env": {"SEED": "3"},
+        "node_labels": {"rack": "r2"},
+        "cpus_per_node": Decimal("2.5"),
+        "walltime_seconds": 600,
+        "submitted_at": DAY,
+    }
+    by_orm = Job.objects.create(**fields)
+
+    with django_assert_num_queries(1):
+        inserted = Inserts(Job).save(Job(**fields))
+
+    assert inserted.pk is not None and inserted.pk != by_orm.pk
+    assert not inserted._state.adding
+    ours, theirs = values(Job.objects.get(pk=inserted.pk)), values(Job.objects.get(pk=by_orm.pk))
+    assert ours is not None and theirs is not None
+    different = {k for k in ours if ours[k] != theirs[k]}
+    assert different <= {"id", "uuid", "updated_at"}  # its own key, uuid and the time it was written
+    assert ours["updated_at"] is not None  # pre_save ran: auto_now set it
+
+
+def test_an_inserted_event_is_read_back_whole(world):
+    job = submit(world.alice, world.lab)
+    event = Inserts(JobEvent).save(JobEvent(job=job, at=DAY, kind="note", message="hello", data={"tasks": [1, 2]}))
+
+    assert values(JobEvent.objects.get(pk=event.pk)) == values(event)
