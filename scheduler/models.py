@@ -112,8 +112,10 @@ class Job(models.Model):
     """
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
-    account = models.ForeignKey("portal.Account", on_delete=models.PROTECT, related_name="jobs")
+    # No index of their own: the (owner, state) and (account, state) indexes lead with
+    # them, and each index more is one more write for every job submitted.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs", db_index=False)
+    account = models.ForeignKey("portal.Account", on_delete=models.PROTECT, related_name="jobs", db_index=False)
     qos = models.ForeignKey("portal.Qos", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
     name = models.CharField(max_length=128)
     command = models.TextField(blank=True)
@@ -164,6 +166,7 @@ class Job(models.Model):
     #: No database constraint: the tasks are written with their first task in one
     #: transaction, and PostgreSQL's check of 10,000 references to a row written in that
     #: same transaction took seconds at commit (Django deletes tasks with their array).
+    #: Indexed by (array_job, array_task_id), which leads with it.
     array_job = models.ForeignKey(
         "self",
         null=True,
@@ -172,6 +175,7 @@ class Job(models.Model):
         related_name="array_tasks",
         editable=False,
         db_constraint=False,
+        db_index=False,
     )
     array_task_id = models.PositiveIntegerField(null=True, blank=True, editable=False)
     array_task_count = models.PositiveIntegerField(default=0, editable=False)
@@ -230,7 +234,7 @@ class Job(models.Model):
 class JobEvent(models.Model):
     """Append-only audit trail of one job: what happened, when, and with what data."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events", db_index=False)  # (job, at) leads
     at = models.DateTimeField()
     kind = models.CharField(max_length=32, choices=EventKind.choices)
     message = models.CharField(max_length=500)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
@@ -56,19 +55,6 @@ def _queued(quota: Quota, column: str, value: int) -> int:
         return int(cursor.fetchone()[0])
 
 
-def _lock_owner_and_account(user_id: int, account_id: int) -> None:
-    """Lock the user's and the account's rows (``SELECT ... FOR UPDATE``) in one round
-    trip; nothing to do where the database locks whole (SQLite)."""
-    if not connection.features.has_select_for_update:
-        return
-    users, accounts = quoted_table(get_user_model()), quoted_table(Account)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT 1 FROM {users} u, {accounts} a WHERE u.id = %s AND a.id = %s FOR UPDATE",  # our tables
-            [user_id, account_id],
-        )
-
-
 def quota_refusals(
     owner: Any, account: Account, walltime_seconds: int, *, lock: bool = False, adding: int = 1
 ) -> dict[str, str]:
@@ -76,15 +62,17 @@ def quota_refusals(
     of an array count one each) of ``owner`` in ``account`` with this walltime; ``{}``
     when none would. Reads only.
 
-    With ``lock`` (inside a transaction, as :func:`submit_job` calls it), when a
-    pending-jobs quota applies the user's and the account's rows are locked
-    (``SELECT ... FOR UPDATE``) while the queue is counted, so concurrent submissions
-    cannot overshoot it. A what-if asks without locking: it submits nothing.
+    With ``lock`` (inside a transaction, as :func:`submit_job` calls it), the quota rows
+    that apply are read ``FOR UPDATE``: submissions under the same quota take turns from
+    here to their commit, so each counts the queue with the others' jobs in it and none
+    can overshoot it (the count is its own statement, which sees what committed while
+    it waited; the read and the lock are one). Submissions under no quota never wait.
+    SQLite writes one transaction at a time anyway. A what-if asks without locking: it
+    submits nothing.
     """
-    applying = _QUOTAS.read("t0.account_id = %s OR t0.user_id = %s", [account.pk, owner.pk])
+    locking = "FOR UPDATE" if lock and connection.features.has_select_for_update else ""
+    applying = _QUOTAS.read("t0.account_id = %s OR t0.user_id = %s", [account.pk, owner.pk], locking)
     quotas = {("account" if q.account_id else "user"): q for q in applying}
-    if lock and any(q.max_pending_jobs is not None for q in quotas.values()):
-        _lock_owner_and_account(owner.pk, account.pk)  # serialise only the submissions that count the queue
     errors: dict[str, str] = {}
     if "account" in quotas:
         queued = _queued(quotas["account"], "account_id", account.pk)
@@ -102,7 +90,7 @@ def submit_job(*, owner: Any, account: Account, qos: Qos | None, array: ArraySpe
     the quotas that depend on the queue.
 
     Raises ``ValidationError`` (field -> message) and writes nothing when a quota refuses
-    the job (see :func:`quota_refusals`, called here with its row locks). Returns the
+    the job (see :func:`quota_refusals`, called here with its quotas' row locks). Returns the
     job, or an array's first task, whose id is the array's.
     """
     now = timezone.now()
