@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import ForeignObjectRel, Model
 
 M = TypeVar("M", bound=Model)
@@ -45,10 +45,24 @@ class _Part:
     local_column: str  # the parent's column of the join
     remote_column: str  # this part's column of the join
     cache: Callable[[Model, Model | None], None] | None
+    fields: tuple[Any, ...] = ()
+    attnames: tuple[str, ...] = ()
+    key_index: int = 0  # of its primary key among its fields
 
-    @property
-    def fields(self) -> list[Any]:
-        return list(self.model._meta.concrete_fields)
+
+def _part(
+    model: type[Model],
+    alias: str,
+    parent: int,
+    outer: bool,
+    local_column: str,
+    remote_column: str,
+    cache: Callable[[Model, Model | None], None] | None,
+) -> _Part:
+    fields = tuple(model._meta.concrete_fields)
+    attnames = tuple(str(f.attname) for f in fields)
+    key_index = fields.index(model._meta.pk)
+    return _Part(model, alias, parent, outer, local_column, remote_column, cache, fields, attnames, key_index)
 
 
 def _column(field: Any) -> str:
@@ -56,7 +70,7 @@ def _column(field: Any) -> str:
 
 
 def _parts(model: type[Model], paths: Sequence[str]) -> list[_Part]:
-    parts = [_Part(model, "t0", -1, False, "", "", None)]
+    parts = [_part(model, "t0", -1, False, "", "", None)]
     by_path = {"": 0}
     for path in paths:
         names = path.split("__")
@@ -75,7 +89,7 @@ def _parts(model: type[Model], paths: Sequence[str]) -> list[_Part]:
             local, remote = _column(field), _column(related._meta.pk)
         by_path[path] = len(parts)
         cache = field.set_cached_value  # type: ignore[union-attr]  # a relation's, as select_related caches it
-        parts.append(_Part(related, f"t{len(parts)}", by_path[parent_path], outer, local, remote, cache))
+        parts.append(_part(related, f"t{len(parts)}", by_path[parent_path], outer, local, remote, cache))
     return parts
 
 
@@ -89,13 +103,12 @@ class JoinedRows(Generic[M]):
         self.model = model
         self._parts = _parts(model, related)
         self._sql: dict[str, tuple[str, str]] = {}
-        self._converters: dict[str, list[tuple[Any, list[Converter]]]] = {}
+        self._converters: dict[str, list[tuple[int, Any, list[Converter]]]] = {}
 
-    def _select(self) -> tuple[str, str]:
+    def _select(self, db: Any) -> tuple[str, str]:
         """The select list and the FROM clause (tables and joins), for this database."""
-        vendor = connection.vendor
-        if vendor not in self._sql:
-            quote = connection.ops.quote_name
+        if db.vendor not in self._sql:
+            quote = db.ops.quote_name
             columns = ", ".join(f"{p.alias}.{quote(f.column)}" for p in self._parts for f in p.fields)
             tables = [f"{quoted_table(self.model)} t0"]
             for part in self._parts[1:]:
@@ -104,20 +117,20 @@ class JoinedRows(Generic[M]):
                     f"{'LEFT JOIN' if part.outer else 'JOIN'} {quoted_table(part.model)} {part.alias} "
                     f"ON {part.alias}.{quote(part.remote_column)} = {parent.alias}.{quote(part.local_column)}"
                 )
-            self._sql[vendor] = (columns, " ".join(tables))
-        return self._sql[vendor]
+            self._sql[db.vendor] = (columns, " ".join(tables))
+        return self._sql[db.vendor]
 
-    def _converters_now(self) -> list[tuple[Any, list[Converter]]]:
-        """Each column's expression and what turns its value into the field's (as the
-        ORM's compiler applies them: the database's first, then the field's)."""
-        vendor = connection.vendor
-        if vendor not in self._converters:
-            self._converters[vendor] = [
-                (col, connection.ops.get_db_converters(col) + col.get_db_converters(connection))
-                for part in self._parts
-                for col in (f.get_col(part.alias) for f in part.fields)
+    def _converters_for(self, db: Any) -> list[tuple[int, Any, list[Converter]]]:
+        """The columns whose values need converting into the field's (as the ORM's
+        compiler converts them: the database's converters first, then the field's):
+        their position, their expression and the converters."""
+        if db.vendor not in self._converters:
+            columns = [f.get_col(part.alias) for part in self._parts for f in part.fields]
+            converting = [
+                (i, col, db.ops.get_db_converters(col) + col.get_db_converters(db)) for i, col in enumerate(columns)
             ]
-        return self._converters[vendor]
+            self._converters[db.vendor] = [entry for entry in converting if entry[2]]
+        return self._converters[db.vendor]
 
     def read(
         self,
@@ -134,36 +147,36 @@ class JoinedRows(Generic[M]):
         ``WITH`` clause; ``join``: more tables to filter by or read ``extra`` from;
         ``extra``: attribute -> SQL expression, set on each instance as read (as the
         ORM's annotations). ``params`` in the order their placeholders appear."""
-        columns, tables = self._select()
+        db = connections[DEFAULT_DB_ALIAS]  # once: each `connection.x` looks it up again
+        columns, tables = self._select(db)
         added = "".join(f", {sql}" for sql in (extra or {}).values())
         condition = f"WHERE {where}" if where else ""
-        sql = f"{before} SELECT {columns}{added} FROM {tables} {join} {condition} {tail}"
-        with connection.cursor() as cursor:
-            cursor.execute(sql, list(params))
+        with db.cursor() as cursor:
+            cursor.execute(f"{before} SELECT {columns}{added} FROM {tables} {join} {condition} {tail}", list(params))
             rows = cursor.fetchall()
-        converters = self._converters_now()
+        converters = self._converters_for(db)
         names = list(extra or {})
+        width = sum(len(part.fields) for part in self._parts)
         instances = []
         for row in rows:
-            instance = self._instance(row[: len(converters)], converters)
-            for name, value in zip(names, row[len(converters) :], strict=True):
+            instance = self._instance(row, converters, db)
+            for name, value in zip(names, row[width:], strict=True):
                 setattr(instance, name, value)
             instances.append(instance)
         return instances
 
-    def _instance(self, row: Sequence[Any], converters: list[tuple[Any, list[Converter]]]) -> M:
+    def _instance(self, row: Sequence[Any], converters: list[tuple[int, Any, list[Converter]]], db: Any) -> M:
         values = list(row)
-        for i, (col, column_converters) in enumerate(converters):
+        for i, col, column_converters in converters:
             for convert in column_converters:
-                values[i] = convert(values[i], col, connection)
+                values[i] = convert(values[i], col, db)
         built: list[Model | None] = []
         start = 0
         for part in self._parts:
-            fields = part.fields
-            own = values[start : start + len(fields)]
-            start += len(fields)
-            missing = part.outer and own[part.model._meta.concrete_fields.index(part.model._meta.pk)] is None
-            instance = None if missing else part.model.from_db(connection.alias, [f.attname for f in fields], own)
+            own = values[start : start + len(part.fields)]
+            start += len(part.fields)
+            missing = part.outer and own[part.key_index] is None
+            instance = None if missing else part.model.from_db(db.alias, part.attnames, own)
             if part.cache is not None:
                 parent = built[part.parent]
                 if parent is not None:
@@ -192,31 +205,29 @@ class Inserts(Generic[M]):
             raise TypeError(f"{model.__name__}.{custom[0]} needs its own SQL (a placeholder, a database default)")
         self._sql: dict[str, str] = {}
 
-    def _statement(self) -> str:
-        vendor = connection.vendor
-        if vendor not in self._sql:
-            quote = connection.ops.quote_name
+    def _statement(self, db: Any) -> str:
+        if db.vendor not in self._sql:
+            quote = db.ops.quote_name
             columns = ", ".join(quote(_column(f)) for f in self._fields)
-            returning = (
-                f" RETURNING {quote(self._key_column)}" if connection.features.can_return_columns_from_insert else ""
-            )
-            self._sql[vendor] = (
+            returning = f" RETURNING {quote(self._key_column)}" if db.features.can_return_columns_from_insert else ""
+            self._sql[db.vendor] = (
                 f"INSERT INTO {quoted_table(self.model)} ({columns}) "  # our table and columns
                 f"VALUES ({', '.join(['%s'] * len(self._fields))}){returning}"
             )
-        return self._sql[vendor]
+        return self._sql[db.vendor]
 
     def save(self, instance: M) -> M:
         """Insert ``instance`` (a new one) and return it, saved: its key set, no longer
         ``adding``, bound to this database."""
-        values = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in self._fields]
-        with connection.cursor() as cursor:
-            cursor.execute(self._statement(), values)
-            if connection.features.can_return_columns_from_insert:
+        db = connections[DEFAULT_DB_ALIAS]
+        values = [f.get_db_prep_save(f.pre_save(instance, True), db) for f in self._fields]
+        with db.cursor() as cursor:
+            cursor.execute(self._statement(db), values)
+            if db.features.can_return_columns_from_insert:
                 key = cursor.fetchone()[0]
             else:
-                key = connection.ops.last_insert_id(cursor, self.model._meta.db_table, self._key_column)
+                key = db.ops.last_insert_id(cursor, self.model._meta.db_table, self._key_column)
         setattr(instance, self._key_attname, key)
         instance._state.adding = False
-        instance._state.db = connection.alias
+        instance._state.db = db.alias
         return instance
