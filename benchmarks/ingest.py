@@ -35,10 +35,9 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx
 
 from benchmarks._common import emit, log, percentile, throwaway_database, vacuum_analyze
-from benchmarks._http import ClientPool, free_port, start_gunicorn, stop_gunicorn, wait_until_ready
+from benchmarks._http import Answer, ClientPool, Http, free_port, probe_until_ready, start_gunicorn, stop_gunicorn
 
 INGEST_URL = "/api/v1/monitoring/samples/"
 GPUS_PER_NODE = 8
@@ -108,19 +107,17 @@ def bodies(pairs: list[tuple[str, str]], batches: int, batch: int, start: dateti
     return made
 
 
-def post(client: httpx.Client, item: tuple[str, bytes]) -> str:
+def post(client: Http, item: tuple[str, bytes]) -> str:
     """One batch: ``""`` if answered 200 with every sample accepted, else what was answered."""
     token, body = item
-    response = client.post(
-        INGEST_URL, content=body, headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    )
-    ok = response.status_code == 200 and not response.json()["rejected"]
-    return "" if ok else f"answer {response.status_code}: {response.text[:500]}"
+    answer = client.request("POST", INGEST_URL, body, headers={"Authorization": f"Bearer {token}"})
+    ok = answer.status == 200 and not answer.json()["rejected"]
+    return "" if ok else f"answer {answer.status}: {answer.text[:500]}"
 
 
-def probe(client: httpx.Client, token: str) -> httpx.Response:
+def probe(client: Http, token: str) -> Answer:
     """An empty batch: answered 200 once gunicorn, the token check and the database work."""
-    return client.post(INGEST_URL, json={"samples": []}, headers={"Authorization": f"Bearer {token}"}, timeout=5)
+    return client.request("POST", INGEST_URL, {"samples": []}, headers={"Authorization": f"Bearer {token}"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         proc = start_gunicorn(db, args.workers, port, conn_max_age=60)
         poster = ClientPool(f"http://127.0.0.1:{port}", post)
         try:
-            wait_until_ready(proc, lambda: probe(poster.client(), pairs[0][1]))
+            probe_until_ready(proc, lambda: probe(poster.client(), pairs[0][1]))
             poster.run(items[:warmup], args.concurrency)
             log(f"warmed up with {warmup} batches; timing {batches}")
             latencies, wall_ms = poster.run(items[warmup:], args.concurrency)

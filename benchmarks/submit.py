@@ -1,7 +1,8 @@
 """How fast the API accepts jobs: ``POST /api/v1/jobs/`` over HTTP against gunicorn, on a
 throwaway database (see ``benchmarks/_common.py``).
 
-Usage: ``DEBUG=1 python benchmarks/submit.py [--n 1000] [--concurrency 8] [--workers 2]``
+Usage: ``DEBUG=1 python benchmarks/submit.py [--n 1000] [--concurrency 8] [--workers 2]
+[--client stdlib|httpx]``
 (``DATABASE_URL=postgres://...`` to measure on PostgreSQL).
 
 Steps:
@@ -12,8 +13,10 @@ Steps:
 2. Start ``gunicorn portal.wsgi`` with ``--workers`` sync workers on a free port, with
    ``DEBUG=0`` and that database, and wait until it answers.
 3. Send a few untimed warm-up submissions, then ``--n`` submissions from
-   ``--concurrency`` threads (one ``httpx.Client`` each) and check every answer is 201
-   and every job is in the database.
+   ``--concurrency`` threads (one keep-alive connection each, ``--client``'s: the
+   standard library's ``http.client`` unless asked for httpx, see
+   ``benchmarks._http.StdlibHttp``) and check every answer is 201 and every job is in
+   the database.
 4. Time ``--n`` authenticated ``GET /api/v1/me/`` from the same clients: the cheapest
    request the stack serves, the floor submission is compared with.
 5. Post one job array of ``--array-size`` tasks (``0-9999``) and time it until it is
@@ -40,10 +43,17 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx
-
 from benchmarks._common import emit, log, percentile, throwaway_database, vacuum_analyze
-from benchmarks._http import ClientPool, CpuSplit, free_port, start_gunicorn, stop_gunicorn, wait_until_ready
+from benchmarks._http import (
+    CLIENTS,
+    ClientPool,
+    CpuSplit,
+    Http,
+    free_port,
+    probe_until_ready,
+    start_gunicorn,
+    stop_gunicorn,
+)
 from benchmarks._synthetic import build_site, job_request
 
 JOBS_URL = "/api/v1/jobs/"
@@ -61,6 +71,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--conn-max-age", type=int, default=60, help="DATABASE_CONN_MAX_AGE for gunicorn (default 60, as the app)"
     )
     parser.add_argument("--array-size", type=int, default=10_000, help="tasks of the timed array (default 10000)")
+    parser.add_argument(
+        "--client",
+        choices=sorted(CLIENTS),
+        default="stdlib",
+        help="the clients' HTTP library (default stdlib: http.client, the least CPU taken from the server)",
+    )
     args = parser.parse_args(argv)
     if min(args.n, args.concurrency, args.workers) < 1:
         parser.error("--n, --concurrency and --workers must be >= 1")
@@ -69,31 +85,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def read_me(client: httpx.Client, _: int) -> str:
+def read_me(client: Http, _: int) -> str:
     """The floor: one authenticated ``GET /api/v1/me/``."""
-    response = client.get("/api/v1/me/")
-    return "" if response.status_code == 200 else f"answer {response.status_code}: {response.text[:500]}"
+    answer = client.request("GET", "/api/v1/me/")
+    return "" if answer.status == 200 else f"answer {answer.status}: {answer.text[:500]}"
 
 
-def submit_array(base_url: str, token: str, payload: dict[str, Any], size: int) -> float:
+def submit_array(client: Http, payload: dict[str, Any], size: int) -> float:
     """POST one array of ``size`` tasks; seconds until its 201 (every task then stored),
     after checking that the API counts every task."""
-    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=300) as client:
-        t0 = time.perf_counter()
-        response = client.post(JOBS_URL, json={**payload, "array": f"0-{size - 1}"})
-        seconds = time.perf_counter() - t0
-        if response.status_code != 201:
-            raise SystemExit(f"array answered {response.status_code}: {response.text[:500]}")
-        states = client.get(f"/api/v1/arrays/{response.json()['array_job']}/").json()["states"]
+    t0 = time.perf_counter()
+    answer = client.request("POST", JOBS_URL, {**payload, "array": f"0-{size - 1}"})
+    seconds = time.perf_counter() - t0
+    if answer.status != 201:
+        raise SystemExit(f"array answered {answer.status}: {answer.text[:500]}")
+    states = client.request("GET", f"/api/v1/arrays/{answer.json()['array_job']}/").json()["states"]
     if sum(states.values()) != size:
         raise SystemExit(f"the API counts {states} tasks of the array, not {size}")
     return seconds
 
 
-def submit(client: httpx.Client, payload: dict[str, Any]) -> str:
+def submit(client: Http, payload: dict[str, Any]) -> str:
     """One submission: ``""`` if answered 201, else what was answered."""
-    response = client.post(JOBS_URL, json=payload)
-    return "" if response.status_code == 201 else f"answer {response.status_code}: {response.text[:500]}"
+    answer = client.request("POST", JOBS_URL, payload)
+    return "" if answer.status == 201 else f"answer {answer.status}: {answer.text[:500]}"
 
 
 def seed(nodes: int, quota_pending: int) -> tuple[Any, str]:
@@ -122,14 +137,15 @@ def main(argv: list[str] | None = None) -> int:
         port = free_port()
         log(f"starting gunicorn ({args.workers} workers) on 127.0.0.1:{port}")
         proc = start_gunicorn(db, args.workers, port, args.conn_max_age)
-        submitter = ClientPool(f"http://127.0.0.1:{port}", submit, {"Authorization": f"Bearer {token}"})
+        auth = {"Authorization": f"Bearer {token}"}
+        submitter = ClientPool(f"http://127.0.0.1:{port}", submit, auth, args.client)
         try:
-            wait_until_ready(proc, lambda: submitter.client().get("/api/v1/me/", timeout=5))
+            probe_until_ready(proc, lambda: submitter.client().request("GET", "/api/v1/me/"))
             submitter.run(payloads[:warmup], args.concurrency)
             log(f"warmed up with {warmup} submissions; timing {args.n}")
             with CpuSplit(proc) as submit_cpu:
                 latencies, wall_ms = submitter.run(payloads[warmup:], args.concurrency)
-            reader = ClientPool(f"http://127.0.0.1:{port}", read_me, {"Authorization": f"Bearer {token}"})
+            reader = ClientPool(f"http://127.0.0.1:{port}", read_me, auth, args.client)
             try:
                 reader.run(list(range(warmup)), args.concurrency)
                 with CpuSplit(proc) as floor_cpu:
@@ -137,7 +153,11 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 reader.close()
             log(f"timing one array of {args.array_size} tasks")
-            array_seconds = submit_array(f"http://127.0.0.1:{port}", token, payloads[0], args.array_size)
+            fresh = CLIENTS[args.client](f"http://127.0.0.1:{port}", auth)  # not one left idle: it may be closed
+            try:
+                array_seconds = submit_array(fresh, payloads[0], args.array_size)
+            finally:
+                fresh.close()
         finally:
             submitter.close()
             stop_gunicorn(proc)
@@ -153,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             "gpus": site.gpus,
             "conn_max_age": args.conn_max_age,
             "warmup": warmup,
+            "client": args.client,
         }
         emit(
             "submit_jobs_per_s",

@@ -169,6 +169,13 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+#: The few statements every request runs (``portal.sql.prepared_cursor``: the token, the
+#: account's QOS, the quota, the job's insert) are prepared once per connection; Django's
+#: own cursor binds values client-side and never prepares. Behind a pooler that cannot
+#: keep prepared statements (PgBouncer before 1.21 in transaction mode), set
+#: DATABASE_PREPARED_STATEMENTS=false.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_PREPARED_STATEMENTS", True):
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 1
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so subprocesses started by tests (Celery worker, scheduler
     # loop) see the same test database. WAL lets readers proceed during a tick.

@@ -10,7 +10,9 @@ such a read's SQL once per database and turns its rows into the same instances
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -20,6 +22,50 @@ from django.db.models import ForeignObjectRel, Model
 M = TypeVar("M", bound=Model)
 
 Converter = Callable[[Any, Any, Any], Any]
+
+
+@functools.cache
+def _preparing_cursor() -> type:
+    """psycopg's server-binding cursor, preparing every statement it runs."""
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    class PreparingCursor(ServerBindingCursor):  # type: ignore[misc]  # psycopg's class, typed loosely by Django
+        def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: Any = None) -> Any:
+            return super().execute(query, params, prepare=True, binary=binary)  # type: ignore[misc]
+
+        def _send_query_prepared(self, name: bytes, pgq: Any, *, binary: Any = None) -> None:
+            # psycopg records the statement only when it runs one unprepared; Django logs
+            # (and tests count) what it records.
+            self._query = pgq
+            super()._send_query_prepared(name, pgq, binary=binary)  # type: ignore[misc]
+
+    return PreparingCursor
+
+
+@contextmanager
+def prepared_cursor() -> Iterator[Any]:
+    """A cursor (Django's, so errors, query counts and debug logging are as usual) whose
+    statements PostgreSQL parses and plans once per connection and then runs by name
+    with new values: for the few statements every request runs, planning was as much
+    of PostgreSQL's CPU as running them (a submission: 1.9 -> 1.0 ms). Django binds
+    values into the SQL text itself and never prepares, which suits the many one-off
+    and bulk statements elsewhere (a bound statement takes at most 65,535 values).
+    Elsewhere than PostgreSQL, the plain cursor."""
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor != "postgresql":
+        with db.cursor() as cursor:
+            yield cursor
+        return
+    db.ensure_connection()
+    raw = db.connection
+    previous = raw.cursor_factory
+    raw.cursor_factory = _preparing_cursor()  # this thread's connection, for this one cursor
+    try:
+        cursor = db.cursor()  # (a failed health check reconnects: a plain cursor then, as correct)
+    finally:
+        raw.cursor_factory = previous
+    with cursor:
+        yield cursor
 
 
 def quoted_table(model: type[Model]) -> str:
@@ -151,7 +197,7 @@ class JoinedRows(Generic[M]):
         columns, tables = self._select(db)
         added = "".join(f", {sql}" for sql in (extra or {}).values())
         condition = f"WHERE {where}" if where else ""
-        with db.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(f"{before} SELECT {columns}{added} FROM {tables} {join} {condition} {tail}", list(params))
             rows = cursor.fetchall()
         converters = self._converters_for(db)
@@ -221,7 +267,7 @@ class Inserts(Generic[M]):
         ``adding``, bound to this database."""
         db = connections[DEFAULT_DB_ALIAS]
         values = [f.get_db_prep_save(f.pre_save(instance, True), db) for f in self._fields]
-        with db.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(self._statement(db), values)
             if db.features.can_return_columns_from_insert:
                 key = cursor.fetchone()[0]

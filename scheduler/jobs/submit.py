@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from portal.models import Account, Qos, Quota
-from portal.sql import Inserts, JoinedRows, quoted_table
+from portal.sql import Inserts, JoinedRows, prepared_cursor, quoted_table
 from scheduler.choices import QUEUED_STATES, EventKind
 from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.transitions import record_event
@@ -46,7 +46,7 @@ def _queued(quota: Quota, column: str, value: int) -> int:
     if quota.max_pending_jobs is None:
         return 0
     states = sorted(QUEUED_STATES)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT COUNT(*) FROM {quoted_table(Job)} WHERE {connection.ops.quote_name(column)} = %s "  # ours
             f"AND state IN ({', '.join(['%s'] * len(states))})",

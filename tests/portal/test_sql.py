@@ -10,11 +10,13 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.db.models import Model
+from django.test.utils import CaptureQueriesContext
 
 from portal.models import ApiToken, ClusterIdentity
 from portal.services import create_api_token
-from portal.sql import Inserts, JoinedRows
+from portal.sql import Inserts, JoinedRows, prepared_cursor
 from scheduler.models import Job, JobEvent
 from tests.builders import submit
 
@@ -99,3 +101,40 @@ def test_an_inserted_event_is_read_back_whole(world):
     event = Inserts(JobEvent).save(JobEvent(job=job, at=DAY, kind="note", message="hello", data={"tasks": [1, 2]}))
 
     assert values(JobEvent.objects.get(pk=event.pk)) == values(event)
+
+
+def prepared_statements() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.postgres
+def test_the_hot_statements_are_prepared_once_per_connection_and_djangos_own_never(world):
+    create_api_token(world.alice, "laptop")
+    tokens = JoinedRows(ApiToken, "user")
+
+    for _ in range(3):
+        assert len(tokens.read("t0.revoked_at IS NULL")) == 1
+        list(ApiToken.objects.filter(revoked_at__isnull=True))
+
+    ours = [sql for sql in prepared_statements() if "FROM" in sql and "portal_apitoken" in sql]
+    assert len(ours) == 1  # the one read, prepared once, run three times
+    assert "t0.revoked_at IS NULL" in ours[0]
+
+
+@pytest.mark.postgres
+def test_a_prepared_statement_is_logged_and_counted_as_any_other(world):
+    with CaptureQueriesContext(connection) as queries:
+        for _ in range(2):  # prepared by the first, run by name by the second
+            with prepared_cursor() as cursor:
+                cursor.execute("SELECT COUNT(*) FROM auth_user WHERE username = %s", ["alice"])
+                assert cursor.fetchone()[0] == 1
+
+    assert [q["sql"] for q in queries.captured_queries] == ["SELECT COUNT(*) FROM auth_user WHERE username = $1"] * 2
+
+
+def test_a_prepared_cursor_runs_statements_with_values_on_any_database(world):
+    with prepared_cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM auth_user WHERE username = %s", ["alice"])
+        assert cursor.fetchone()[0] == 1
