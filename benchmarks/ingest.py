@@ -3,7 +3,7 @@ HTTP against gunicorn, on a throwaway database (see ``benchmarks/_common.py``; t
 and the client threads are ``benchmarks/_http.py``).
 
 Usage: ``DEBUG=1 python benchmarks/ingest.py [--samples 200000] [--batch 1000]
-[--concurrency 4] [--workers 2] [--nodes 64]`` (``DATABASE_URL=postgres://...`` for
+[--concurrency 4] [--workers 2] [--nodes 64] [--client stdlib|httpx]`` (``DATABASE_URL=postgres://...`` for
 PostgreSQL, the figure that matters: target >= 20,000 samples/s).
 
 Steps:
@@ -37,7 +37,16 @@ if __package__ in (None, ""):
 
 
 from benchmarks._common import emit, log, percentile, throwaway_database, vacuum_analyze
-from benchmarks._http import Answer, ClientPool, Http, free_port, probe_until_ready, start_gunicorn, stop_gunicorn
+from benchmarks._http import (
+    CLIENTS,
+    Answer,
+    ClientPool,
+    Http,
+    free_port,
+    probe_until_ready,
+    start_gunicorn,
+    stop_gunicorn,
+)
 
 INGEST_URL = "/api/v1/monitoring/samples/"
 GPUS_PER_NODE = 8
@@ -50,6 +59,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=4, help="client threads (default 4)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn sync workers (default 2)")
     parser.add_argument("--nodes", type=int, default=64, help="posting nodes (default 64)")
+    parser.add_argument(
+        "--client", choices=sorted(CLIENTS), default="stdlib", help="the clients' HTTP library (default stdlib)"
+    )
     args = parser.parse_args(argv)
     if min(args.samples, args.batch, args.concurrency, args.workers, args.nodes) < 1:
         parser.error("every count must be >= 1")
@@ -137,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         port = free_port()
         log(f"starting gunicorn ({args.workers} workers) on 127.0.0.1:{port}")
         proc = start_gunicorn(db, args.workers, port, conn_max_age=60)
-        poster = ClientPool(f"http://127.0.0.1:{port}", post)
+        poster = ClientPool(f"http://127.0.0.1:{port}", post, kind=args.client)
         try:
             probe_until_ready(proc, lambda: probe(poster.client(), pairs[0][1]))
             poster.run(items[:warmup], args.concurrency)
@@ -152,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"expected {expected} samples in the database, found {stored}")
         timed = batches * args.batch
         context = {
+            "client": args.client,
             "samples": timed,
             "batch": args.batch,
             "concurrency": args.concurrency,
