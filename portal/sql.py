@@ -1,11 +1,15 @@
-"""Hand-written SQL's helpers: quoted names, and model instances read with related ones.
+"""Hand-written SQL for the statements every request runs: quoted names, model
+instances read with their related ones (:class:`JoinedRows`), rows inserted
+(:class:`Inserts`), and the cursor that has PostgreSQL prepare them
+(:func:`prepared_cursor`).
 
-Why read by hand at all: the ORM compiles a queryset to SQL anew each time it runs,
-about 0.4 ms of CPU for a query with two joins, three times what PostgreSQL takes to
-answer it. On the path every API request takes (its token) and on submission's (the
-account's QOS) that was a third of the CPU a request cost; :class:`JoinedRows` writes
-such a read's SQL once per database and turns its rows into the same instances
-``select_related`` would, with the same conversions (aware datetimes, JSON, decimals).
+Why by hand at all: the ORM compiles a queryset to SQL anew each time it runs, about
+0.4 ms of CPU for a query with two joins, three times what PostgreSQL takes to answer
+it, and PostgreSQL plans each statement anew too. On the path every API request takes
+(its token) and on submission's (the default account, its QOS, the quotas, the job and
+its event) that was most of the CPU a request cost. These write each statement once per
+database and give the same instances ``select_related`` and ``Model.save`` would, with
+the same conversions (aware datetimes, JSON, decimals); tests compare them with the ORM's.
 """
 
 from __future__ import annotations
