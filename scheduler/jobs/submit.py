@@ -64,9 +64,10 @@ def quota_refusals(
 
     With ``lock`` (inside a transaction, as :func:`submit_job` calls it), the quota rows
     that apply are read ``FOR UPDATE``: submissions under the same quota take turns from
-    here to their commit, so each counts the queue with the others' jobs in it and none
-    can overshoot it (the count is its own statement, which sees what committed while
-    it waited; the read and the lock are one). Submissions under no quota never wait.
+    here to their commit (~1 ms), so each counts the queue with the others' jobs in it
+    and none can overshoot it (the count is its own statement, which sees what committed
+    while it waited). The read and the lock are one statement, so a quota without a
+    pending-jobs limit is taken in turn too; submissions under no quota never wait.
     SQLite writes one transaction at a time anyway. A what-if asks without locking: it
     submits nothing.
     """
