@@ -156,14 +156,16 @@ class Answer(NamedTuple):
 
 
 class StdlibHttp:
-    """One keep-alive HTTP/1.1 connection, the standard library's ``http.client``: the
-    default client. The clients share the 2-core machine with the server they measure,
-    and httpx costs ~1.2-1.5 ms of CPU a request, ``http.client`` ~0.3: the difference is
-    taken from the server (``--client httpx`` measures with httpx, for comparison)."""
+    """One HTTP/1.1 connection, the standard library's ``http.client``, opened again
+    when the server closed it (gunicorn's sync workers close it after every answer):
+    the default client. The clients share the 2-core machine with the server they
+    measure, and httpx costs ~1.0-1.3 ms of CPU a request, ``http.client`` ~0.3-0.5: the
+    difference is taken from the server (``--client httpx`` measures with httpx, for
+    comparison)."""
 
-    def __init__(self, base_url: str, headers: dict[str, str]) -> None:
+    def __init__(self, base_url: str, headers: dict[str, str], timeout: float = 120) -> None:
         url = urlsplit(base_url)
-        self.connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=120)
+        self.connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=timeout)
         self.headers = headers
 
     def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Answer:
@@ -188,8 +190,8 @@ class StdlibHttp:
 class HttpxHttp:
     """The same requests through ``httpx`` (what ``qm`` uses)."""
 
-    def __init__(self, base_url: str, headers: dict[str, str]) -> None:
-        self.client = httpx.Client(base_url=base_url, headers=headers, timeout=120)
+    def __init__(self, base_url: str, headers: dict[str, str], timeout: float = 120) -> None:
+        self.client = httpx.Client(base_url=base_url, headers=headers, timeout=timeout)
 
     def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Answer:
         if isinstance(body, bytes):

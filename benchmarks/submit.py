@@ -13,10 +13,9 @@ Steps:
 2. Start ``gunicorn portal.wsgi`` with ``--workers`` sync workers on a free port, with
    ``DEBUG=0`` and that database, and wait until it answers.
 3. Send a few untimed warm-up submissions, then ``--n`` submissions from
-   ``--concurrency`` threads (one keep-alive connection each, ``--client``'s: the
-   standard library's ``http.client`` unless asked for httpx, see
-   ``benchmarks._http.StdlibHttp``) and check every answer is 201 and every job is in
-   the database.
+   ``--concurrency`` threads (one client each, ``--client``'s: the standard library's
+   ``http.client`` unless asked for httpx, see ``benchmarks._http.StdlibHttp``) and
+   check every answer is 201 and every job is in the database.
 4. Time ``--n`` authenticated ``GET /api/v1/me/`` from the same clients: the cheapest
    request the stack serves, the floor submission is compared with.
 5. Post one job array of ``--array-size`` tasks (``0-9999``) and time it until it is
@@ -153,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 reader.close()
             log(f"timing one array of {args.array_size} tasks")
-            fresh = CLIENTS[args.client](f"http://127.0.0.1:{port}", auth)  # not one left idle: it may be closed
+            # Its own client, with a longer timeout than a single job's (an array's POST stores every task).
+            fresh = CLIENTS[args.client](f"http://127.0.0.1:{port}", auth, timeout=300)
             try:
                 array_seconds = submit_array(fresh, payloads[0], args.array_size)
             finally:
