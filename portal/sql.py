@@ -95,9 +95,9 @@ class _Part:
     local_column: str  # the parent's column of the join
     remote_column: str  # this part's column of the join
     cache: Callable[[Model, Model | None], None] | None
-    fields: tuple[Any, ...] = ()
-    attnames: tuple[str, ...] = ()
-    key_index: int = 0  # of its primary key among its fields
+    fields: tuple[Any, ...]
+    attnames: tuple[str, ...]
+    key_index: int  # of its primary key among its fields
 
 
 def _part(
@@ -152,6 +152,7 @@ class JoinedRows(Generic[M]):
     def __init__(self, model: type[M], *related: str) -> None:
         self.model = model
         self._parts = _parts(model, related)
+        self._width = sum(len(part.fields) for part in self._parts)  # columns before the extra ones
         self._sql: dict[str, tuple[str, str]] = {}
         self._converters: dict[str, list[tuple[int, Any, list[Converter]]]] = {}
 
@@ -206,11 +207,10 @@ class JoinedRows(Generic[M]):
             rows = cursor.fetchall()
         converters = self._converters_for(db)
         names = list(extra or {})
-        width = sum(len(part.fields) for part in self._parts)
         instances = []
         for row in rows:
             instance = self._instance(row, converters, db)
-            for name, value in zip(names, row[width:], strict=True):
+            for name, value in zip(names, row[self._width :], strict=True):
                 setattr(instance, name, value)
             instances.append(instance)
         return instances
