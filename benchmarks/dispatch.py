@@ -11,7 +11,7 @@ Steps:
 3. Run the scheduler as its loop does: ``run_tick()`` (which dispatches inline: the real
    ``SlurmBackend.submit``, lookup by key then ``sbatch``), then ``poll_backends()`` to
    free the GPUs of jobs that ended, until every job was dispatched. A watcher thread
-   polls Slurm (``squeue --json``) every 50 ms and notes when each job is first seen
+   polls Slurm (the backend's own poll) every 50 ms and notes when each job is first seen
    RUNNING (or already finished).
 4. Print ``dispatch_jobs_per_s`` (jobs / time spent in ticks that dispatched) and
    ``dispatch_to_running_p50_s``/``_p90_s`` (from the start of the tick that found the

@@ -304,6 +304,9 @@ PRIORITY_STRETCH_TARGET = env_float("PRIORITY_STRETCH_TARGET", 2, minimum=0.001)
 SCHEDULER_BILLING_WEIGHTS = env_weights("SCHEDULER_BILLING_WEIGHTS")
 #: Fair-share usage half-life in days (Slurm's PriorityDecayHalfLife).
 SCHEDULER_USAGE_HALF_LIFE_DAYS = env_float("SCHEDULER_USAGE_HALF_LIFE_DAYS", 7, minimum=0.001)
+#: How often the tick charges usage and writes it (Slurm's PriorityCalcPeriod, 5 min
+#: there); ticks in between decay the stored usage in memory. 0: every tick.
+SCHEDULER_USAGE_CALC_PERIOD_SECONDS = env_float("SCHEDULER_USAGE_CALC_PERIOD_SECONDS", 30, minimum=0)
 #: A blocked job whose QOS may preempt others (QOS.may_preempt) evicts running jobs.
 SCHEDULER_PREEMPTION = env_bool("SCHEDULER_PREEMPTION", True)
 #: What happens to a preempted job: requeue (a new attempt) or cancel (ends PREEMPTED).

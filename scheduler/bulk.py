@@ -47,6 +47,36 @@ def update_rows(
         return int(cursor.rowcount)  # summed over the rows by sqlite3
 
 
+def update_matching_rows(
+    model: type[models.Model],
+    ids: Sequence[int],
+    columns: Mapping[str, Sequence[object]],
+    *,
+    match: Mapping[str, Sequence[object]],
+    same: Mapping[str, object] | None = None,
+    where: Mapping[str, object] | None = None,
+) -> list[int]:
+    """:func:`update_rows`, only on the rows that still hold, in each field of ``match``,
+    their own value at the row's position (e.g. the attempt a worker saw). Returns the
+    ids of the rows updated, in no particular order: the caller learns which rows someone
+    else changed first."""
+    if not ids:
+        return []
+    update = _Update(model, ids, columns, same, where, match)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            sql, params = update.postgres()
+            cursor.execute(f"{sql} RETURNING t.{update.pk}", params)
+            return [int(row[0]) for row in cursor.fetchall()]
+        sql, rows = update.per_row()
+        updated = []
+        for row_id, row in zip(ids, rows, strict=True):
+            cursor.execute(sql, row)
+            if cursor.rowcount == 1:
+                updated.append(int(row_id))
+        return updated
+
+
 def update_versioned_rows(
     model: type[models.Model],
     ids: Sequence[int],
@@ -91,19 +121,23 @@ class _Update:
         columns: Mapping[str, Sequence[object]],
         same: Mapping[str, object] | None,
         where: Mapping[str, object] | None,
+        match: Mapping[str, Sequence[object]] | None = None,
     ) -> None:
-        for name, values in columns.items():
+        for name, values in [*columns.items(), *(match or {}).items()]:
             if len(values) != len(ids):
                 raise ValueError(f"{name}: {len(values)} values for {len(ids)} rows")
         meta = model._meta
         self.ids, self.columns, self.same, self.where = ids, columns, same or {}, where or {}
+        self.match = match or {}
         self.table, self.pk = quoted_table(model), quoted_pk(model)
         self.fields: dict[str, models.Field[Any, Any]] = {}
-        for name in [*columns, *self.same, *self.where]:
+        for name in [*columns, *self.same, *self.where, *self.match]:
             field = meta.get_field(name)
             if not isinstance(field, models.Field) or not field.column:
                 raise ValueError(f"{model.__name__}.{name} is not a column")
             self.fields[name] = field
+        if any(isinstance(self.fields[name], models.JSONField) for name in self.match):
+            raise ValueError("a JSON field cannot be matched: JSON has no equality per row here")
         self.fixed_sql = [f"{self.column(name)} = %s" for name in self.same]
         self.fixed = [self.prepared(name, value) for name, value in self.same.items()]
         self.guard_sql = [f"{self.column(name)} = %s" for name in self.where]
@@ -133,6 +167,11 @@ class _Update:
             sets.append(f"{self.column(name)} = row.c{i}")
         names = [f"c{i}" for i in range(len(self.columns))]
         guards = [f"t.{g}" for g in self.guard_sql]
+        for i, (name, values) in enumerate(self.match.items()):
+            sources.append(f"unnest(%s::{self.fields[name].db_type(connection)}[])")
+            params.append([self.prepared(name, v) for v in values])
+            names.append(f"m{i}")
+            guards.append(f"t.{self.column(name)} = row.m{i}")
         if versions is not None:
             sources.append("unnest(%s::text[])")
             params.append(list(versions))
@@ -148,8 +187,20 @@ class _Update:
     def per_row(self) -> tuple[str, list[tuple[Any, ...]]]:
         """One prepared statement, and its parameters per row (SQLite, in-process)."""
         sets = [f"{self.column(name)} = %s" for name in self.columns] + self.fixed_sql
+        matches = [f"{self.column(name)} = %s" for name in self.match]
         sql = f"UPDATE {self.table} SET {', '.join(sets)} WHERE {self.pk} = %s" + "".join(
-            f" AND {g}" for g in self.guard_sql
+            f" AND {g}" for g in [*self.guard_sql, *matches]
         )
-        per_row = zip(*([self.prepared(name, v) for v in values] for name, values in self.columns.items()), strict=True)
-        return sql, [(*row, *self.fixed, row_id, *self.guard) for row_id, row in zip(self.ids, per_row, strict=True)]
+        values = self._per_row(self.columns)
+        matched = self._per_row(self.match)
+        return sql, [
+            (*row, *self.fixed, row_id, *self.guard, *held)
+            for row_id, row, held in zip(self.ids, values, matched, strict=True)
+        ]
+
+    def _per_row(self, columns: Mapping[str, Sequence[object]]) -> list[tuple[Any, ...]]:
+        """Each row's prepared values of ``columns``, in their order (empty tuples when
+        there are none)."""
+        if not columns:
+            return [() for _ in self.ids]
+        return list(zip(*([self.prepared(name, v) for v in values] for name, values in columns.items()), strict=True))

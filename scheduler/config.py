@@ -28,6 +28,8 @@ class SchedulerConfig:
     policy: Policy
     #: Fair-share usage half-life and each GPU model's billing weight.
     usage_half_life_days: float
+    #: Seconds between the ticks that charge and write usage (``tick.usage.update_usage``).
+    usage_calc_period_seconds: float
     billing_weights: Mapping[str, float]
     #: The overhead charged on a share, by sharing mode or ``MODEL/mode``
     #: (``scheduler.core.fairshare.UsagePolicy.sharing_overheads``).
@@ -81,6 +83,7 @@ def current_config() -> SchedulerConfig:
     return SchedulerConfig(
         policy=current_policy(),
         usage_half_life_days=settings.SCHEDULER_USAGE_HALF_LIFE_DAYS,
+        usage_calc_period_seconds=settings.SCHEDULER_USAGE_CALC_PERIOD_SECONDS,
         billing_weights=settings.SCHEDULER_BILLING_WEIGHTS,
         sharing_overheads=settings.SCHEDULER_SHARING_OVERHEAD,
         preempt_mode=settings.SCHEDULER_PREEMPT_MODE,

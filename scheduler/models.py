@@ -200,6 +200,10 @@ class Job(models.Model):
     cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
     allocations = models.JSONField(default=list, blank=True)
     attempt = models.PositiveIntegerField(default=0)
+    #: How many times this attempt was handed to a backend (``scheduler.clusters.dispatch``):
+    #: counted before each hand-off, so 1 when read back proves that no one handed it
+    #: over before and the backend need not look for an earlier submission.
+    handoffs = models.PositiveIntegerField(default=0)
     external_id = models.CharField(max_length=128, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
 

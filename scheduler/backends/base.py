@@ -101,6 +101,10 @@ class JobSpec:
     #: The reservation it runs in, as the workload manager names it ("" none); see
     #: :class:`ReservationAdmin`.
     reservation: str = ""
+    #: True when the portal's own record proves that no one handed this attempt to a
+    #: backend before (``Job.handoffs`` read back as 1): the backend may skip looking
+    #: for an earlier submission under ``key``. False (the default) means it must look.
+    first_handoff: bool = False
 
 
 class RemoteState(enum.StrEnum):

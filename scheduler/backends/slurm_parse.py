@@ -1,6 +1,6 @@
 """Pure translations between Slurm's words and ours, for :mod:`scheduler.backends.slurm`.
 
-Everything here is a function of text Slurm printed (``squeue --json``, ``sinfo --json``,
+Everything here is a function of text Slurm printed (``squeue -O``, ``sinfo --json``,
 ``sacct -P``, an error message): no processes, no I/O, so every mapping is tested plainly
 in ``tests/contract/test_slurm_backend.py`` without a cluster.
 """
@@ -17,7 +17,7 @@ from typing import Any
 from scheduler.backends.base import GpuInfo, NodeInfo, PollResult, RemoteState
 
 #: Slurm's base job states (``squeue``/``sacct``) -> ours. ``COMPLETING`` is a flag that
-#: ``squeue --json`` prints instead of the final state while the job's processes are
+#: ``squeue`` prints instead of the final state while the job's processes are
 #: being cleaned up; the final state follows within KillWait, so it reads as running.
 JOB_STATES: dict[str, RemoteState] = {
     "PENDING": RemoteState.PENDING,
@@ -95,7 +95,7 @@ def is_transient(message: str) -> bool:
 
 
 def exit_code_from_status(status: int) -> int:
-    """``squeue --json``'s ``exit_code`` is a raw wait status: 768 is ``exit 3``, 9 is
+    """``squeue``'s ``exit_code`` is a raw wait status: 768 is ``exit 3``, 9 is
     SIGKILL. Signals map to 128 + signal, as a shell reports them."""
     signal = status & 0x7F
     return 128 + signal if signal else (status >> 8) & 0xFF
@@ -149,35 +149,26 @@ def poll_result(
     )
 
 
-def from_squeue(job: Mapping[str, Any]) -> PollResult:
-    """A job of ``squeue --json``: Slurm 22.05 (API v0.0.38) gives ``job_state`` as a
-    string and times and exit codes as numbers; 23.02 and later give a list of state
-    words and ``{"set": ..., "number": ...}`` objects, which are read too."""
-    state = job.get("job_state", "")
-    if isinstance(state, list):
-        state = state[0] if state else ""
-    status = job.get("exit_code")
-    if isinstance(status, dict):  # 23.02+: {"status": [...], "return_code": {"number": n}, "signal": {...}}
-        code = _number(status.get("return_code"))
-        signal = _number((status.get("signal") or {}).get("id")) if isinstance(status.get("signal"), dict) else None
-        exit_code = 128 + signal if signal else code
-    else:
-        exit_code = exit_code_from_status(status) if isinstance(status, int) else None
-    return poll_result(
-        str(job["job_id"]),
-        str(state),
-        exit_code,
-        str(job.get("state_reason") or ""),
-        _number(job.get("start_time")),
-        _number(job.get("end_time")),
-    )
+#: ``squeue -O`` fields for a poll, ``|``-separated, unpadded (size 0). Not ``--json``:
+#: that prints every job slurmctld remembers in full whatever ``-j`` asks (0.65 s and
+#: 15 MB for 4,300 jobs on the dev cluster, against 0.05 s for these six fields).
+SQUEUE_POLL_FORMAT = "JobID:|,State:|,Reason:|,StartTime:|,EndTime:|,exit_code:"
 
 
-def _number(value: Any) -> int | None:
-    """A number, or 23.02's ``{"set": true, "number": n}`` (``set: false``: none)."""
-    if isinstance(value, dict):
-        return int(value["number"]) if value.get("set", True) and isinstance(value.get("number"), int) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def from_squeue_line(line: str) -> PollResult | None:
+    """A line of ``squeue -h -O SQUEUE_POLL_FORMAT`` with ``SLURM_TIME_FORMAT=%s``; None
+    for a line that is not one. ``exit_code`` is the raw wait status, as ``--json`` has
+    it (768 is ``exit 3``); a time Slurm has not set reads ``NONE`` or ``N/A``."""
+    fields = line.strip().split("|", 2)
+    if len(fields) < 3 or not fields[0].isdigit():
+        return None
+    job_id, state, rest = fields
+    parts = rest.rsplit("|", 3)
+    if len(parts) < 4:
+        return None
+    reason, start, end, status = parts
+    exit_code = exit_code_from_status(int(status)) if status.isdigit() else None
+    return poll_result(job_id, state, exit_code, reason, start, end)
 
 
 def from_sacct_line(line: str) -> PollResult | None:

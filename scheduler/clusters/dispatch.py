@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from portal.models import ClusterIdentity
 from scheduler.backends.base import ArrayTask, Backend, BackendError, JobSpec, Placement, RunAs
+from scheduler.bulk import update_matching_rows
 from scheduler.choices import EventKind, JobState
 from scheduler.clusters.failpoints import failpoint
 from scheduler.clusters.reservations import backend_name
 from scheduler.jobs import allocations
 from scheduler.jobs.remote import backend_for
-from scheduler.jobs.transitions import record_event, transition
+from scheduler.jobs.transitions import record_event, record_events, transition
 from scheduler.models import Job
 
 
@@ -26,9 +29,11 @@ def run_as(user: object) -> RunAs | None:
     return RunAs(identity.username, identity.uid, identity.gid)
 
 
-def job_spec(job: Job) -> JobSpec:
+def job_spec(job: Job, *, first_handoff: bool = False) -> JobSpec:
     """What the backend needs for the job's current attempt, run as its owner's cluster
-    identity (a backend that runs jobs as their owners refuses it without one)."""
+    identity (a backend that runs jobs as their owners refuses it without one).
+    ``first_handoff``: the caller counted this hand-off and read back 1 (see
+    :func:`_count_handoff`); never guess it, as it lets the backend skip its lookup."""
     return JobSpec(
         key=job.backend_key,
         name=job.name,
@@ -53,6 +58,7 @@ def job_spec(job: Job) -> JobSpec:
             else None
         ),
         reservation=backend_name(job.reservation) if job.reservation else "",
+        first_handoff=first_handoff,
     )
 
 
@@ -67,20 +73,18 @@ def dispatch_job(job_id: int) -> None:
 
 def dispatch_jobs(job_ids: Sequence[int]) -> list[BackendError]:
     """Hand DISPATCHING jobs to their backends, a cluster's jobs in one batch
-    (``Backend.submit_many``: on Slurm one lookup and concurrent sbatch calls), and mark
-    each RUNNING. Returns the transient errors met (those jobs stay DISPATCHING and are
-    handed off again by the poll loop).
+    (``Backend.submit_many``: on Slurm concurrent sbatch calls), and mark those taken
+    RUNNING in one statement. Returns the transient errors met (those jobs stay
+    DISPATCHING and are handed off again by the poll loop).
 
     Safe to call again for the same jobs (after a worker crash or a transient error):
-    ``submit`` is idempotent per attempt key, and a state moves only if the job is
-    still DISPATCHING. If a job was cancelled while we submitted, its fresh remote job
-    is cancelled too. A permanent backend error fails that job alone.
+    each hand-off is counted (``Job.handoffs``) before the backend sees it, so only an
+    attempt's first hand-off skips the backend's lookup by key, and ``submit`` is
+    idempotent per attempt key; a state moves only if the job is still DISPATCHING at
+    the attempt we handed off. If a job was cancelled or requeued while we submitted,
+    its fresh remote job is cancelled too. A permanent backend error fails that job alone.
     """
-    jobs = list(
-        Job.objects.select_related("cluster", "owner__cluster_identity", "account")
-        .filter(pk__in=job_ids, state=JobState.DISPATCHING, cluster__isnull=False)
-        .order_by("id")
-    )
+    jobs = _count_handoff(job_ids)
     by_cluster: dict[int, list[Job]] = {}
     for job in jobs:
         by_cluster.setdefault(job.cluster_id or 0, []).append(job)
@@ -93,15 +97,34 @@ def dispatch_jobs(job_ids: Sequence[int]) -> list[BackendError]:
         except BackendError as exc:
             outcomes: list[str | BackendError] = [exc for _ in batch]
         else:
-            outcomes = backend.submit_many([job_spec(job) for job in batch])
+            outcomes = backend.submit_many([job_spec(job, first_handoff=job.handoffs == 1) for job in batch])
+        taken: list[tuple[Job, str]] = []
         for job, outcome in zip(batch, outcomes, strict=True):
             if isinstance(outcome, BackendError):
                 if _failed(job, outcome):
                     transient.append(outcome)
-                continue
+            else:
+                taken.append((job, outcome))
+        if taken:
             failpoint("dispatch.after_submit")
-            _running(job, backend, outcome)
+            _running(cluster.name, backend, taken)
     return transient
+
+
+def _count_handoff(job_ids: Sequence[int]) -> list[Job]:
+    """Count one more hand-off of each DISPATCHING job, then read the jobs back (by id).
+
+    The count commits before any backend sees the jobs, so a job read back at 1 was
+    handed to no backend before, by this worker or any other: a crash after sbatch
+    leaves 1 behind it, and the retry reads 2. Two workers counting at once both read
+    2, or one reads 1 and the other 2; neither mistakes a retry for a first hand-off.
+    Hence ``durable``: called inside a transaction, whose rollback could forget a
+    count after the backend took the job, it raises instead.
+    """
+    dispatching = Job.objects.filter(pk__in=job_ids, state=JobState.DISPATCHING, cluster__isnull=False)
+    with transaction.atomic(durable=True):
+        dispatching.update(handoffs=F("handoffs") + 1)
+    return list(dispatching.select_related("cluster", "owner__cluster_identity", "account").order_by("id"))
 
 
 def _failed(job: Job, exc: BackendError) -> bool:
@@ -121,20 +144,32 @@ def _failed(job: Job, exc: BackendError) -> bool:
     return True
 
 
-def _running(job: Job, backend: Backend, external_id: str) -> None:
-    """The backend took the job: RUNNING, unless it was cancelled or requeued meanwhile."""
-    assert job.cluster is not None
-    moved = transition(
-        job.id,
-        [JobState.DISPATCHING],
-        JobState.RUNNING,
-        where={"attempt": job.attempt},
-        event=EventKind.DISPATCHED,
-        message=f"running on {job.cluster.name} as {external_id}",
-        external_id=external_id,
-        started_at=timezone.now(),
-    )
-    if not moved:
-        # Cancelled, or requeued as a new attempt, while we were submitting: do not
-        # leave this attempt running.
-        backend.cancel(external_id)
+def _running(cluster: str, backend: Backend, taken: Sequence[tuple[Job, str]]) -> None:
+    """The backend took these jobs: RUNNING, in one statement and one transaction with
+    their events, each only if it is still DISPATCHING at the attempt handed off; one
+    cancelled or requeued meanwhile has its fresh remote job cancelled, so that no
+    attempt is left running that the portal does not track."""
+    now = timezone.now()
+    with transaction.atomic():
+        moved = set(
+            update_matching_rows(
+                Job,
+                [job.id for job, _ in taken],
+                {"external_id": [external_id for _, external_id in taken]},
+                match={"attempt": [job.attempt for job, _ in taken]},
+                same={"state": JobState.RUNNING, "started_at": now},
+                where={"state": JobState.DISPATCHING},
+            )
+        )
+        record_events(
+            EventKind.DISPATCHED,
+            [
+                (job.id, f"running on {cluster} as {external_id}", {"to": JobState.RUNNING})
+                for job, external_id in taken
+                if job.id in moved
+            ],
+            at=now,
+        )
+    for job, external_id in taken:
+        if job.id not in moved:
+            backend.cancel(external_id)

@@ -8,6 +8,7 @@ Two workers (or a worker and a user clicking cancel) can never both move one job
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -29,6 +30,7 @@ FRESH_ATTEMPT: dict[str, Any] = {
     "allocations": [],
     "cluster": None,
     "external_id": "",
+    "handoffs": 0,
     "exit_code": None,
     "dispatched_at": None,
     "started_at": None,
@@ -45,6 +47,14 @@ _EVENTS = Inserts(JobEvent)
 
 def record_event(job_id: int, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
     _EVENTS.save(JobEvent(job_id=job_id, at=timezone.now(), kind=kind, message=message, data=data or {}))
+
+
+def record_events(kind: str, events: Iterable[tuple[int, str, dict[str, Any]]], *, at: datetime) -> None:
+    """One event of ``kind`` per (job id, message, data), at one time, in one INSERT."""
+    JobEvent.objects.bulk_create(
+        [JobEvent(job_id=job_id, at=at, kind=kind, message=message, data=data) for job_id, message, data in events],
+        batch_size=2000,
+    )
 
 
 def transition(
@@ -105,9 +115,5 @@ def transition_many(
         ids = list(jobs.filter(state__in=sources).select_for_update().values_list("id", flat=True))
         if ids:
             Job.objects.filter(pk__in=ids, state__in=sources).update(state=to_state, **fields)
-            at = timezone.now()
-            JobEvent.objects.bulk_create(
-                [JobEvent(job_id=i, at=at, kind=event, message=message, data={"to": to_state}) for i in ids],
-                batch_size=2000,
-            )
+            record_events(event, [(i, message, {"to": to_state}) for i in ids], at=timezone.now())
     return ids

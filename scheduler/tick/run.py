@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -110,6 +110,7 @@ def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None)
                 now,
                 loaded.snapshot.nodes,
                 usage_policy(config.usage_half_life_days, config.sharing_overheads, config.billing_weights),
+                period=timedelta(seconds=config.usage_calc_period_seconds),
             ),
         )
         if holds_each_gpu_once(snapshot.running):

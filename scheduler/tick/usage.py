@@ -80,18 +80,25 @@ def intervals_since(since: datetime, nodes: tuple[NodeView, ...], policy: UsageP
     return intervals
 
 
-def update_usage(now: datetime, nodes: tuple[NodeView, ...], policy: UsagePolicy) -> dict[UsageKey, float]:
-    """Bring stored usage forward to ``now`` and charge the spans run since; return it.
+def update_usage(
+    now: datetime, nodes: tuple[NodeView, ...], policy: UsagePolicy, *, period: timedelta = timedelta(0)
+) -> dict[UsageKey, float]:
+    """The usage at ``now``; charged and stored once ``period`` has passed since it last
+    was (Slurm's PriorityCalcPeriod).
 
     Steps:
-    1. Read the stored usage and when it was last brought forward.
-    2. Decay it to ``now`` and charge every job span in ``(usage_as_of, now]``.
-    3. Upsert the rows and advance ``usage_as_of`` (same transaction as the caller).
+    1. Read the stored usage and when it was last brought forward (``usage_as_of``).
+    2. Decay it to ``now``. Within ``period`` of ``usage_as_of``, that is the answer:
+       nothing is written, and the spans run since are charged by the next full
+       update, which charges from ``usage_as_of`` (so none is lost, only later).
+    3. Otherwise charge every job span in ``(usage_as_of, now]``, upsert the rows and
+       advance ``usage_as_of`` (same transaction as the caller).
     """
-    state = TickState.objects.filter(pk=1).first()
-    since = state.usage_as_of if state else None
+    since = TickState.objects.filter(pk=1).values_list("usage_as_of", flat=True).first()
     stored = {(a, u): v for a, u, v in Usage.objects.values_list("account__name", "user__username", "gpu_seconds")}
     usage: dict[UsageKey, float] = decay_usage_map(stored, since, now, policy.half_life) if since else stored
+    if since is not None and now < since + period:
+        return usage
     if since is not None:
         for interval in intervals_since(since, nodes, policy):
             usage = charge(usage, interval, now, policy, since)

@@ -76,47 +76,51 @@ def _isolated_scheduler_settings() -> None:
 def test_squeue_job_states_and_exit_codes(
     slurm_state: str, status: int, ours: RemoteState, exit_code: int | None
 ) -> None:
-    job = {"job_id": 7, "job_state": slurm_state, "exit_code": status, "start_time": 100, "end_time": 160}
+    result = parse.from_squeue_line(f"7|{slurm_state}|None|100|160|{status}")
 
-    result = parse.from_squeue(job)
-
+    assert result is not None
     assert (result.external_id, result.state, result.exit_code) == ("7", ours, exit_code)
     if ours.is_terminal:
         assert result.ended_at == datetime.fromtimestamp(160, tz=UTC)
 
 
+def squeue_line(line: str) -> Any:
+    result = parse.from_squeue_line(line)
+    assert result is not None, line
+    return result
+
+
 def test_out_of_memory_and_unknown_states_say_why() -> None:
-    assert "out of memory" in parse.from_squeue({"job_id": 1, "job_state": "OUT_OF_MEMORY"}).reason
-    assert "SOMETHING_NEW" in parse.from_squeue({"job_id": 1, "job_state": "SOMETHING_NEW"}).reason
+    assert "out of memory" in squeue_line("1|OUT_OF_MEMORY|OutOfMemory|100|160|9").reason
+    assert "SOMETHING_NEW" in squeue_line("1|SOMETHING_NEW|None|100|NONE|0").reason
 
 
 def test_an_unknown_state_is_not_taken_for_an_end() -> None:
-    result = parse.from_squeue({"job_id": 1, "job_state": "SOMETHING_NEW"})
+    result = squeue_line("1|SOMETHING_NEW|None|100|NONE|0")
     assert result.state is RemoteState.RUNNING and not result.state.is_terminal
-
-
-def test_newer_slurm_json_shapes_are_read() -> None:
-    """Slurm 23.02+ gives job_state as a list and numbers as {"set", "number"} objects."""
-    running = parse.from_squeue(
-        {"job_id": 5, "job_state": ["RUNNING"], "start_time": {"set": True, "number": 1700000000}}
-    )
-    assert running.state is RemoteState.RUNNING and running.started_at is not None
-    failed = parse.from_squeue(
-        {
-            "job_id": 6,
-            "job_state": ["FAILED"],
-            "exit_code": {"status": ["NONZERO_EXIT"], "return_code": {"set": True, "number": 3}},
-            "end_time": {"set": True, "number": 1700000100},
-        }
-    )
-    assert (failed.state, failed.exit_code) == (RemoteState.FAILED, 3)
 
 
 def test_pending_job_has_no_start_time_yet() -> None:
     """squeue shows a pending job's *expected* start; it has not started."""
-    result = parse.from_squeue({"job_id": 1, "job_state": "PENDING", "start_time": 4102444800, "end_time": 0})
+    result = squeue_line("1|PENDING|Resources|4102444800|N/A|0")
 
-    assert (result.started_at, result.ended_at) == (None, None)
+    assert (result.started_at, result.ended_at, result.reason) == (None, None, "Resources")
+
+
+def test_a_running_jobs_unset_end_and_a_reason_with_the_separator_are_read() -> None:
+    running = squeue_line("5|RUNNING|None|1700000000|NONE|0")
+    assert (running.state, running.started_at, running.ended_at, running.reason) == (
+        RemoteState.RUNNING,
+        datetime.fromtimestamp(1700000000, tz=UTC),
+        None,
+        "",
+    )
+    assert squeue_line("6|PENDING|odd|reason|Unknown|N/A|0").reason == "odd|reason"
+
+
+@pytest.mark.parametrize("line", ["", "JOBID|STATE|REASON|START|END|EXIT", "7|RUNNING", "7_3|RUNNING|None|1|2|0"])
+def test_a_line_that_is_not_a_jobs_is_skipped(line: str) -> None:
+    assert parse.from_squeue_line(line) is None
 
 
 @pytest.mark.parametrize(
@@ -491,10 +495,9 @@ def test_a_retried_submit_also_looks_in_accounting(tmp_path: Path) -> None:
 
 
 def test_poll_asks_accounting_only_for_jobs_squeue_no_longer_shows(tmp_path: Path) -> None:
-    squeue = '{"jobs": [{"job_id": 1, "job_state": "RUNNING", "start_time": 100}]}'
     backend = fake_slurm(
         tmp_path,
-        squeue=f"echo '{squeue}'",
+        squeue=f'echo "$@" > {tmp_path}/squeue-args; echo "1|RUNNING|None|100|NONE|0"; echo "4|RUNNING|None|1|NONE|0"',
         sacct=f'echo "$@" > {tmp_path}/sacct-args; echo "2|COMPLETED|0:0|100|200|None"',
     )
 
@@ -506,15 +509,16 @@ def test_poll_asks_accounting_only_for_jobs_squeue_no_longer_shows(tmp_path: Pat
         RemoteState.UNKNOWN,
     ]
     assert "-j 2,3" in (tmp_path / "sacct-args").read_text()
+    assert f"-O {parse.SQUEUE_POLL_FORMAT}" in (tmp_path / "squeue-args").read_text()
 
 
 def test_json_errors_with_exit_status_0_are_transient_errors_not_empty_answers(tmp_path: Path) -> None:
-    """Slurm 22.05's ``squeue --json`` exits 0 with no jobs when slurmctld is down."""
-    answer = '{"errors": [{"error": "Unspecified error", "description": "Failed while looking for jobs"}], "jobs": []}'
-    backend = fake_slurm(tmp_path, squeue=f"echo '{answer}'")
+    """Slurm 22.05's ``sinfo --json`` exits 0 with no nodes when slurmctld is down."""
+    answer = '{"errors": [{"error": "Unspecified error", "description": "Failed while looking for jobs"}], "nodes": []}'
+    backend = fake_slurm(tmp_path, sinfo=f"echo '{answer}'")
 
     with pytest.raises(BackendError) as caught:
-        backend.poll(["1"])
+        backend.list_nodes()
 
     assert not caught.value.permanent and "Failed while looking for jobs" in caught.value.message
 
@@ -604,10 +608,12 @@ def test_unreachable_controller_is_transient(tmp_path: Path) -> None:
         "slurm", "devcluster", {"slurm_conf": str(broken), "command_timeout_seconds": 20}, work_dir=tmp_path
     )
 
-    for call in (backend.list_nodes, lambda: backend.poll(["1"])):
-        with pytest.raises(BackendError) as caught:
-            call()
-        assert not caught.value.permanent and "reported errors" in caught.value.message
+    with pytest.raises(BackendError) as caught:
+        backend.list_nodes()  # --json: exit 0 with the failure in "errors"
+    assert not caught.value.permanent and "reported errors" in caught.value.message
+    with pytest.raises(BackendError) as caught:
+        backend.poll(["1"])  # plain squeue: a failed exit
+    assert not caught.value.permanent and "Unable to contact slurm controller" in caught.value.message
 
 
 @pytest.mark.slurm

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler.bulk import update_rows
+from scheduler.bulk import update_matching_rows, update_rows
 from scheduler.choices import JobState
 from scheduler.models import Cluster, Job
 from tests.builders import submit
@@ -73,3 +73,24 @@ def test_no_rows_is_no_statement_and_a_short_column_is_refused(world, django_ass
         update_rows(Job, [job.id], {"pending_reason": []})
     with pytest.raises(ValueError, match=r"Cluster\.nodes is not a column"):
         update_rows(Cluster, [1], {"nodes": [1]})
+
+
+def test_a_row_that_no_longer_holds_its_own_matched_value_is_left_alone_and_not_returned(world):
+    jobs = [submit(world.alice, world.lab) for _ in range(3)]
+    Job.objects.filter(pk=jobs[1].pk).update(attempt=1)  # moved on since it was read
+    updated = update_matching_rows(
+        Job,
+        [job.id for job in jobs],
+        {"external_id": ["a", "b", "c"]},
+        match={"attempt": [0, 0, 0]},
+        same={"state": JobState.RUNNING},
+        where={"state": JobState.PENDING},
+    )
+    assert sorted(updated) == [jobs[0].id, jobs[2].id]
+    assert list(Job.objects.order_by("id").values_list("external_id", "state")) == [
+        ("a", JobState.RUNNING),
+        ("", JobState.PENDING),
+        ("c", JobState.RUNNING),
+    ]
+    with pytest.raises(ValueError, match="attempt: 1 values for 3 rows"):
+        update_matching_rows(Job, [job.id for job in jobs], {"external_id": ["a"] * 3}, match={"attempt": [0]})

@@ -322,12 +322,16 @@ def test_an_array_runs_on_slurm_each_task_with_its_index_under_both_names(
 
 
 @pytest.mark.slurm
-def test_a_ticks_starts_reach_slurm_as_one_batch_with_one_lookup(
+def test_a_ticks_first_hand_off_looks_nothing_up_and_a_retried_batch_looks_up_once(
     world: Any, slurm_cluster: Any, tick: Any, monkeypatch: Any
 ) -> None:
-    """Dispatch is not one squeue and one sbatch after another: the batch is looked up
-    once, then submitted concurrently, and still each job exactly once."""
+    """Dispatch is not one squeue and one sbatch after another: a first hand-off (the
+    portal's count says no one handed the attempt over before) goes straight to
+    concurrent sbatch calls. Handed off again, as another worker would after a crash
+    that lost the RUNNING marks, the batch is looked up in one squeue and each job is
+    found, not submitted twice."""
     from scheduler.backends.slurm import SlurmBackend
+    from scheduler.clusters.dispatch import dispatch_jobs
 
     lookups: list[str] = []
     real_run = SlurmBackend._run
@@ -338,15 +342,27 @@ def test_a_ticks_starts_reach_slurm_as_one_batch_with_one_lookup(
         return real_run(self, argv, what=what, **kwargs)
 
     monkeypatch.setattr(SlurmBackend, "_run", counting)
-    jobs = [submit(world.alice, world.lab, command="sleep 1", gpus_per_node=1) for _ in range(6)]
+    jobs = [submit(world.alice, world.lab, command="sleep 2", gpus_per_node=1) for _ in range(6)]
 
     tick()
 
     for job in jobs:
         job.refresh_from_db()
     assert {job.state for job in jobs} == {JobState.RUNNING}
-    assert len({job.external_id for job in jobs}) == 6
+    first_ids = {job.id: job.external_id for job in jobs}
+    assert len(set(first_ids.values())) == 6
+    assert lookups == []
+
+    ids = [job.id for job in jobs]
+    Job.objects.filter(pk__in=ids).update(state=JobState.DISPATCHING, external_id="")
+    backend = backend_for(slurm_cluster)
+    assert isinstance(backend, SlurmBackend)
+    for lock in backend._lock_dir.glob("*.lock"):
+        lock.unlink()  # the retry runs on another host, which never saw these keys
+    assert dispatch_jobs(ids) == []
+
     assert lookups == ["squeue (lookup of a batch by key)"]
+    assert dict(Job.objects.filter(pk__in=ids).values_list("id", "external_id")) == first_ids
     for job in jobs:
         wait_for(partial(finished, job), what="the Slurm job to end")
     assert {job.state for job in jobs} == {JobState.COMPLETED}
