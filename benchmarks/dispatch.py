@@ -10,9 +10,10 @@ Steps:
 2. Submit ``--n`` one-GPU jobs of ``sleep --seconds`` through ``submit_job``.
 3. Run the scheduler as its loop does: ``run_tick()`` (which dispatches inline: the real
    ``SlurmBackend.submit``, lookup by key then ``sbatch``), then ``poll_backends()`` to
-   free the GPUs of jobs that ended, until every job was dispatched. A watcher thread
-   polls Slurm (the backend's own poll) every 50 ms and notes when each job is first seen
-   RUNNING (or already finished).
+   free the GPUs of jobs that ended, until every job was dispatched. A watcher process
+   (not a thread: it must not hold the dispatching process's GIL) polls the dispatched
+   jobs with ``squeue -j`` every 50 ms and notes when each is first seen RUNNING (or
+   already finished).
 4. Print ``dispatch_jobs_per_s`` (jobs / time spent in ticks that dispatched) and
    ``dispatch_to_running_p50_s``/``_p90_s`` (from the start of the tick that found the
    job schedulable to Slurm running it).
@@ -24,13 +25,14 @@ Steps:
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -58,32 +60,39 @@ def slurm_conf() -> str:
     return conf
 
 
-class RunningWatcher(threading.Thread):
-    """Polls Slurm for the watched jobs and records when each is first seen running."""
-
-    def __init__(self, backend: object) -> None:
-        super().__init__(daemon=True)
-        self.backend = backend
-        self.watched: dict[str, float] = {}  # external id -> schedulable at (perf_counter)
-        self.running_after: dict[str, float] = {}
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-
-    def watch(self, external_id: str, schedulable_at: float) -> None:
-        with self.lock:
-            self.watched[external_id] = schedulable_at
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            with self.lock:
-                pending = [i for i in self.watched if i not in self.running_after]
-            if pending:
-                results = self.backend.poll(pending)  # type: ignore[attr-defined]
-                seen = time.perf_counter()
-                for external_id, result in results.items():
-                    if result.state.value != "PENDING":
-                        self.running_after[external_id] = seen - self.watched[external_id]
-            time.sleep(POLL_INTERVAL_S)
+def watch_running(conf: str, inbox: Any, outbox: Any) -> None:
+    """The watcher (its own process, so that it never holds the dispatching process's
+    GIL): takes ``(Slurm job id, schedulable at)`` pairs from ``inbox`` (``None``: stop
+    once every job was seen, or a minute later), polls the pending ones with
+    ``squeue -j`` every 50 ms, and sends back, per job, the seconds from schedulable to
+    first seen not PENDING (running, or already ended).
+    Times are ``time.monotonic()``, one clock for both processes."""
+    watched: dict[str, float] = {}
+    running_after: dict[str, float] = {}
+    stop_by: float | None = None
+    while stop_by is None or (len(running_after) < len(watched) and time.monotonic() < stop_by):
+        while not inbox.empty():
+            item = inbox.get()
+            if item is None:
+                stop_by = time.monotonic() + 60
+            else:
+                watched[item[0]] = item[1]
+        pending = [i for i in watched if i not in running_after]
+        if pending:
+            out = subprocess.run(
+                ["squeue", "-h", "-a", "-t", "all", "-j", ",".join(pending), "-o", "%i|%T"],
+                env={**os.environ, "SLURM_CONF": conf},
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout
+            seen = time.monotonic()
+            for line in out.splitlines():
+                job_id, _, state = line.strip().partition("|")
+                if job_id in watched and job_id not in running_after and state and state != "PENDING":
+                    running_after[job_id] = seen - watched[job_id]
+        time.sleep(POLL_INTERVAL_S)
+    outbox.put(list(running_after.values()))
 
 
 def dispatch_through_portal(n: int, seconds: float, conf: str, log_dir: Path) -> tuple[float, list[float]]:
@@ -94,7 +103,6 @@ def dispatch_through_portal(n: int, seconds: float, conf: str, log_dir: Path) ->
     from portal.models import Account, Membership
     from scheduler.choices import JobState
     from scheduler.clusters.poll import poll_backends, poll_cluster
-    from scheduler.jobs.remote import backend_for
     from scheduler.jobs.submit import submit_job
     from scheduler.models import Cluster, Job
     from scheduler.tick.run import run_tick
@@ -121,7 +129,9 @@ def dispatch_through_portal(n: int, seconds: float, conf: str, log_dir: Path) ->
         )
     log(f"submitted {n} jobs")
 
-    watcher = RunningWatcher(backend_for(cluster))
+    spawn = multiprocessing.get_context("spawn")
+    inbox, outbox = spawn.Queue(), spawn.Queue()
+    watcher = spawn.Process(target=watch_running, args=(conf, inbox, outbox), daemon=True)
     watcher.start()
     busy = 0.0
     dispatched = 0
@@ -129,24 +139,23 @@ def dispatch_through_portal(n: int, seconds: float, conf: str, log_dir: Path) ->
     while dispatched < n:
         if time.monotonic() > deadline:
             raise SystemExit(f"only {dispatched} of {n} jobs dispatched before the deadline")
-        began = time.perf_counter()
+        began = time.monotonic()
         result = run_tick()
-        took = time.perf_counter() - began
+        took = time.monotonic() - began
         if result.started:
             busy += took
             dispatched += len(result.started)
             for external_id in Job.objects.filter(pk__in=result.started).values_list("external_id", flat=True):
-                watcher.watch(external_id, began)
+                inbox.put((external_id, began))
         poll_backends()
         time.sleep(0.05)
-    while len(watcher.running_after) < n and time.monotonic() < deadline:
-        time.sleep(0.05)
-    watcher.stop.set()
+    inbox.put(None)
+    to_running: list[float] = outbox.get(timeout=120)
     watcher.join()
     states = set(Job.objects.values_list("state", flat=True))
     log(f"dispatched {dispatched} jobs in {busy:.2f}s of ticks; portal states now {sorted(states)}")
     assert JobState.FAILED not in states, "a job failed: see the Slurm logs"
-    return dispatched / busy, list(watcher.running_after.values())
+    return dispatched / busy, to_running
 
 
 def raw_sbatch_loop(n: int, seconds: float, conf: str, log_dir: Path) -> float:
