@@ -192,6 +192,7 @@ def _batches(items: Sequence[T]) -> list[Sequence[T]]:
 def planning_snapshot(now: datetime, config: SchedulerConfig) -> Snapshot:
     """The world as the tick would plan it at ``now``: the loaded snapshot plus the
     policy's inputs, with usage read (decayed to ``now``), not charged."""
+    loaded = load_snapshot()
     return with_policy_inputs(
-        load_snapshot().snapshot, config.policy, lambda: current_usage(now, config.usage_half_life_days)
+        loaded.snapshot, config.policy, lambda: current_usage(now, config.usage_half_life_days), loaded.tables
     )

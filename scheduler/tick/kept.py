@@ -130,8 +130,13 @@ def table_digest(model: type[Model]) -> str:
     """A digest of every row version of ``model``'s table (PostgreSQL only): it changes
     whenever a row is written, added or removed. For small tables written rarely, such
     as the GPUs (8,000 rows: ~4 ms)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {table_digest_sql(model)}")
+        return str(cursor.fetchone()[0])
+
+
+def table_digest_sql(model: type[Model]) -> str:
+    """:func:`table_digest` as a scalar subquery, to read several tables' in one query."""
     table, pk = quoted_table(model), quoted_pk(model)
     version = row_version_sql(table)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT md5(string_agg({pk}::text || '@' || {version}, ',' ORDER BY {pk})) FROM {table}")
-        return str(cursor.fetchone()[0])
+    return f"(SELECT md5(string_agg({pk}::text || '@' || {version}, ',' ORDER BY {pk})) FROM {table})"

@@ -112,6 +112,7 @@ def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None)
                 usage_policy(config.usage_half_life_days, config.sharing_overheads, config.billing_weights),
                 period=timedelta(seconds=config.usage_calc_period_seconds),
             ),
+            loaded.tables,
         )
         if holds_each_gpu_once(snapshot.running):
             snapshot = replace(snapshot, carry=_carry)

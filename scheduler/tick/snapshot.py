@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from monitoring.gpu_health import unhealthy_gpu_ids
@@ -41,6 +42,7 @@ from scheduler.jobs.request import PENDING_JSON, PENDING_VALUES, compute_capabil
 from scheduler.models import Cluster, Gpu, Job, Node, Reservation
 from scheduler.tick.history import load_attained_service, load_runtime_ratios
 from scheduler.tick.kept import KeptRows, table_digest, versioned
+from scheduler.tick.small_tables import UNVERSIONED, TableDigests
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,8 @@ class LoadedSnapshot:
     #: The blockers stored now (parsed JSON), so that the tick writes only what changed.
     pending_blockers: dict[int, Any] = field(default_factory=dict)
     borrowed: frozenset[int] = frozenset()
+    #: The small tables' digests this snapshot was read at, for the policy inputs.
+    tables: TableDigests = UNVERSIONED
 
 
 def load_nodes() -> tuple[NodeView, ...]:
@@ -63,13 +67,13 @@ def load_nodes() -> tuple[NodeView, ...]:
     monitored health says so (``monitoring.gpu_health``: too hot, throttling, a recent
     XID) is marked unhealthy, and so are the slices of such a GPU.
     """
-    return _node_views(unhealthy_gpu_ids())
+    return _node_views(unhealthy_gpu_ids(), UNVERSIONED)
 
 
 def load_hardware() -> tuple[NodeView, ...]:
     """The same nodes with every GPU healthy: what the hardware could ever offer (health
     passes; a submit-time check asks this, never :func:`load_nodes`)."""
-    return _node_views(frozenset())
+    return _node_views(frozenset(), UNVERSIONED)
 
 
 #: What a node's view is made of, besides its GPUs (``values_list`` names).
@@ -90,14 +94,17 @@ NODE_COLUMNS = (
 _kept_nodes: dict[frozenset[int], tuple[tuple[object, ...], tuple[NodeView, ...]]] = {}
 
 
-def _node_views(unhealthy: AbstractSet[int]) -> tuple[NodeView, ...]:
+def _node_views(unhealthy: AbstractSet[int], tables: TableDigests) -> tuple[NodeView, ...]:
     """The node views, the same tuple object as last time while nothing they are made of
     changed (see ``scheduler.tick.kept``): the node rows (1,000 short rows, compared
     whole, since heartbeats rewrite them all the time) and the GPUs' row versions (a
-    digest, on PostgreSQL); elsewhere built afresh."""
+    digest, on PostgreSQL: the tick's ``tables`` reading, else one of its own);
+    elsewhere built afresh."""
     node_rows = list(Node.objects.filter(cluster__enabled=True).order_by("id").values_list(*NODE_COLUMNS))
     unhealthy = frozenset(unhealthy)
-    key: tuple[object, ...] | None = (table_digest(Gpu), node_rows) if versioned() else None
+    key: tuple[object, ...] | None = None
+    if versioned():
+        key = (tables.digest(Gpu) or table_digest(Gpu), node_rows)
     kept = _kept_nodes.get(unhealthy)
     if key is not None and kept is not None and kept[0] == key:
         return kept[1]
@@ -249,8 +256,11 @@ def waiting_written(rows: Iterable[Sequence[Any]]) -> None:
 
 
 def load_snapshot() -> LoadedSnapshot:
-    """Read nodes, active and pending jobs in bulk and convert them to core types."""
-    nodes = load_nodes()
+    """Read nodes, active and pending jobs in bulk and convert them to core types; what
+    comes from the small tables (quotas, the account tree, clusters, QOS) is read again
+    only when they changed (``scheduler.tick.small_tables``)."""
+    tables = TableDigests.read()
+    nodes = _node_views(unhealthy_gpu_ids(), tables)
     active = _active_rows.read(Job.objects.filter(state__in=ACTIVE_STATES))
     running = tuple(job for job, _ in active)
     texts = {f"{name}__text": stored_json.as_text(name) for name in (*PENDING_JSON, "pending_blockers")}
@@ -259,29 +269,39 @@ def load_snapshot() -> LoadedSnapshot:
     reasons = {job.id: reason for job, reason, _ in waiting}
     blockers = {job.id: stored for job, _, stored in waiting}
     dependency_states = load_dependency_states(pending)
-    account_limits, user_limits = load_limits()
-    parents = dict(Account.objects.values_list("name", "parent__name"))
+    account_limits, user_limits = tables.kept(load_limits, Quota, Account, get_user_model())
     snapshot = Snapshot(
         nodes=nodes,
         running=running,
         pending=tuple(pending),
         account_limits=account_limits,
         user_limits=user_limits,
-        account_parents=parents,
+        account_parents=tables.kept(load_account_parents, Account),
         dependency_states=dependency_states,
-        unreachable_clusters=dict(
-            Cluster.objects.filter(enabled=True, reachable=False).values_list("name", "last_error")
-        ),
-        qos_max_walltime={
-            name: limit
-            for name, limit in Qos.objects.filter(max_walltime_seconds__isnull=False).values_list(
-                "name", "max_walltime_seconds"
-            )
-            if limit is not None
-        },
+        unreachable_clusters=tables.kept(load_unreachable_clusters, Cluster),
+        qos_max_walltime=tables.kept(load_qos_walltimes, Qos),
         windows=load_windows(timezone.now()),
     )
-    return LoadedSnapshot(snapshot, reasons, blockers, frozenset(job.id for job, borrowed in active if borrowed))
+    borrowed = frozenset(job.id for job, borrowed in active if borrowed)
+    return LoadedSnapshot(snapshot, reasons, blockers, borrowed, tables)
+
+
+def load_account_parents() -> dict[str, str | None]:
+    return dict(Account.objects.values_list("name", "parent__name"))
+
+
+def load_unreachable_clusters() -> dict[str, str]:
+    return dict(Cluster.objects.filter(enabled=True, reachable=False).values_list("name", "last_error"))
+
+
+def load_qos_walltimes() -> dict[str, int]:
+    return {
+        name: limit
+        for name, limit in Qos.objects.filter(max_walltime_seconds__isnull=False).values_list(
+            "name", "max_walltime_seconds"
+        )
+        if limit is not None
+    }
 
 
 def load_dependency_states(jobs: Iterable[PendingJob]) -> dict[int, str]:
@@ -340,21 +360,26 @@ def load_fairshare_tree() -> FairShareTree | None:
 
 
 def with_policy_inputs(
-    snapshot: Snapshot, policy: Policy, usage: Callable[[], Mapping[tuple[str, str], float]]
+    snapshot: Snapshot,
+    policy: Policy,
+    usage: Callable[[], Mapping[tuple[str, str], float]],
+    tables: TableDigests = UNVERSIONED,
 ) -> Snapshot:
     """Add what the policy needs beyond the base snapshot, and only that.
 
     Priority needs the fair-share tree, usage (``usage()`` is called only then: the tick
     charges it, reports only read it) and QOS priorities; preemption needs which QOS
-    may preempt which, and QOS priorities to rank victims.
+    may preempt which, and QOS priorities to rank victims. ``tables``: the reading the
+    snapshot was loaded at (``LoadedSnapshot.tables``), to reuse unchanged loads.
     """
     extra: dict[str, Any] = {}
     if policy.priority is not None or policy.preemption:
-        extra["qos_priorities"] = load_qos_priorities()
+        extra["qos_priorities"] = tables.kept(load_qos_priorities, Qos)
     if policy.priority is not None:
-        extra.update(usage=usage(), fairshare_tree=load_fairshare_tree())
+        tree = tables.kept(load_fairshare_tree, Account, Membership, get_user_model())
+        extra.update(usage=usage(), fairshare_tree=tree)
     if policy.preemption:
-        extra["qos_preempts"] = load_qos_preemption()
+        extra["qos_preempts"] = tables.kept(load_qos_preemption, Qos, Qos.may_preempt.through)
     if policy.priority is not None and policy.priority.expects_run_times:
         extra["runtime_ratios"] = load_runtime_ratios()
     if policy.service_levels:
