@@ -17,8 +17,8 @@ from portal.models import Account, Qos, Quota
 from portal.sql import Inserts, JoinedRows, prepared_cursor, quoted_table
 from scheduler.choices import QUEUED_STATES, EventKind
 from scheduler.jobs.array_spec import ArraySpec
-from scheduler.jobs.transitions import record_event
-from scheduler.models import Job
+from scheduler.jobs.transitions import EVENTS, record_event
+from scheduler.models import Job, JobEvent
 
 _QUOTAS = JoinedRows(Quota)
 _JOBS = Inserts(Job)
@@ -103,9 +103,11 @@ def submit_job(*, owner: Any, account: Account, qos: Qos | None, array: ArraySpe
             raise ValidationError(errors)
         if array is not None:
             return _create_array(array, owner=owner, account=account, qos=qos, submitted_at=now, **fields)
-        job = _JOBS.save(Job(owner=owner, account=account, qos=qos, submitted_at=now, **fields))
-        record_event(job.id, EventKind.SUBMITTED, f"submitted by {owner}", {"total_gpus": job.total_gpus})
-    return job
+        job = Job(owner=owner, account=account, qos=qos, submitted_at=now, **fields)
+        event = JobEvent(
+            at=now, kind=EventKind.SUBMITTED, message=f"submitted by {owner}", data={"total_gpus": job.total_gpus}
+        )
+        return _JOBS.save_with(job, EVENTS, event, "job")
 
 
 def _create_array(array: ArraySpec, **fields: Any) -> Job:

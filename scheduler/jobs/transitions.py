@@ -42,11 +42,13 @@ FRESH_ATTEMPT: dict[str, Any] = {
 }
 
 
-_EVENTS = Inserts(JobEvent)
+#: The INSERT of one job event (``record_event``; a submission writes its job and event
+#: together, ``scheduler.jobs.submit``).
+EVENTS = Inserts(JobEvent)
 
 
 def record_event(job_id: int, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
-    _EVENTS.save(JobEvent(job_id=job_id, at=timezone.now(), kind=kind, message=message, data=data or {}))
+    EVENTS.save(JobEvent(job_id=job_id, at=timezone.now(), kind=kind, message=message, data=data or {}))
 
 
 def record_events(kind: str, events: Iterable[tuple[int, str, dict[str, Any]]], *, at: datetime) -> None:

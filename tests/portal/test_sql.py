@@ -103,6 +103,29 @@ def test_an_inserted_event_is_read_back_whole(world):
     assert values(JobEvent.objects.get(pk=event.pk)) == values(event)
 
 
+def test_a_job_and_its_event_are_inserted_together_in_one_statement_on_postgresql(world, django_assert_num_queries):
+    job = Job(owner=world.alice, account=world.lab, name="t", command="true", walltime_seconds=60, submitted_at=DAY)
+    event = JobEvent(at=DAY, kind="submitted", message="submitted by alice", data={"total_gpus": 1})
+
+    with django_assert_num_queries(1 if connection.vendor == "postgresql" else 2):
+        saved = Inserts(Job).save_with(job, Inserts(JobEvent), event, "job")
+
+    assert saved is job and job.pk is not None and not job._state.adding
+    assert Job.objects.filter(pk=job.pk).exists()
+    stored = JobEvent.objects.get(job_id=job.pk)
+    assert (stored.at, stored.kind, stored.message, stored.data) == (
+        DAY,
+        "submitted",
+        "submitted by alice",
+        {"total_gpus": 1},
+    )
+
+
+def test_a_follower_must_point_at_the_inserted_model(world):
+    with pytest.raises(TypeError, match=r"JobEvent\.kind is no foreign key to Job"):
+        Inserts(Job).save_with(Job(), Inserts(JobEvent), JobEvent(), "kind")
+
+
 def prepared_statements() -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
