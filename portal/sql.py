@@ -270,7 +270,7 @@ class Inserts(Generic[M]):
         """Insert ``instance`` (a new one) and return it, saved: its key set, no longer
         ``adding``, bound to this database."""
         db = connections[DEFAULT_DB_ALIAS]
-        values = [f.get_db_prep_save(f.pre_save(instance, True), db) for f in self._fields]
+        values = [self._prepared(f, instance, db) for f in self._fields]
         with prepared_cursor() as cursor:
             cursor.execute(self._statement(db), values)
             if db.features.can_return_columns_from_insert:
@@ -294,7 +294,7 @@ class Inserts(Generic[M]):
             setattr(row, link_field.attname, getattr(instance, self._key_attname))
             follower.save(row)
             return instance
-        values = [f.get_db_prep_save(f.pre_save(instance, True), db) for f in self._fields]
+        values = [self._prepared(f, instance, db) for f in self._fields]
         sql, row_values = follower._following(db, row, link_field, self._key_column)
         with prepared_cursor() as cursor:
             cursor.execute(f"WITH parent AS ({self._statement(db)}) {sql}", [*values, *row_values])
@@ -314,12 +314,17 @@ class Inserts(Generic[M]):
                 sources.append(f"parent.{quote(parent_key)}")
             else:
                 sources.append("%s")
-                values.append(f.get_db_prep_save(f.pre_save(row, True), db))
+                values.append(self._prepared(f, row, db))
         sql = (
             f"INSERT INTO {quoted_table(self.model)} ({', '.join(columns)}) "  # our table and columns
             f"SELECT {', '.join(sources)} FROM parent RETURNING (SELECT {quote(parent_key)} FROM parent)"
         )
         return sql, values
+
+    @staticmethod
+    def _prepared(field: Any, instance: Model, db: Any) -> Any:
+        """``field``'s value of a new ``instance``, as ``Model.save`` would send it."""
+        return field.get_db_prep_save(field.pre_save(instance, True), db)
 
     def _saved(self, instance: M, key: Any, db: Any) -> M:
         setattr(instance, self._key_attname, key)

@@ -146,6 +146,10 @@ class _Update:
     def column(self, name: str) -> str:
         return connection.ops.quote_name(str(self.fields[name].column))
 
+    def array(self, name: str) -> str:
+        """A column's values as one array parameter, a row each (PostgreSQL)."""
+        return f"unnest(%s::{self.fields[name].db_type(connection)}[])"
+
     def prepared(self, name: str, value: object) -> Any:
         return self.fields[name].get_db_prep_save(value, connection)
 
@@ -162,13 +166,13 @@ class _Update:
                 sources.append("jsonb_array_elements(%s::jsonb)")
                 params.append(json.dumps(list(values), cls=field.encoder))
             else:
-                sources.append(f"unnest(%s::{field.db_type(connection)}[])")
+                sources.append(self.array(name))
                 params.append([self.prepared(name, v) for v in values])
             sets.append(f"{self.column(name)} = row.c{i}")
         names = [f"c{i}" for i in range(len(self.columns))]
         guards = [f"t.{g}" for g in self.guard_sql]
         for i, (name, values) in enumerate(self.match.items()):
-            sources.append(f"unnest(%s::{self.fields[name].db_type(connection)}[])")
+            sources.append(self.array(name))
             params.append([self.prepared(name, v) for v in values])
             names.append(f"m{i}")
             guards.append(f"t.{self.column(name)} = row.m{i}")

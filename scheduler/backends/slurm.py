@@ -237,9 +237,10 @@ class SlurmBackend:
     def submit_many(self, specs: Sequence[JobSpec]) -> list[str | BackendError]:
         """:meth:`submit` for a tick's starts: the sbatch calls run concurrently, at most
         ``submit_concurrency`` (8) at once, each under its key's lock as in :meth:`submit`.
-        A first hand-off (``JobSpec.first_handoff``) is looked up nowhere; the others (retries) share one ``squeue``
-        for the batch, not one each, and a key this host tried before is looked up again
-        under its lock, accounting too, exactly as :meth:`submit` does."""
+        A first hand-off (``JobSpec.first_handoff``) is looked up nowhere; the others
+        (retries) share one ``squeue`` for the batch, not one each, and a key this host
+        tried before is looked up again under its lock, accounting too, exactly as
+        :meth:`submit` does."""
         requests = [outcome(self._sbatch, spec) for spec in specs]
         known: Mapping[str, str] | BackendError = {}
         if not all(spec.first_handoff for spec in specs):
