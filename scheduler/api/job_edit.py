@@ -17,6 +17,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from portal.api.parsers import as_object
 from scheduler.api.serializers import JobSubmitSerializer
 from scheduler.jobs.edit import EDITABLE_FIELDS
 from scheduler.jobs.request import request_values
@@ -50,9 +51,21 @@ def submission_of(job: Job) -> dict[str, Any]:
     }
 
 
+def _nice(data: dict[str, Any]) -> int | None:
+    """The body's nice as a number (a form sends it as text) within the submission's range;
+    ``None`` when it has none. Only who may give a negative one is left to the caller."""
+    if "nice" not in data:
+        return None
+    try:
+        return int(JobSubmitSerializer._declared_fields["nice"].run_validation(data["nice"]))
+    except serializers.ValidationError as exc:
+        raise serializers.ValidationError({"nice": exc.detail}) from None
+
+
 def validate_edit(job: Job, data: Any, editor: Any) -> dict[str, Any]:
-    """The model values ``data`` (a PATCH body) changes, validated; raises DRF's
-    ``ValidationError`` (400) naming each field that is wrong."""
+    """The model values ``data`` (a PATCH body, JSON or a form) changes, validated; raises
+    DRF's ``ValidationError`` (400) naming each field that is wrong."""
+    data = as_object(data)
     if not isinstance(data, dict) or not data:
         raise serializers.ValidationError({"non_field_errors": ["Send an object with the fields to change."]})
     fixed = [name for name in data if name in JobSubmitSerializer._declared_fields and name not in EDITABLE_FIELDS]
@@ -63,7 +76,8 @@ def validate_edit(job: Job, data: Any, editor: Any) -> dict[str, Any]:
         )
     base = submission_of(job)
     body = {**base, **data}
-    staff_nice = editor.is_staff and isinstance(data.get("nice"), int) and data["nice"] < 0
+    nice = _nice(data)
+    staff_nice = editor.is_staff and nice is not None and nice < 0
     if staff_nice or (base["nice"] < 0 and "nice" not in data):
         body["nice"] = 0  # checked as the owner's, who may not set it; staff may (below)
     as_owner = SimpleNamespace(user=job.owner)
@@ -71,7 +85,7 @@ def validate_edit(job: Job, data: Any, editor: Any) -> dict[str, Any]:
     checked.is_valid(raise_exception=True)
     values = dict(checked.validated_data)
     if staff_nice:
-        values["nice"] = data["nice"]
+        values["nice"] = nice
     errors: dict[str, str] = {}
     if values["walltime_seconds"] > job.walltime_seconds and not editor.is_staff:
         errors["walltime_seconds"] = (

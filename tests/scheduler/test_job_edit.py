@@ -112,3 +112,34 @@ def test_others_cannot_edit_and_coordinators_can(world, client_for, waiting):
 def test_put_is_not_an_edit(world, client_for, waiting):
     response = client_for(world.alice).put(f"/api/v1/jobs/{waiting.id}/", {"name": "x"}, format="json")
     assert response.status_code == 405
+
+
+@pytest.mark.parametrize("content_type", ["multipart", "urlencoded"])
+def test_an_edit_may_come_as_a_form_as_a_submission_may(world, client_for, waiting, content_type):
+    """The schema offers form and multipart bodies for PATCH as for POST; a form's field
+    is its value, not a list of values (it was "Not a valid string.")."""
+    Qos.objects.get_or_create(name="normal")
+    body = {"name": "from-a-form", "walltime_seconds": "1800", "qos": "normal"}
+    url = f"/api/v1/jobs/{waiting.id}/"
+    client = client_for(world.alice)
+    if content_type == "multipart":
+        response = client.patch(url, body, format="multipart")
+    else:
+        form = "&".join(f"{name}={value}" for name, value in body.items())
+        response = client.patch(url, form, content_type="application/x-www-form-urlencoded")
+
+    assert response.status_code == 200, response.json()
+    waiting.refresh_from_db()
+    assert (waiting.name, waiting.walltime_seconds, waiting.qos.name) == ("from-a-form", 1800, "normal")
+
+
+def test_a_form_edit_is_checked_as_a_json_one(world, client_for, waiting):
+    """Staff's negative nice counts as a number from a form too; its range still holds."""
+    url = f"/api/v1/jobs/{waiting.id}/"
+    owner, staff = client_for(world.alice), client_for(world.admin)
+
+    assert "Only staff" in str(owner.patch(url, {"nice": "-5"}, format="multipart").json()["nice"])
+    assert "Cannot change" in str(owner.patch(url, {"command": "x"}, format="multipart").json()["command"])
+    assert staff.patch(url, {"nice": "-100001"}, format="multipart").status_code == 400
+    assert staff.patch(url, {"nice": "-5"}, format="multipart").status_code == 200
+    assert Job.objects.get(pk=waiting.pk).nice == -5
