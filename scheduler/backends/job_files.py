@@ -9,7 +9,9 @@ travels base64-encoded in a quoted here-document, so no byte of it is ever read 
 shell as code.
 
 Names are relative paths without ``..`` (``train.py``, ``conf/base.yaml``); a file
-replaces one of the same name in the working directory.
+replaces one of the same name in the working directory, except the backends' own files
+there (:data:`RESERVED_NAMES`, anything named :data:`RESERVED_PREFIX`...), which no job file
+may replace: it would change what the job runs, or how its files are written.
 """
 
 from __future__ import annotations
@@ -19,8 +21,15 @@ import posixpath
 import shlex
 from collections.abc import Mapping
 
+from scheduler.backends.local_runner import SCRIPT_FILE, SETUP_FILE
+
 #: The here-document's end marker; base64 text never contains it.
 _END = "QM_FILE_END"
+#: The start of every name the backends give a file of their own in a job's working
+#: directory (the local runner's file writer, Slurm's per-rank script): never a job file's.
+RESERVED_PREFIX = ".qm-"
+#: The local runner's own files in the job's directory, which a job file would replace.
+RESERVED_NAMES = frozenset({SCRIPT_FILE, SETUP_FILE})
 
 
 def name_problem(name: str) -> str | None:
@@ -32,6 +41,11 @@ def name_problem(name: str) -> str | None:
     parts = name.split("/")
     if any(part in ("", ".", "..") for part in parts) or posixpath.normpath(name) != name:
         return f"{name!r} must be a plain relative path (no '..', '.', or empty parts)"
+    if parts[0] in RESERVED_NAMES or parts[0].startswith(RESERVED_PREFIX):
+        return (
+            f"{name!r} is the name of one of the portal's own files in the job's directory "
+            f"({', '.join(sorted(RESERVED_NAMES))}, {RESERVED_PREFIX}*); choose another"
+        )
     return None
 
 

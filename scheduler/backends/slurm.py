@@ -70,7 +70,7 @@ from typing import Any, ClassVar
 from scheduler.backends import slurm_parse as parse
 from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState, outcome
 from scheduler.backends.job_env import array_env, job_env
-from scheduler.backends.job_files import prelude
+from scheduler.backends.job_files import RESERVED_PREFIX, prelude
 from scheduler.backends.slurm_owner import Owner, OwnerCommands, OwnerError
 from scheduler.backends.spec_check import spec_problem
 
@@ -789,6 +789,6 @@ def _ranks(body: str, nodes: int, key: str) -> str:
         " QM_MASTER_ADDR=$SLURM_LAUNCH_NODE_IPADDR MASTER_ADDR=$SLURM_LAUNCH_NODE_IPADDR; "
         'exec bash "$1"'
     )
-    script = f".qm-job-{key}.sh"
+    script = f"{RESERVED_PREFIX}job-{key}.sh"  # no job file may take it (job_files.name_problem)
     srun = "srun --ntasks-per-node=1 --kill-on-bad-exit=1"
     return f'{port}{prelude({script: body})}{srun} bash -c {shlex.quote(rank)} qm-rank "$PWD"/{shlex.quote(script)}\n'

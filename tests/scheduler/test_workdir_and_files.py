@@ -8,6 +8,7 @@ import pytest
 from django.conf import settings
 
 from portal.models import ClusterIdentity
+from scheduler.backends import local_runner as runner
 from scheduler.clusters.dispatch import job_spec
 from scheduler.models import Job
 
@@ -78,6 +79,23 @@ def test_files_that_cannot_be_brought_are_a_400(world, client_for, files, words)
     response = post(client_for(world.alice), files=files)
     assert response.status_code == 400 and words in str(response.json()["files"])
     assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize("name", [runner.SETUP_FILE, runner.SCRIPT_FILE, ".qm-job-7.sh", ".qm-anything/x"])
+def test_a_name_the_backends_use_for_their_own_files_is_a_400(world, client_for, name):
+    """The local runner writes the files with ``.qm-files.sh`` and runs a script from
+    ``job.sh`` in the job's directory; Slurm's ranks run from ``.qm-job-<key>.sh``. A job
+    file of that name would replace the portal's own, so it is refused, naming the field."""
+    response = post(client_for(world.alice), files={name: "echo pwned\n"})
+
+    assert response.status_code == 400, response.json()
+    assert "the portal's own" in str(response.json()["files"]) and name in str(response.json()["files"])
+    assert not Job.objects.exists()
+
+
+def test_the_reserved_names_are_only_the_top_level_ones(world, client_for):
+    response = post(client_for(world.alice), files={"conf/job.sh": "x", "my.qm-files.sh": "x"})
+    assert response.status_code == 201, response.json()
 
 
 def test_the_limits_are_settings(world, client_for):
