@@ -1,13 +1,26 @@
 """gunicorn's settings for the portal, read from the working directory by every
 ``gunicorn portal.wsgi`` started here (the README's, the Dockerfile's, the benchmarks').
 
-Command-line flags still win (``--workers``, ``--bind``); this file only adds hooks.
+Command-line flags still win (``--workers``, ``--bind``, ``--control-socket``).
 """
 
 from __future__ import annotations
 
 import gc
+import os
+from pathlib import Path
 from typing import Any
+
+#: The portal's own state directory, as ``settings.VAR_DIR`` reads it (the settings module
+#: is not imported here: the arbiter never loads Django).
+VAR_DIR = Path(os.environ.get("QM_VAR_DIR", str(Path(__file__).resolve().parent / "var")))
+
+#: gunicorn's control socket (``gunicornc``: worker status, reload, shutdown), in this
+#: portal's own directory. gunicorn's default is per user ($XDG_RUNTIME_DIR/gunicorn.ctl or
+#: ~/.gunicorn/gunicorn.ctl), so two portals run by one service user on one host would
+#: share one path: the second takes the socket over and gunicornc would act on the wrong
+#: portal. (A socket gunicorn cannot create only costs a warning at start.)
+control_socket = str(VAR_DIR / "gunicorn.ctl")
 
 
 def post_worker_init(worker: Any) -> None:

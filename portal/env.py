@@ -170,3 +170,17 @@ def env_group_map(name: str) -> dict[str, tuple[str, str]]:
             raise ImproperlyConfigured(f"{name}: {entry!r}: write <group DN>=<account>:<{'|'.join(Role.values)}>")
         mapping[dn.strip().lower()] = (account.strip(), role or Role.MEMBER.value)
     return mapping
+
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """``"HTTP_X_FORWARDED_PROTO,https"`` -> ``("HTTP_X_FORWARDED_PROTO", "https")``, Django's
+    ``SECURE_PROXY_SSL_HEADER``: the header (as WSGI names it) and the value a TLS-terminating
+    proxy sets in it. Unset or empty: ``None`` (the portal trusts no header). A header not in
+    its ``HTTP_`` form would never match a request, so it fails here rather than silently."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    header, sep, value = (part.strip() for part in raw.partition(","))
+    if not sep or not value or "," in value or not header.startswith("HTTP_") or header != header.upper():
+        raise ImproperlyConfigured(f"{name} must look like HTTP_X_FORWARDED_PROTO,https, got {raw!r}")
+    return header, value

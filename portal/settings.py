@@ -21,6 +21,7 @@ from portal.env import (
     env_int_list,
     env_levels,
     env_list,
+    env_proxy_ssl_header,
     env_rate,
     env_secret,
     env_sharing_overheads,
@@ -37,6 +38,26 @@ DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_secret("SECRET_KEY", debug=DEBUG, debug_default="insecure-debug-only-key")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+# --- HTTPS (``manage.py check --deploy`` clean once these are on behind TLS) ----------------
+#: Cookies only over HTTPS: on by default outside DEBUG, because a production portal
+#: carries passwords and session cookies. It does not break a plain-HTTP trial at
+#: http://localhost (browsers treat localhost as secure and keep Secure cookies there);
+#: over plain HTTP to another host name, sign-in fails until TLS is set up or these are 0.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+#: Redirect plain HTTP to HTTPS. Off by default: on a plain-HTTP install it would make the
+#: portal unreachable, and node agents and scripts posting to /api/ do not follow redirects.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+#: Strict-Transport-Security, in seconds (a year is 31536000). Off (0) by default: browsers
+#: remember it for that long, so a host name that later serves plain HTTP (a test portal,
+#: a sibling service under INCLUDE_SUBDOMAINS) is locked out; it must be a deliberate choice.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+#: Behind a proxy that terminates TLS: the header and value it sets on HTTPS requests,
+#: "HTTP_X_FORWARDED_PROTO,https". Unset: no header is trusted (a client could forge it).
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -231,6 +252,10 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "portal.schema.AutoSchema",
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
 }
+
+#: Serve the OpenAPI schema (/api/schema/) and Swagger UI (/api/docs/) to anyone, not only
+#: to signed-in users (a session or an API token): portal/api/docs.py.
+API_SCHEMA_PUBLIC = env_bool("API_SCHEMA_PUBLIC", False)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Quartermaster API",

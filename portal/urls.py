@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from monitoring.views import metrics
+from portal.api.docs import SchemaView, SwaggerView
 from portal.web.signin import oidc_urlpatterns
 
 handler400 = "portal.api.errors.bad_request_handler"
@@ -15,8 +15,8 @@ urlpatterns = [
     path("api/v1/", include("portal.api.urls")),
     path("api/v1/", include("monitoring.api.urls")),
     path("api/v1/", include("notifications.api")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("api/schema/", SchemaView.as_view(), name="schema"),
+    path("api/docs/", SwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     *oidc_urlpatterns,

@@ -11,8 +11,13 @@ silently skipping.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +31,32 @@ def _missing(reason: str) -> None:
     if REQUIRE_SERVICES:
         pytest.fail(f"required service missing: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def passable_dir(for_path: Path) -> Path:
+    """A fresh directory for the test whose ``tmp_path`` is ``for_path``, that every user
+    may pass through (not list) to reach what lies below it, as /home and /scratch are.
+
+    Jobs run as their owners open their directories as those owners, and pytest keeps
+    ``tmp_path`` under a 0700 directory (which another pytest session puts back to 0700
+    whenever it starts), so tests whose jobs work in directories of their own make them
+    here. Remove it with ``shutil.rmtree`` (:func:`passable_tmp` does).
+    """
+    root = Path(tempfile.gettempdir()) / f"qm-tests-passable-{os.geteuid()}"
+    root.mkdir(mode=0o711, exist_ok=True)
+    root.chmod(0o711)
+    path = root / hashlib.sha256(str(for_path).encode()).hexdigest()[:16]
+    path.mkdir(mode=0o711, exist_ok=True)
+    path.chmod(0o711)
+    return path
+
+
+@pytest.fixture
+def passable_tmp(tmp_path: Path) -> Iterator[Path]:
+    """:func:`passable_dir` for this test, removed afterwards."""
+    path = passable_dir(tmp_path)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def redis_url() -> str:

@@ -1,11 +1,6 @@
-"""Where a job may start: the check of a submission's ``workdir``.
-
-The allowlist is ``JOB_WORKDIR_ROOTS`` with ``{user}`` as the owner's cluster user name
-(their home and scratch by default), as Open OnDemand limits the directories its apps
-may use; whatever it lists, the portal's own tree (its code, ``var/``, the local
-backend's job directories) is refused, since the local backend makes a job's workdir
-visible inside its sandbox.
-"""
+"""The API's check of a submission's ``workdir``, as text, so a bad one is a 400 at once
+(the bounds and why: :mod:`scheduler.jobs.workdir`; the check where the directory really
+is, when the job starts: :mod:`scheduler.backends.user_paths`)."""
 
 from __future__ import annotations
 
@@ -13,10 +8,11 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from rest_framework import serializers
 
 from portal.models import ClusterIdentity
+from scheduler.backends.user_paths import inside
+from scheduler.jobs.workdir import workdir_bounds
 
 
 def checked_workdir(value: str, user: Any) -> str:
@@ -27,14 +23,12 @@ def checked_workdir(value: str, user: Any) -> str:
         raise serializers.ValidationError(
             "Give an absolute path without '..', '.' or '//' parts, for example /home/alice/project."
         )
-    path = Path(value)
-    for own in (settings.BASE_DIR, settings.VAR_DIR, settings.QM_WORK_DIR):
-        own = Path(own).resolve()
-        if path == own or own in path.parents or path in own.parents:
-            raise serializers.ValidationError(f"{value} holds or lies in the portal's own files.")
     identity = ClusterIdentity.objects.filter(user_id=user.pk).values_list("username", flat=True).first()
-    name = identity or user.get_username()
-    roots = [root.replace("{user}", name).rstrip("/") or "/" for root in settings.JOB_WORKDIR_ROOTS]
-    if not any(value == root or value.startswith(root.rstrip("/") + "/") for root in roots):
-        raise serializers.ValidationError(f"A job may start only under {', '.join(roots) or 'nowhere'}.")
+    bounds = workdir_bounds(identity or user.get_username())
+    for tree in bounds.refused:
+        own = str(Path(tree).resolve())
+        if inside(value, own) or inside(own, value):
+            raise serializers.ValidationError(f"{value} holds or lies in the portal's own files.")
+    if not any(inside(value, root) for root in bounds.roots):
+        raise serializers.ValidationError(f"A job may start only under {', '.join(bounds.roots) or 'nowhere'}.")
     return value

@@ -57,6 +57,17 @@ class RunAs:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkdirBounds:
+    """Where a job's ``workdir`` must really lie, checked when the job starts, after
+    every symlink (see :mod:`scheduler.backends.user_paths`): inside one of ``roots`` (the
+    owner's trees, ``JOB_WORKDIR_ROOTS``) and not in or above one of ``refused`` (the
+    portal's own files, which no job may start in even where a root holds them)."""
+
+    roots: tuple[str, ...]
+    refused: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ArrayTask:
     """One task of a job array: the array's id, this task's index and how many tasks the
     array has (``QM_ARRAY_JOB_ID``, ``QM_ARRAY_TASK_ID``, ``QM_ARRAY_TASK_COUNT``)."""
@@ -91,6 +102,9 @@ class JobSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     #: Where it starts (absolute; empty: a fresh directory of its own).
     workdir: str = ""
+    #: Where ``workdir`` may really be (None: nowhere the portal vouched for; a backend
+    #: that opens the workdir itself, the local one, then refuses a workdir).
+    workdir_bounds: WorkdirBounds | None = None
     #: Text files (relative name -> content) written into its working directory first.
     files: Mapping[str, str] = field(default_factory=dict)
     #: Whom the job runs as (None: the owner has no cluster identity; a backend that

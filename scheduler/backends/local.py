@@ -494,8 +494,9 @@ class LocalBackend:
         problem = spec_problem(spec)
         if problem:
             raise self._reject(spec, problem)
-        if spec.workdir and self._portal_owned(Path(spec.workdir)):
-            raise self._reject(spec, f"workdir {spec.workdir} is inside this cluster's own files")
+        if spec.workdir and spec.workdir_bounds is None:
+            # The runner opens the workdir only within bounds the portal vouched for.
+            raise self._reject(spec, f"workdir {spec.workdir} comes without the roots it must lie in")
         # The script file lies in the job's own directory, which is the working directory
         # only without a workdir: the runner finds it by its absolute path (_write_job).
         argv = ["bash", runner.SCRIPT_FILE] if spec.script else ["bash", "-c", spec.command]
@@ -547,12 +548,11 @@ class LocalBackend:
             raise self._reject(spec, "a job never runs as root")
         return identity
 
-    def _portal_owned(self, path: Path) -> bool:
-        """Whether ``path`` holds, or lies in, this backend's own state (job directories,
-        runner files): a job may not start there, whatever its owner may read."""
-        mine = [self.state_dir.resolve()]
-        target = path.resolve()
-        return any(target == own or own in target.parents or target in own.parents for own in mine)
+    def _workdir_refused(self, spec: JobSpec) -> list[str]:
+        """The trees a job may not start in: the portal's (as it named them) and this
+        backend's own, its state directory and the code its runner runs."""
+        named = spec.workdir_bounds.refused if spec.workdir_bounds else ()
+        return [*named, str(self.state_dir), str(_PACKAGE_ROOT)]
 
     def _write_job(self, job_dir: Path, spec: JobSpec, argv: list[str], env: dict[str, str]) -> None:
         identity = self._job_identity(spec)
@@ -588,6 +588,8 @@ class LocalBackend:
                 "sandbox": self.sandbox,
                 "shared_paths": list(self.shared_paths),
                 "workdir": spec.workdir,
+                "workdir_roots": list(spec.workdir_bounds.roots if spec.workdir_bounds else ()),
+                "workdir_refused": self._workdir_refused(spec),
                 # Written once, by the job's own user, before its ranks start (several
                 # ranks writing the same files at once could read each other's halves).
                 "setup": prelude(spec.files),

@@ -38,6 +38,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from scheduler.backends.user_paths import OpenedDir, UnsafePath, open_user_dir
+
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sh"
 #: Writes the files a job brought, run once before its ranks (in the job's own directory).
@@ -188,7 +190,12 @@ def inherited_environment() -> dict[str, str]:
 
 
 def sandbox_argv(
-    bwrap: str, work: Path, shared: list[str], identity: dict[str, Any] | None, *, cwd: Path | None = None
+    bwrap: str,
+    work: Path,
+    shared: list[str],
+    identity: dict[str, Any] | None,
+    *,
+    workdir: tuple[OpenedDir, str] | None = None,
 ) -> list[str]:
     """The bubblewrap command a job runs under: the system directories read-only, its own
     work directory (and the site's ``shared`` paths) writable, a private /tmp, its own
@@ -205,6 +212,10 @@ def sandbox_argv(
     job at once, with no grace to checkpoint): the runner starts it with SIGTERM
     ignored, and ``env --default-signal=TERM`` gives the job the default back.
     ``--die-with-parent`` ends the job with the runner.
+
+    A ``workdir`` (the directory the runner opened, and the path its owner gave) is
+    bound by its descriptor (``--bind-fd``), never by name, at that path, where the job
+    starts: the caller passes the descriptor down (``pass_fds``).
     """
     argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     for path in SANDBOX_SYSTEM:
@@ -216,15 +227,19 @@ def sandbox_argv(
     for device in sorted(_PROC.parent.glob("dev/nvidia*")):
         argv += ["--dev-bind", str(device), str(device)]
     made: set[str] = {"/", "/tmp"}
-    for path in [*shared, str(work)]:
+    targets = [*shared, str(work)] + ([workdir[1]] if workdir else [])
+    for path in targets:
         # The directories above a writable one exist in the sandbox only to be passed
         # through: the job may traverse them, not list them.
         for parent in reversed(Path(path).parents):
             if str(parent) not in made:
                 made.add(str(parent))
                 argv += ["--perms", "0711", "--dir", str(parent)]
-        argv += ["--bind", path, path]
-    argv += ["--chdir", str(cwd or work), "--"]
+        if workdir and path == workdir[1]:
+            argv += ["--bind-fd", str(workdir[0].fd), path]
+        else:
+            argv += ["--bind", path, path]
+    argv += ["--chdir", workdir[1] if workdir else str(work), "--"]
     if identity:
         argv += [
             "setpriv",
@@ -237,6 +252,26 @@ def sandbox_argv(
             "--",
         ]
     return [*argv, "env", "--default-signal=TERM", "--"]
+
+
+def _open_workdir(spec: dict[str, Any], identity: dict[str, Any] | None) -> OpenedDir | None:
+    """The job's ``workdir`` opened as its user and checked where it really is (None
+    without one: the job starts in its own directory). Raises ``UnsafePath``."""
+    if not spec.get("workdir"):
+        return None
+    return open_user_dir(
+        str(spec["workdir"]),
+        roots=[str(root) for root in spec.get("workdir_roots", [])],
+        refused=[str(tree) for tree in spec.get("workdir_refused", [])],
+        identity=identity,
+    )
+
+
+def _create_new(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, which must not exist yet (nor be a link to anywhere)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
 
 
 def _cancel_requested(job_dir: Path) -> bool:
@@ -295,11 +330,15 @@ def _run(job_dir: Path) -> int:
         return 0
 
     work = job_dir / WORK_DIR
-    workdir = Path(spec["workdir"]) if spec.get("workdir") else work
-    if not workdir.is_dir():
-        _record(job_dir, "FAILED", exit_code=1, reason=f"workdir {workdir} does not exist on this machine")
-        return 0
     identity = spec.get("run_as")
+    try:
+        workdir = _open_workdir(spec, identity)
+    except UnsafePath as exc:
+        _record(job_dir, "FAILED", exit_code=1, reason=f"workdir refused: {exc}")
+        return 0
+    # Every process starts in the directory the runner holds open, never by its name again.
+    cwd = workdir.proc_path if workdir else str(work)
+    fds = (workdir.fd,) if workdir else ()
     env = inherited_environment()
     env.update({"HOME": str(work), "TMPDIR": "/tmp"})
     if identity:
@@ -309,13 +348,17 @@ def _run(job_dir: Path) -> int:
     grace = float(spec["kill_grace_seconds"])
     argv = [str(a) for a in spec["argv"]]
     as_user: dict[str, Any] = {}
+    if spec.get("setup"):
+        # Created here, before the directory is the job's: nothing of its user can be in
+        # the way (from a file: the files can be larger than one argument may be, 128 KiB).
+        _create_new(work / SETUP_FILE, spec["setup"])
     if identity:
         for path in (work, *work.iterdir()):
-            os.chown(path, identity["uid"], identity["gid"])
+            os.chown(path, identity["uid"], identity["gid"], follow_symlinks=False)
     wrapper: list[str] = []
     if spec.get("sandbox"):
-        shared = list(spec.get("shared_paths", [])) + ([str(workdir)] if workdir != work else [])
-        wrapper = sandbox_argv(spec["sandbox"], work, shared, identity, cwd=workdir)
+        bound = (workdir, str(spec["workdir"])) if workdir else None
+        wrapper = sandbox_argv(spec["sandbox"], work, list(spec.get("shared_paths", [])), identity, workdir=bound)
     elif identity:  # no sandbox: at least never the portal's user
         as_user = {"user": identity["uid"], "group": identity["gid"], "extra_groups": []}
     argv = wrapper + argv
@@ -323,14 +366,10 @@ def _run(job_dir: Path) -> int:
         # The files the job brought, written once as the job (see local.py), before any rank.
         with open(job_dir / OUTPUT_FILE, "ab") as log:
             try:
-                # From a file: the files can be larger than one argument may be (128 KiB).
-                script = work / SETUP_FILE
-                script.write_text(spec["setup"], encoding="utf-8")
-                if identity:
-                    os.chown(script, identity["uid"], identity["gid"])
                 setup = subprocess.run(
-                    [*wrapper, "bash", str(script)],
-                    cwd=workdir,
+                    [*wrapper, "bash", str(work / SETUP_FILE)],
+                    cwd=cwd,
+                    pass_fds=fds,
                     env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -357,7 +396,8 @@ def _run(job_dir: Path) -> int:
                 children.append(
                     subprocess.Popen(
                         argv,
-                        cwd=workdir,
+                        cwd=cwd,
+                        pass_fds=fds,
                         env={**env, **{str(k): str(v) for k, v in rank.items()}},
                         stdin=subprocess.DEVNULL,
                         stdout=log,

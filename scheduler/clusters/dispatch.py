@@ -16,6 +16,7 @@ from scheduler.clusters.failpoints import failpoint
 from scheduler.clusters.reservations import backend_name
 from scheduler.jobs import allocations
 from scheduler.jobs.remote import backend_for
+from scheduler.jobs.workdir import workdir_bounds
 from scheduler.jobs.transitions import record_event, record_events, transition
 from scheduler.models import Job
 
@@ -34,6 +35,7 @@ def job_spec(job: Job, *, first_handoff: bool = False) -> JobSpec:
     identity (a backend that runs jobs as their owners refuses it without one).
     ``first_handoff``: the caller counted this hand-off and read back 1 (see
     :func:`_count_handoff`); never guess it, as it lets the backend skip its lookup."""
+    identity = run_as(job.owner)
     return JobSpec(
         key=job.backend_key,
         name=job.name,
@@ -50,8 +52,9 @@ def job_spec(job: Job, *, first_handoff: bool = False) -> JobSpec:
         image=job.image,
         env={str(k): str(v) for k, v in (job.env or {}).items()},
         workdir=job.workdir,
+        workdir_bounds=workdir_bounds(identity.user if identity else job.owner.get_username()) if job.workdir else None,
         files={str(k): str(v) for k, v in (job.files or {}).items()},
-        run_as=run_as(job.owner),
+        run_as=identity,
         array=(
             ArrayTask(job.array_job_id, job.array_task_id or 0, job.array_task_count)
             if job.array_job_id is not None

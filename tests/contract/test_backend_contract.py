@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,13 +36,14 @@ from typing import Any
 import pytest
 
 from scheduler.backends import load_backend, local_runner
-from scheduler.backends.base import Backend, BackendError, JobSpec, Placement, PollResult, RemoteState, RunAs
+from scheduler.backends.base import Backend, BackendError, JobSpec, Placement, PollResult, RemoteState, RunAs, WorkdirBounds
 from scheduler.backends.local import LocalBackend
 from tests import slurm_dev
 from tests.backends.kube.apiserver import FakeKube
 from tests.backends.kube.builders import contract_nodes
 from tests.backends.kube.real_cluster import real_cluster_case
 from tests.backends.multinode import rendezvous_script
+from tests.conftest import passable_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_INVENTORY = REPO_ROOT / "scheduler/backends/local_clusters/demo.yaml"
@@ -128,8 +130,10 @@ def local_config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
 
 
 def local_scratch(tmp_path: Path) -> Path:
-    """Writable by whatever user the local backend runs jobs as (nobody, as root)."""
-    scratch = tmp_path / "scratch"
+    """Writable by whatever user the local backend runs jobs as (nobody, as root), and
+    reachable by them: the runner opens a job's workdir as the job's user, so it lies in
+    a directory others may pass, as a site's /scratch (removed by the case's cleanup)."""
+    scratch = passable_dir(tmp_path) / "scratch"
     scratch.mkdir(exist_ok=True)
     scratch.chmod(0o777)
     return scratch
@@ -149,6 +153,7 @@ def _local_case(tmp_path: Path, **extra: Any) -> Case:
         jobs = tmp_path / "state/jobs"
         for job_dir in jobs.iterdir() if jobs.is_dir() else ():
             built.cancel(job_dir.name)
+        shutil.rmtree(passable_dir(tmp_path), ignore_errors=True)
 
     built = build()
     return Case(
@@ -637,7 +642,13 @@ def test_a_job_starts_in_its_workdir_and_its_files_land_there(executing: Case) -
     workdir.mkdir()
     workdir.chmod(0o777)  # the owner's project directory
     (workdir / "data.txt").write_text("the owner's data\n")
-    spec = job(case, "pwd; cat data.txt; cat notes.txt", workdir=str(workdir), files={"notes.txt": "brought along"})
+    spec = job(
+        case,
+        "pwd; cat data.txt; cat notes.txt",
+        workdir=str(workdir),
+        workdir_bounds=WorkdirBounds((str(case.scratch),)),
+        files={"notes.txt": "brought along"},
+    )
 
     external_id = case.backend.submit(spec)
     result = wait_for(case.backend, external_id)

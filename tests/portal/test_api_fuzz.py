@@ -26,6 +26,7 @@ import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
+from django.test import override_settings
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
@@ -114,8 +115,10 @@ CONFIG = schemathesis.Config.from_dict(
         "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},
     }
 )
-# Rendering the schema needs no database: the anonymous request reads no session.
-schema = schemathesis.openapi.from_wsgi("/api/schema/", application, config=CONFIG)
+# Rendering the schema needs no database: the anonymous request reads no session (and so
+# needs the schema opened to anonymous callers while the module loads).
+with override_settings(API_SCHEMA_PUBLIC=True):
+    schema = schemathesis.openapi.from_wsgi("/api/schema/", application, config=CONFIG)
 
 #: Ids per collection as each test begins. Generation must not depend on rows the fuzzer
 #: deletes meanwhile: Hypothesis replays draws and insists on the same shape.
