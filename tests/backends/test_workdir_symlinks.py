@@ -28,7 +28,15 @@ from scheduler.backends.base import Backend, JobSpec, Placement, PollResult, Rem
 from scheduler.backends.user_paths import UnsafePath, open_user_dir, trusted_real
 from tests.conftest import _missing
 
-NODES = [{"name": "n-{:02d}", "count": 1, "cpus": 8, "memory_mib": 8000, "gpus": {"count": 1, "model": "L4", "memory_mib": 24576}}]
+NODES = [
+    {
+        "name": "n-{:02d}",
+        "count": 1,
+        "cpus": 8,
+        "memory_mib": 8000,
+        "gpus": {"count": 1, "model": "L4", "memory_mib": 24576},
+    }
+]
 ALICE, BOB = RunAs("alice", 20001, 20001), RunAs("bob", 20002, 20002)
 #: What a job prints of where it started: every name in it, one a line.
 LOOK = "ls -a1"

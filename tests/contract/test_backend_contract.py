@@ -36,7 +36,16 @@ from typing import Any
 import pytest
 
 from scheduler.backends import load_backend, local_runner
-from scheduler.backends.base import Backend, BackendError, JobSpec, Placement, PollResult, RemoteState, RunAs, WorkdirBounds
+from scheduler.backends.base import (
+    Backend,
+    BackendError,
+    JobSpec,
+    Placement,
+    PollResult,
+    RemoteState,
+    RunAs,
+    WorkdirBounds,
+)
 from scheduler.backends.local import LocalBackend
 from tests import slurm_dev
 from tests.backends.kube.apiserver import FakeKube
