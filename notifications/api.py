@@ -12,6 +12,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from notifications import outbound
 from notifications.models import Delivery, Event, Preference
 from portal.api.strict import RejectUnknownFields
 
@@ -28,6 +29,11 @@ class PreferenceSerializer(RejectUnknownFields, serializers.ModelSerializer):
 
     def validate_events(self, value: list[str]) -> list[str]:
         return sorted(set(value))
+
+    def validate_webhook_url(self, value: str) -> str:
+        if value and (reason := outbound.refusal(value)):
+            raise serializers.ValidationError(reason)
+        return value
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict) and "webhook_secret" in data:

@@ -7,6 +7,10 @@ this portal and was not changed::
     X-Quartermaster-Delivery: <idempotency key>   (a receiver may see a key twice: at least once)
 
 ``slack`` format sends Slack's incoming-webhook shape (``{"text": ...}``), signed as well.
+
+Whether a webhook URL may be sent to at all is ``notifications.outbound``'s question,
+asked again at each send (DNS may have changed since the URL was set); what a failed
+send records says nothing of ports (refused, reset and timed out read the same).
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ import hashlib
 import hmac
 import json
 
-import httpx
 from django.conf import settings
 from django.core.mail import send_mail
 
+from notifications import outbound
 from notifications.models import Channel, Delivery, Preference, WebhookFormat
 
 
@@ -56,10 +60,19 @@ def deliver(delivery: Delivery, pref: Preference | None) -> None:
         "X-Quartermaster-Delivery": delivery.key,
     }
     try:
-        response = httpx.post(pref.webhook_url, content=body, headers=headers, timeout=settings.NOTIFY_WEBHOOK_TIMEOUT)
-    except httpx.HTTPError as exc:
-        raise Undeliverable(f"webhook: {exc!r}") from exc
-    if response.is_success:
+        code = outbound.post(pref.webhook_url, content=body, headers=headers, timeout=settings.NOTIFY_WEBHOOK_TIMEOUT)
+    except outbound.Refused as exc:
+        raise Undeliverable(f"webhook URL not allowed: {exc}", permanent=True) from exc
+    except outbound.Unreachable as exc:
+        raise Undeliverable(f"webhook {exc}") from exc
+    _check_answer(code)
+
+
+def _check_answer(code: int) -> None:
+    """Raises ``Undeliverable`` unless ``code`` is a success. A 4xx (but 408 and 429) will
+    not change by trying again; nor will a redirect, which is never followed."""
+    if 200 <= code < 300:
         return
-    code = response.status_code
+    if 300 <= code < 400:
+        raise Undeliverable(f"webhook answered {code} (redirects are not followed)", permanent=True)
     raise Undeliverable(f"webhook answered {code}", permanent=400 <= code < 500 and code not in (408, 429))

@@ -7,7 +7,9 @@ should stop the process at start-up, not change behaviour at run time.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -70,6 +72,27 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+_HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*\.?", re.I)
+
+
+def env_hosts_and_networks(name: str) -> list[str]:
+    """``"hooks.lab.internal, 10.1.2.0/24, 127.0.0.1"`` -> host names (lower case) and IP
+    networks (a bare address is a network of one), comma-separated. A network with host
+    bits set (``10.1.2.3/24``) or an item that is neither fails loudly: an allow-list
+    that silently opened more, or less, than written is worse than none."""
+    items: list[str] = []
+    for item in env_list(name, []):
+        try:
+            items.append(str(ipaddress.ip_network(item.strip("[]"))))
+        except ValueError:
+            if not _HOST_NAME.fullmatch(item) or len(item) > 253:
+                raise ImproperlyConfigured(
+                    f"{name} must list host names and IP networks like 'hooks.lab.internal, 10.1.2.0/24', got {item!r}"
+                ) from None
+            items.append(item.lower().rstrip("."))
+    return items
 
 
 def env_weights(name: str) -> dict[str, float]:

@@ -17,6 +17,7 @@ from portal.env import (
     env_choice,
     env_float,
     env_group_map,
+    env_hosts_and_networks,
     env_int,
     env_int_list,
     env_levels,
@@ -384,6 +385,10 @@ NOTIFY_CONDITIONS_SECONDS = env_float("NOTIFY_CONDITIONS_SECONDS", 300.0, minimu
 #: Tries before a message is given up (backoff 30 s doubling, at most an hour apart).
 NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 8, minimum=1)
 NOTIFY_WEBHOOK_TIMEOUT = env_float("NOTIFY_WEBHOOK_TIMEOUT", 10.0, minimum=0.5)
+#: Webhooks are never sent to internal addresses (loopback, private, link-local, the
+#: portal's own: notifications/outbound.py); these host names and IP networks are let
+#: through anyway, for a receiver inside the site. Empty by default.
+NOTIFY_WEBHOOK_ALLOWED_HOSTS = env_hosts_and_networks("NOTIFY_WEBHOOK_ALLOWED_HOSTS")
 #: The idle-GPU rule's defaults (an account may set its own, monitoring/idle.py): a
 #: running job whose measured GPUs average under IDLE_BELOW_PCT for IDLE_MINUTES is
 #: flagged; IDLE_ACTION (none, requeue or cancel) runs IDLE_ACTION_MINUTES later if it

@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from notifications import outbound
 from notifications.models import Delivery, Event, Preference
 from portal.access import default_account
 from portal.models import ClusterIdentity, Membership
@@ -48,6 +49,12 @@ class NotifyForm(forms.ModelForm):
             "email": "To the address of your account.",
             "webhook_url": "Each message is POSTed here, signed (X-Quartermaster-Signature, HMAC-SHA256).",
         }
+
+    def clean_webhook_url(self) -> str:
+        url: str = self.cleaned_data["webhook_url"]
+        if url and (reason := outbound.refusal(url)):
+            raise forms.ValidationError(reason)
+        return url
 
 
 def _notify_form(request: HttpRequest, user: Any) -> tuple[NotifyForm, Preference]:
