@@ -23,6 +23,10 @@ from scheduler.models import Cluster, Job
 
 log = logging.getLogger(__name__)
 
+#: A polled start this close to the recorded one is the same start (clock rounding:
+#: Slurm reports whole seconds); only a larger difference is written.
+START_TOLERANCE_SECONDS = 0.5
+
 
 _REMOTE_TO_JOB = {
     RemoteState.COMPLETED: JobState.COMPLETED,
@@ -45,6 +49,7 @@ def _apply_poll_result(job_id: int, result: PollResult, external_id: str, config
     """
     if not result.state.is_terminal:
         return False
+    started = {"started_at": result.started_at} if result.started_at is not None else {}
     reason = result.reason or ("the backend no longer knows this job" if result.state is RemoteState.UNKNOWN else "")
     if result.state is RemoteState.NODE_FAIL:
         return reconcile.lost(
@@ -59,7 +64,27 @@ def _apply_poll_result(job_id: int, result: PollResult, external_id: str, config
         ended_at=result.ended_at or timezone.now(),
         state_reason=reason[:500],
         where={"external_id": external_id},
+        **started,
     )
+
+
+def _record_starts(running: dict[str, tuple[int, datetime | None]], results: dict[str, PollResult]) -> int:
+    """Set each running job's ``started_at`` to when its workload manager says it started
+    (Slurm's StartTime, the pod's start, the local runner's record), where that differs
+    from what the portal wrote at dispatch (the dispatch batch's time, or a re-dispatch's
+    after a worker died). Accounting, fair-share usage and estimates then count from the
+    real start. Guarded by the attempt polled; returns how many jobs were corrected."""
+    corrected = 0
+    for external_id, (job_id, stored) in running.items():
+        result = results.get(external_id)
+        if result is None or result.started_at is None or result.state is not RemoteState.RUNNING:
+            continue
+        if stored is not None and abs((result.started_at - stored).total_seconds()) < START_TOLERANCE_SECONDS:
+            continue
+        corrected += Job.objects.filter(pk=job_id, state=JobState.RUNNING, external_id=external_id).update(
+            started_at=result.started_at
+        )
+    return corrected
 
 
 def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int]:
@@ -76,15 +101,17 @@ def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int
     config = current_config()
     backend = backend_for(cluster)
     nodes_seen = sync_nodes(cluster, backend, now)
-    running = dict(
-        Job.objects.filter(cluster=cluster, state=JobState.RUNNING)
+    running = {
+        external_id: (job_id, started)
+        for external_id, job_id, started in Job.objects.filter(cluster=cluster, state=JobState.RUNNING)
         .exclude(external_id="")
-        .values_list("external_id", "id")
-    )
+        .values_list("external_id", "id", "started_at")
+    }
     ended = 0
     if running:
         results = backend.poll(list(running))
-        for external_id, job_id in running.items():
+        _record_starts(running, results)
+        for external_id, (job_id, _) in running.items():
             result = results.get(external_id)
             if result is not None and _apply_poll_result(job_id, result, external_id, config):
                 ended += 1

@@ -59,6 +59,12 @@ def record_events(kind: str, events: Iterable[tuple[int, str, dict[str, Any]]], 
     )
 
 
+def attempt_end(started: datetime | None, ended: datetime) -> datetime:
+    """When an attempt ended, as charged: never before it started (clocks of a workload
+    manager and of the portal differ; a job that failed at once may read as ending first)."""
+    return max(started, ended) if started is not None else ended
+
+
 def transition(
     job_id: int,
     from_states: Iterable[str],
@@ -90,11 +96,16 @@ def transition(
         before = matching.select_for_update().values(*fields_read).first() if ends_attempt else None
         if ends_attempt and before is None:
             return False
+        if before is not None:
+            if fields.get("started_at") is not None:  # the workload manager's own word
+                before = {**before, "started_at": fields["started_at"]}
+            if fields.get("ended_at") is not None:
+                fields["ended_at"] = attempt_end(before["started_at"], fields["ended_at"])
         changed = matching.update(state=to_state, **fields)
         if changed:
             record_event(job_id, event, message or f"-> {to_state}", {"to": to_state, **(data or {})})
             if before is not None and before["state"] in ACTIVE_STATES:
-                ended = fields.get("ended_at") or timezone.now()
+                ended = attempt_end(before["started_at"], fields.get("ended_at") or timezone.now())
                 hours.record_attempt(before, ended)
                 attempts.record(before, before["started_at"], ended)
     return changed == 1
