@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.utils import timezone
 
@@ -49,7 +50,7 @@ def _apply_poll_result(job_id: int, result: PollResult, external_id: str, config
     """
     if not result.state.is_terminal:
         return False
-    started = {"started_at": result.started_at} if result.started_at is not None else {}
+    started: dict[str, Any] = {"started_at": result.started_at} if result.started_at is not None else {}
     reason = result.reason or ("the backend no longer knows this job" if result.state is RemoteState.UNKNOWN else "")
     if result.state is RemoteState.NODE_FAIL:
         return reconcile.lost(
