@@ -88,6 +88,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A database or broker outage raised by a view: 503 with Retry-After, not a 500.
+    "portal.outages.OutageMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its lockout answer.
     "axes.middleware.AxesMiddleware",
 ]

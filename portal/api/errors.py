@@ -1,7 +1,8 @@
-"""Map domain errors to clear 4xx answers instead of 500s."""
+"""Map domain errors to clear 4xx answers, and outages to 503s, instead of 500s."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -14,10 +15,23 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from portal.outages import RETRY_AFTER_SECONDS, outage
+
+log = logging.getLogger(__name__)
+
 
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_code = "conflict"
+
+
+class Unavailable(exceptions.APIException):
+    """503: the database or the broker is unreachable (``portal.outages``); ``wait``
+    becomes DRF's ``Retry-After`` header."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
+    wait = RETRY_AFTER_SECONDS
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -30,6 +44,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = Conflict(str(exc))
     elif isinstance(exc, ProtectedError):
         exc = Conflict(f"Still in use by {len(exc.protected_objects)} other records; remove those first.")
+    elif (found := outage(exc)) is not None:
+        log.warning("%s unavailable: %s", found.what, exc)
+        exc = Unavailable(found.detail)
     return drf_exception_handler(exc, context)
 
 
