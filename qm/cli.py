@@ -38,7 +38,7 @@ import urllib.error
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from qm.api import Api, ApiError
+from qm.api import Api, ApiError, Retry
 from qm.request import add_edit_options, add_request_options, edit_body, job_ref, request_body
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"}
@@ -136,7 +136,7 @@ class Cli:
         return int(rows[0]["id"])
 
     def estimate(self, args: argparse.Namespace) -> int:
-        answer = self.api.post("jobs/estimate/", request_body(args))
+        answer = self.api.post("jobs/estimate/", request_body(args), idempotent=True)  # writes nothing
         if self.json_or(answer, args):
             return 0
         if answer["would_start_now"]:
@@ -396,11 +396,23 @@ def _new_part(shown: str, text: str) -> str:
     return text
 
 
+def _tries(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and int(text) >= 1):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of tries, 1 or more (1: no retries)")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qm", description="Quartermaster from the command line (REST API).")
     parser.add_argument("--url", default=os.environ.get("QM_URL", "http://127.0.0.1:8000"))
     parser.add_argument("--token", default=os.environ.get("QM_TOKEN", ""))
     parser.add_argument("--json", action="store_true", help="print the API's JSON")
+    parser.add_argument(
+        "--tries",
+        type=_tries,
+        default=Retry.tries,
+        help="sends of a call safe to repeat while the portal is unavailable (502/503/504, refused), within 60 s",
+    )
     sub = parser.add_subparsers(dest="verb", required=True)
     submit = sub.add_parser("submit", help="submit a job (sbatch)")
     add_request_options(submit)
@@ -454,7 +466,7 @@ def main(
         if sum(given) != 1:
             print("qm: give exactly one of: a command after --, --wrap 'command line', --script FILE", file=err)
             return 2
-    cli = Cli(api or Api(args.url, args.token), out, err, sleep)
+    cli = Cli(api or Api(args.url, args.token, retry=Retry(tries=args.tries), err=err, sleep=sleep), out, err, sleep)
     try:
         return int(getattr(cli, "verb" if args.verb in VERBS else args.verb)(args))
     except ApiError as exc:
