@@ -414,9 +414,9 @@ JOB_FILES_MAX_COUNT = env_int("JOB_FILES_MAX_COUNT", 50, minimum=1)
 #: Job arrays: task indices run from 0 to JOB_ARRAY_MAX_SIZE - 1, so an array has at most
 #: that many tasks (Slurm's MaxArraySize, same default).
 JOB_ARRAY_MAX_SIZE = env_int("JOB_ARRAY_MAX_SIZE", 10001, minimum=1)
-#: Every task stores its own command, script and files: an array may hold at most this
-#: many bytes of them in all (tasks x bytes per task); larger inputs belong on the
-#: cluster's storage, the script reading them by $QM_ARRAY_TASK_ID.
+#: Every task stores its own command and script, the array its files once: an array may
+#: hold at most this many bytes of them in all (tasks x bytes per task, plus the files);
+#: larger inputs belong on the cluster's storage, the script reading them by $QM_ARRAY_TASK_ID.
 JOB_ARRAY_MAX_BYTES = env_int("JOB_ARRAY_MAX_BYTES", 256_000_000, minimum=1)
 #: The lowest uid a job may run as: cluster identities below it (root, system accounts)
 #: are refused, in the API and again by the backends (Debian's FIRST_UID).
@@ -479,3 +479,13 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
+
+# --- Job files and submissions: storage and rate (issue 34) -------------------------------
+#: The most bytes of job files one user may have stored, across their jobs whose files have
+#: not expired (an array's files count once, as they are stored once).
+JOB_FILES_MAX_BYTES_PER_USER = env_int("JOB_FILES_MAX_BYTES_PER_USER", 50_000_000, minimum=1)
+#: Days after the last job that runs them ended that a submission's files are dropped
+#: (the job's page and the API then say they expired; a requeue needs them resubmitted).
+JOB_FILES_RETENTION_DAYS = env_int("JOB_FILES_RETENTION_DAYS", 30, minimum=1)
+#: Submissions per user (POST /api/v1/jobs/, the submit page); a job array is one. Over it: 429.
+JOB_SUBMIT_RATE = env_rate("JOB_SUBMIT_RATE", "60/minute")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
@@ -103,6 +104,34 @@ class Gpu(models.Model):
         return bool(self.sharing)
 
 
+class JobFiles(models.Model):
+    """The small text files one submission brought, stored once for every job that runs
+    them: a job, or all the tasks of an array (each task's ``file_set``).
+
+    Why a row of their own: stored with each task, one 1 MB request for a 100-task array
+    became 100 MB in the database. Counted per owner (``size_bytes``) against
+    ``JOB_FILES_MAX_BYTES_PER_USER`` until they expire: ``JOB_FILES_RETENTION_DAYS``
+    after every job that runs them ended, the content is dropped (``files`` becomes
+    ``{}``, ``expired_at`` says when) and the names stay, so a job's page can say what it
+    brought and that it is gone (``scheduler.jobs.files``)."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="job_files")
+    #: name -> text, as submitted; ``{}`` once expired.
+    files = models.JSONField(default=dict, blank=True)
+    names = models.JSONField(default=list, blank=True)
+    #: The content's size (UTF-8 bytes), as the limits count it.
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField()
+    expired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "job files"
+        indexes = [models.Index(fields=["owner", "expired_at"], name="jobfiles_owner_expired")]
+
+    def __str__(self) -> str:
+        return f"{len(self.names)} files of {self.owner_id} ({self.size_bytes} bytes)"
+
+
 class Job(models.Model):
     """A request for GPUs plus what to run, and where it stands.
 
@@ -124,9 +153,21 @@ class Job(models.Model):
     env = models.JSONField(default=dict, blank=True)
     #: Where the job starts (``sbatch --chdir``); empty: a directory of its own.
     workdir = models.CharField(max_length=1024, blank=True)
-    #: Small text files sent with the job (name -> content), written into its working
-    #: directory before it starts (``scheduler.backends.job_files``).
-    files = models.JSONField(default=dict, blank=True)
+    #: Small text files sent with the job, written into its working directory before it
+    #: starts (``scheduler.backends.job_files``): the tasks of an array share one row.
+    #: No database constraint, as ``array_job``: an array's tasks copy the reference in
+    #: one ``INSERT ... SELECT`` (``scheduler.jobs.submit``); rows are never deleted
+    #: while a job refers to them (``scheduler.jobs.files``).
+    file_set = models.ForeignKey(
+        JobFiles,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="jobs",
+        editable=False,
+        db_constraint=False,
+        db_index=False,
+    )
 
     nodes = models.PositiveIntegerField(default=1)
     gpus_per_node = models.PositiveIntegerField(default=1)
@@ -220,10 +261,24 @@ class Job(models.Model):
             models.Index(fields=["owner", "state"], name="job_owner_state"),
             models.Index(fields=["account", "state"], name="job_account_state"),
             models.Index(fields=["array_job", "array_task_id"], name="job_array_task"),
+            # Only jobs that brought files pay for it (the expiry pass looks them up).
+            models.Index(fields=["file_set"], name="job_file_set", condition=models.Q(file_set__isnull=False)),
         ]
 
     def __str__(self) -> str:
         return f"{self.id} {self.name}"
+
+    @property
+    def files(self) -> dict[str, str]:
+        """The files it brought (name -> text), shared with the other tasks of its array;
+        ``{}`` when it brought none or they expired (see :attr:`files_expired_at`). Reads
+        the row unless loaded with it (``select_related``/``prefetch_related("file_set")``)."""
+        return dict(self.file_set.files) if self.file_set_id is not None and self.file_set else {}
+
+    @property
+    def files_expired_at(self) -> Any:
+        """When its files were dropped (``JOB_FILES_RETENTION_DAYS`` after it ended), or None."""
+        return self.file_set.expired_at if self.file_set_id is not None and self.file_set else None
 
     @property
     def total_gpus(self) -> int:

@@ -10,11 +10,12 @@ from typing import Any
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
 from scheduler import simulations
 from scheduler.backends.base import BackendError
 from scheduler.clusters import dispatch, poll
-from scheduler.jobs import remote
+from scheduler.jobs import files, remote
 from scheduler.tick import estimates
 from scheduler.tick.run import run_tick
 
@@ -67,6 +68,12 @@ def poll_backends() -> dict[str, dict[str, int]]:
 def refresh_estimates() -> int:
     """Store every pending job's start estimate (beat runs it every SCHEDULER_ESTIMATE_SECONDS)."""
     return estimates.refresh_estimates()
+
+
+@shared_task(name="scheduler.expire_job_files", ignore_result=True)
+def expire_job_files() -> dict[str, int]:
+    """Drop the files of jobs ended more than JOB_FILES_RETENTION_DAYS ago (hourly)."""
+    return files.expire_files(timezone.now())
 
 
 @shared_task(

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -34,7 +35,7 @@ from portal.web import figures
 from portal.web.jobform import PRESETS, PRESETS_BY_SLUG, JobForm, job_as_fields
 from portal.web.words import about, blocker_title, evidence_items, request_shape, starts_in
 from scheduler.api.arrays import ThrottleSerializer
-from scheduler.api.throttles import WhatIfThrottle
+from scheduler.api.throttles import SubmitThrottle, WhatIfThrottle
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
 from scheduler.clusters.logs import read_job_log
 from scheduler.jobs import verbs
@@ -43,7 +44,7 @@ from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.submit import submit_job
 from scheduler.jobs.transitions import JobStateConflict
 from scheduler.jobs.verbs import cancel_job
-from scheduler.models import Job
+from scheduler.models import Job, JobFiles
 from scheduler.reads import reports
 from scheduler.reads.arrays import (
     ArraySummary,
@@ -180,7 +181,7 @@ def submit(request: HttpRequest) -> HttpResponse:
             try:
                 if action == "estimate":
                     estimate = _what_if_if_allowed(request, form, account, qos, data)
-                else:
+                elif _submission_allowed(request, form):
                     job = submit_job(owner=user, account=account, qos=qos, **data)
                     if job.array_job_id:
                         messages.success(request, f"Array job {job.id} submitted: {job.array_task_count} tasks.")
@@ -226,6 +227,21 @@ def _what_if_if_allowed(
         form.add_error(None, f"Too many estimates in a short time; ask again in {wait} s.")
         return None
     return _what_if(request.user, account, qos, data)
+
+
+def _submission_allowed(request: HttpRequest, form: JobForm) -> bool:
+    """Whether a submission is within ``JOB_SUBMIT_RATE`` (``SubmitThrottle``, the API's);
+    over it, a form error says when to submit again."""
+    throttle = SubmitThrottle()
+    if throttle.allow_request(request, None):  # type: ignore[arg-type]
+        return True
+    wait = math.ceil(throttle.wait() or 1)
+    form.add_error(
+        None,
+        f"Too many submissions in a short time (at most {throttle.get_rate()}); submit again in {wait} s, or "
+        "submit many jobs at once as an array.",
+    )
+    return False
 
 
 def _what_if(user: Any, account: Account, qos: Any, data: dict[str, Any]) -> dict[str, Any]:
@@ -433,6 +449,8 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "gpu_figure": charts.job_gpu_figure(metrics, (job.started_at, job.ended_at or now))
             if job.started_at and any(m.points for m in metrics)
             else None,
+            "files": _files_of(job),
+            "retention_days": settings.JOB_FILES_RETENTION_DAYS,
             "health_notes": health_notes_for_job(job, now),
             "efficiency": JobEfficiency.objects.filter(job=job, attempt=job.attempt).first(),
             "share_costs": share_costs(job),
@@ -447,6 +465,15 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             },
         },
     )
+
+
+def _files_of(job: Job) -> dict[str, Any] | None:
+    """The names of the files ``job`` brought and when they expired (``None``: none
+    brought); never their content."""
+    if job.file_set_id is None:
+        return None
+    row = JobFiles.objects.filter(pk=job.file_set_id).values("names", "expired_at", "size_bytes").first()
+    return dict(row) if row else None
 
 
 def _array_of(request: HttpRequest, job: Job) -> ArraySummary | None:

@@ -30,6 +30,7 @@ from scheduler.core.reason_words import reason_words
 from scheduler.core.types import cpu_count, cpu_millis, gpu_model_choices, parse_compute_capability
 from scheduler.jobs.array_spec import MAX_SPEC_LENGTH, ArraySpec, ArraySpecError, parse_array
 from scheduler.jobs.blockers import blockers_for_api
+from scheduler.jobs.files import files_size
 from scheduler.jobs.request import REQUEST_FIELDS, parse_cpus, pending_request
 from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
@@ -125,6 +126,10 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     file_names = serializers.SerializerMethodField(
         help_text="The files it brought (GET /api/v1/jobs/{id}/ only; null in lists, which do not read them)."
     )
+    files_expired_at = serializers.SerializerMethodField(
+        help_text="When its files were dropped, JOB_FILES_RETENTION_DAYS after it ended (file_names still name "
+        "them); null while they are kept, and in lists."
+    )
     display_id = serializers.SerializerMethodField(
         help_text="As squeue shows it: 42, 42_7 for task 7 of array 42, 42_[8-999] for an array's waiting "
         "tasks folded into one row (?collapse=arrays)."
@@ -155,6 +160,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "env",
             "workdir",
             "file_names",
+            "files_expired_at",
             *REQUEST_FIELDS,
             "total_gpus",
             "cluster",
@@ -191,7 +197,14 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField(), allow_null=True))
     def get_file_names(self, job: Job) -> list[str] | None:
-        return None if "files" in job.get_deferred_fields() else sorted(job.files or {})
+        if self.context.get("listing"):
+            return None
+        return sorted(job.file_set.names) if job.file_set_id is not None and job.file_set else []
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_files_expired_at(self, job: Job) -> str | None:
+        at = None if self.context.get("listing") else job.files_expired_at
+        return serializers.DateTimeField().to_representation(at) if at else None
 
     @extend_schema_field(EfficiencySerializer(allow_null=True))
     def get_efficiency(self, job: Job) -> dict[str, Any] | None:
@@ -352,7 +365,7 @@ class JobSubmitSerializer(FieldsBuiltOnce, RejectUnknownFields):
             raise serializers.ValidationError(problems[:5])
         if len(value) > settings.JOB_FILES_MAX_COUNT:
             raise serializers.ValidationError(f"At most {settings.JOB_FILES_MAX_COUNT} files.")
-        size = sum(len(text.encode("utf-8")) for text in value.values())
+        size = files_size(value)
         if size > settings.JOB_FILES_MAX_BYTES:
             raise serializers.ValidationError(
                 f"The files hold {size} bytes; at most {settings.JOB_FILES_MAX_BYTES} may come with a job "
@@ -453,14 +466,13 @@ class JobSubmitSerializer(FieldsBuiltOnce, RejectUnknownFields):
             )
         array = attrs.get("array")
         if array is not None:
-            each = sum(len(attrs[f].encode("utf-8")) for f in ("command", "script")) + sum(
-                len(text.encode("utf-8")) for text in attrs["files"].values()
-            )
-            if each * array.count > settings.JOB_ARRAY_MAX_BYTES:
+            # Each task stores its command and script; the files are stored once for all.
+            each = sum(len(attrs[f].encode("utf-8")) for f in ("command", "script"))
+            if each * array.count + files_size(attrs["files"]) > settings.JOB_ARRAY_MAX_BYTES:
                 errors["array"] = (
-                    f"{array.count} tasks of {each} bytes (command, script and files) each exceed the "
-                    f"{settings.JOB_ARRAY_MAX_BYTES} bytes an array may hold; put the inputs on the cluster's "
-                    "storage and read them by $QM_ARRAY_TASK_ID."
+                    f"{array.count} tasks of {each} bytes (command and script) each, and "
+                    f"{files_size(attrs['files'])} bytes of files, exceed the {settings.JOB_ARRAY_MAX_BYTES} bytes an "
+                    "array may hold; put the inputs on the cluster's storage and read them by $QM_ARRAY_TASK_ID."
                 )
         if attrs.get("reservation") and "account" not in errors:
             problem = reservation_problem(

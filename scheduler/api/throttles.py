@@ -1,4 +1,4 @@
-"""How often one user may ask "when would this start?".
+"""How often one user may ask "when would this start?", and submit.
 
 A what-if plans the whole queue with the candidate in it: about the cost of a scheduling
 tick. Unlimited, one script polling it in a loop would cost the portal as much as a
@@ -21,3 +21,16 @@ class WhatIfThrottle(UserRateThrottle):
 
     def get_rate(self) -> str:
         return str(settings.SCHEDULER_WHATIF_RATE)
+
+
+class SubmitThrottle(UserRateThrottle):
+    """Submissions per user, ``JOB_SUBMIT_RATE`` (default 60 a minute), on the API and the
+    submit page alike: a job array is one submission, however many tasks it has. Why: a
+    script submitting in a loop fills the queue and the database faster than anyone can
+    cancel it; an array is the way to many jobs at once. Over the rate: 429 with
+    ``Retry-After``. Counted in the cache, as the what-if."""
+
+    scope = "submit"
+
+    def get_rate(self) -> str:
+        return str(settings.JOB_SUBMIT_RATE)

@@ -39,7 +39,7 @@ from scheduler.api.serializers import (
     StartEstimateSerializer,
     WhatIfSerializer,
 )
-from scheduler.api.throttles import WhatIfThrottle
+from scheduler.api.throttles import SubmitThrottle, WhatIfThrottle
 from scheduler.backends import BackendError
 from scheduler.choices import JobState
 from scheduler.clusters.logs import read_job_log
@@ -75,10 +75,16 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self) -> QuerySet[Job]:
         base = Job.objects.select_related("owner", "account", "qos", "cluster", "efficiency")
-        if self.action == "list":
-            base = base.defer("files")  # up to JOB_FILES_MAX_BYTES a job: read one job's only
+        if self.action != "list":
+            # One job's file names and whether they expired; never the content (up to
+            # JOB_FILES_MAX_BYTES), nor anything of them in lists.
+            base = base.select_related("file_set").defer("file_set__files")
         # A finished job's mean GPU utilization (monitoring's efficiency), to sort by.
         return visible_jobs(self.request.user, base).annotate(gpu_utilization=F("efficiency__gpu_util_mean"))
+
+    def get_throttles(self) -> list[Any]:
+        """Submissions count against ``JOB_SUBMIT_RATE`` (``SubmitThrottle``)."""
+        return [SubmitThrottle()] if self.action == "create" else super().get_throttles()
 
     def get_serializer_class(self) -> type:
         return JobSubmitSerializer if self.action in ("create", "estimate") else JobSerializer
@@ -104,11 +110,18 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         page = self.paginate_queryset(jobs)
         rows = page if page is not None else list(jobs)
         folded = collapse_pending((j.id, j.array_job_id, j.state) for j in rows) if collapse else {}
-        context = {**self.get_serializer_context(), "folded": folded}
+        context = {**self.get_serializer_context(), "folded": folded, "listing": True}
         data = JobSerializer(rows, many=True, context=context).data
         return self.get_paginated_response(data) if page is not None else Response(data)
 
-    @extend_schema(request=JobSubmitSerializer, responses={201: JobSerializer})
+    @extend_schema(
+        request=JobSubmitSerializer,
+        responses={201: JobSerializer, 429: ErrorSerializer},
+        description="Submit a job, or a job array (one submission however many tasks). Each user may submit "
+        "JOB_SUBMIT_RATE times (default 60 a minute); beyond that the answer is 429 with Retry-After. The files "
+        "are stored once per submission, and one user's stored files may hold JOB_FILES_MAX_BYTES_PER_USER bytes "
+        "until they expire, JOB_FILES_RETENTION_DAYS after their jobs end.",
+    )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = JobSubmitSerializer(data=request.data, context=self.get_serializer_context())
         serializer.is_valid(raise_exception=True)

@@ -127,7 +127,9 @@ def _count_handoff(job_ids: Sequence[int]) -> list[Job]:
     dispatching = Job.objects.filter(pk__in=job_ids, state=JobState.DISPATCHING, cluster__isnull=False)
     with transaction.atomic(durable=True):
         dispatching.update(handoffs=F("handoffs") + 1)
-    return list(dispatching.select_related("cluster", "owner__cluster_identity", "account").order_by("id"))
+    # The files in one query, each file set once however many of an array's tasks share it.
+    related = dispatching.select_related("cluster", "owner__cluster_identity", "account").prefetch_related("file_set")
+    return list(related.order_by("id"))
 
 
 def _failed(job: Job, exc: BackendError) -> bool:

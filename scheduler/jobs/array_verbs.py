@@ -14,6 +14,7 @@ from django.db.models import F, QuerySet
 
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, EventKind, JobState
 from scheduler.jobs import verbs
+from scheduler.jobs.files import refuse_if_expired
 from scheduler.jobs.transitions import FRESH_ATTEMPT, JobStateConflict, transition_many
 from scheduler.jobs.verbs import RELEASED_FIELDS, cancelled_fields, held_fields
 from scheduler.models import Job
@@ -67,8 +68,10 @@ def release_array(tasks: QuerySet[Job], array_job: int, *, by: str) -> int:
 
 
 def requeue_array(tasks: QuerySet[Job], array_job: int, *, by: str) -> int:
-    """Every active and ended task back in the queue as a new attempt."""
+    """Every active and ended task back in the queue as a new attempt; refused
+    (``JobStateConflict``) once the array's files expired."""
     with transaction.atomic():
+        refuse_if_expired(tasks, f"Array {array_job}")
         moved = transition_many(
             tasks,
             TERMINAL_STATES,

@@ -17,6 +17,7 @@ from portal.models import Account, Qos, Quota
 from portal.sql import Inserts, JoinedRows, prepared_cursor, quoted_table
 from scheduler.choices import QUEUED_STATES, EventKind
 from scheduler.jobs.array_spec import ArraySpec
+from scheduler.jobs.files import store_files
 from scheduler.jobs.transitions import EVENTS, record_event
 from scheduler.models import Job, JobEvent
 
@@ -91,16 +92,21 @@ def submit_job(*, owner: Any, account: Account, qos: Qos | None, array: ArraySpe
     the quotas that depend on the queue.
 
     Raises ``ValidationError`` (field -> message) and writes nothing when a quota refuses
-    the job (see :func:`quota_refusals`, called here with its quotas' row locks). Returns the
-    job, or an array's first task, whose id is the array's.
+    the job (see :func:`quota_refusals`, called here with its quotas' row locks) or its
+    ``files`` would pass the owner's cap (``scheduler.jobs.files``: stored once, however
+    many tasks run them). Returns the job, or an array's first task, whose id is the
+    array's.
     """
     now = timezone.now()
+    files = fields.pop("files", None) or {}
     with transaction.atomic():
         errors = quota_refusals(
             owner, account, int(fields["walltime_seconds"]), lock=True, adding=array.count if array else 1
         )
         if errors:
             raise ValidationError(errors)
+        if files:
+            fields["file_set"] = store_files(owner, files, now)
         if array is not None:
             return _create_array(array, owner=owner, account=account, qos=qos, submitted_at=now, **fields)
         job = Job(owner=owner, account=account, qos=qos, submitted_at=now, **fields)

@@ -18,6 +18,7 @@ from django.utils import timezone
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, EventKind, JobState
 from scheduler.core.types import PendingReason
 from scheduler.jobs.blockers import held_blockers
+from scheduler.jobs.files import refuse_if_expired
 from scheduler.jobs.remote import after_commit, cancel_remote, cancel_remote_after_commit
 from scheduler.jobs.transitions import FRESH_ATTEMPT, JobStateConflict, transition
 from scheduler.models import Job
@@ -99,8 +100,11 @@ def requeue_job(job: Job, *, by: str) -> None:
     The job keeps its id and submit time (so it keeps its place in a FIFO queue); its
     allocation, exit code and backend id are cleared. An active attempt is cancelled at
     the backend first; the new attempt has a new backend key so it is a fresh submission.
+    Refused (``JobStateConflict``) once the job's files expired.
     """
     with transaction.atomic():
+        if job.file_set_id is not None:
+            refuse_if_expired(Job.objects.filter(pk=job.pk), f"Job {job.id}")
         _user_transition(
             job,
             ACTIVE_STATES | TERMINAL_STATES,

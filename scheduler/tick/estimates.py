@@ -103,6 +103,7 @@ def what_if(
     refusals = quota_refusals(owner, account, int(fields["walltime_seconds"]), adding=array.count if array else 1)
     if refusals:
         raise ValidationError(refusals)
+    fields.pop("files", None)  # stored apart from the job (scheduler.jobs.files); no plan depends on them
     job = pending_job(Job(id=WHAT_IF_ID, owner=owner, account=account, qos=qos, submitted_at=now, **fields))
     config = current_config()
     policy = config.policy

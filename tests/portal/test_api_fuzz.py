@@ -158,6 +158,15 @@ def _one_connection_per_test() -> Iterator[None]:
     request_finished.connect(close_old_connections)
 
 
+@pytest.fixture(autouse=True)
+def _submissions_unlimited() -> Iterator[None]:
+    """The fuzzer submits hundreds of times a minute: JOB_SUBMIT_RATE would answer most
+    with 429 (documented, so still within the contract) and leave no submission through.
+    The rate itself is tested in tests/scheduler/test_job_files_storage.py."""
+    with override_settings(JOB_SUBMIT_RATE="1000000/minute"):
+        yield
+
+
 @pytest.fixture
 def fuzz_world(world: Any) -> Any:
     """The personas, plus QOS, quotas and jobs in several states (one placed on the cluster)."""
