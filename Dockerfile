@@ -21,4 +21,4 @@ COPY . .
 COPY --from=native /app/build/native build/native
 RUN mkdir -p $QM_VAR_DIR && DEBUG=1 python manage.py collectstatic --noinput
 EXPOSE 8000
-CMD ["gunicorn", "portal.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]
+CMD ["gunicorn", "quartermaster.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]

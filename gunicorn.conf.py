@@ -1,5 +1,5 @@
 """gunicorn's settings for the portal, read from the working directory by every
-``gunicorn portal.wsgi`` started here (the README's, the Dockerfile's, the benchmarks').
+``gunicorn quartermaster.wsgi`` started here (the README's, the Dockerfile's, the benchmarks').
 
 Command-line flags still win (``--workers``, ``--bind``, ``--control-socket``).
 """

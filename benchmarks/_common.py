@@ -144,7 +144,7 @@ def throwaway_database() -> Iterator[Database]:
             DATABASE_URL=url,
             QM_VAR_DIR=str(var_dir),
             DEBUG="0",
-            DJANGO_SETTINGS_MODULE="portal.settings",
+            DJANGO_SETTINGS_MODULE="quartermaster.settings",
         )
         os.environ.setdefault("SECRET_KEY", "benchmark-only-not-secret")
         os.environ.setdefault("LOG_LEVEL", "WARNING")

@@ -42,11 +42,11 @@ def gunicorn_command(workers: int, port: int) -> list[str]:
     """The venv's ``gunicorn`` script next to this interpreter, else ``python -m gunicorn``."""
     script = Path(sys.executable).parent / "gunicorn"
     head = [str(script)] if script.exists() else [sys.executable, "-m", "gunicorn"]
-    return [*head, "portal.wsgi", "-w", str(workers), "-b", f"127.0.0.1:{port}", "--log-level", "warning"]
+    return [*head, "quartermaster.wsgi", "-w", str(workers), "-b", f"127.0.0.1:{port}", "--log-level", "warning"]
 
 
 def start_gunicorn(db: Database, workers: int, port: int, conn_max_age: int) -> subprocess.Popen[bytes]:
-    """``gunicorn portal.wsgi`` with ``DEBUG=0`` on ``db``; stop it with :func:`stop_gunicorn`."""
+    """``gunicorn quartermaster.wsgi`` with ``DEBUG=0`` on ``db``; stop it with :func:`stop_gunicorn`."""
     env = {
         **os.environ,
         "DEBUG": "0",

@@ -58,7 +58,7 @@ def build_site(nodes: int, *, seed: int = 1, drained_fraction: float = 0.01) -> 
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from portal.models import Account, Membership, Qos
+    from people.models import Account, Membership, Qos
     from scheduler.models import Cluster, Gpu, Node
 
     rng = random.Random(seed)

@@ -102,7 +102,7 @@ def seed_telemetry(
 
     from monitoring.models import GpuRollup, GpuSample, QueueSample
     from monitoring.services import floor_time, rollup_all_gpus
-    from portal.models import Account
+    from people.models import Account
     from scheduler.models import Gpu
 
     running, held = run_jobs_on_nodes(site, busy_fraction)

@@ -100,7 +100,7 @@ def dispatch_through_portal(n: int, seconds: float, conf: str, log_dir: Path) ->
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
-    from portal.models import Account, Membership
+    from people.models import Account, Membership
     from scheduler.choices import JobState
     from scheduler.clusters.poll import poll_backends, poll_cluster
     from scheduler.jobs.submit import submit_job

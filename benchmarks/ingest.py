@@ -12,7 +12,7 @@ Steps:
 2. Build every request body before timing: each is one node's batch of ``--batch``
    samples (its 8 GPUs at consecutive 10-second instants, as an agent sends after
    buffering), realistic values, some with throttle reasons and processes.
-3. Start ``gunicorn portal.wsgi`` (``--workers`` sync workers), wait until it answers an
+3. Start ``gunicorn quartermaster.wsgi`` (``--workers`` sync workers), wait until it answers an
    empty batch (``/metrics`` is not open to anonymous callers),
    send a few untimed warm-up batches, then all batches from ``--concurrency`` threads.
 4. Check every answer is 200 with every sample accepted, and that the database holds

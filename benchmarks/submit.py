@@ -10,7 +10,7 @@ Steps:
    token, a ``normal`` QOS, an account quota (so submission counts the queue, as it does
    on a site with quotas) and one cluster of ``--nodes`` 8-GPU nodes as bulk rows
    (submission validates every request against the GPU inventory).
-2. Start ``gunicorn portal.wsgi`` with ``--workers`` sync workers on a free port, with
+2. Start ``gunicorn quartermaster.wsgi`` with ``--workers`` sync workers on a free port, with
    ``DEBUG=0`` and that database, and wait until it answers.
 3. Send a few untimed warm-up submissions, then ``--n`` submissions from
    ``--concurrency`` threads (one client each, ``--client``'s: the standard library's
@@ -112,8 +112,8 @@ def submit(client: Http, payload: dict[str, Any]) -> str:
 
 def seed(nodes: int, quota_pending: int) -> tuple[Any, str]:
     """Seed the site (see step 1); return it with the member's API token."""
-    from portal.models import Quota
-    from portal.services import create_api_token
+    from people.models import Quota
+    from people.services import create_api_token
 
     site = build_site(nodes)
     Quota.objects.create(account=site.account, max_pending_jobs=quota_pending)

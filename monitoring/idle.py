@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from monitoring.models import GpuSample
 from monitoring.readings import jobs_gpu_ids
-from portal.models import Account
+from people.models import Account
 from scheduler.choices import EventKind, JobState
 from scheduler.jobs import verbs
 from scheduler.jobs.transitions import JobStateConflict, record_event

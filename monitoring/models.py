@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from portal.models import HashedToken
+from people.models import HashedToken
 
 
 class GpuSample(models.Model):

@@ -12,10 +12,10 @@ from django.db.models import Avg, Count, Q, Sum
 from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
 
+from common.db.dbfunctions import job_gpus
 from monitoring.charts import QueueRow
 from monitoring.models import QueueSample
 from monitoring.services import floor_time
-from portal.dbfunctions import job_gpus
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES
 from scheduler.models import Job
 

@@ -1,6 +1,6 @@
 """What the chart pages read of the GPUs, each in a fixed number of queries: a job's GPUs
 and their series over its lifetime, every GPU's allocation and recent utilization. (The
-overview's job figures, GPU-hours and waits, are ``portal.web.figures.jobs_in_range``.)
+overview's job figures, GPU-hours and waits, are ``web.figures.jobs_in_range``.)
 
 None of it reads raw samples over long ranges: ``series`` picks rollups for long spans,
 and the GPU grid reads only the last ``RECENT`` of samples.

@@ -12,9 +12,9 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from common.api.strict import RejectUnknownFields
 from notifications import outbound
 from notifications.models import Delivery, Event, Preference
-from portal.api.strict import RejectUnknownFields
 
 
 class PreferenceSerializer(RejectUnknownFields, serializers.ModelSerializer):

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Count
 
 from notifications.models import EstimateSeen, Event
-from portal.models import Membership, Quota
+from people.models import Membership, Quota
 from scheduler.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind, JobState
 from scheduler.core.hours import job_gpus
 from scheduler.models import Job, JobEvent

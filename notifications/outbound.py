@@ -192,7 +192,7 @@ def _carried_ipv4(ip: ipaddress.IPv6Address) -> Iterator[ipaddress.IPv4Address]:
 
 def _site_allowed() -> tuple[set[str], list[IPNetwork]]:
     """``NOTIFY_WEBHOOK_ALLOWED_HOSTS`` as (host names, networks); the settings reader
-    (``portal.env.env_hosts_and_networks``) has checked each entry is one or the other."""
+    (``quartermaster.env.env_hosts_and_networks``) has checked each entry is one or the other."""
     names: set[str] = set()
     networks: list[IPNetwork] = []
     for entry in settings.NOTIFY_WEBHOOK_ALLOWED_HOSTS:

@@ -21,7 +21,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.utils import timezone
 
-from portal.models import Account
+from people.models import Account
 from scheduler.core.types import NodeView
 from scheduler.jobs.remote import after_commit
 from scheduler.models import Simulation

@@ -112,13 +112,13 @@ def make_user(username: str, *, staff: bool = False) -> Any:
 
 
 def make_account(name: str, *, parent: Any = None, shares: int = 1) -> Any:
-    from portal.models import Account
+    from people.models import Account
 
     return Account.objects.create(name=name, parent=parent, shares=shares)
 
 
 def join(user: Any, account: Any, role: str = "member") -> Any:
-    from portal.models import Membership
+    from people.models import Membership
 
     return Membership.objects.create(user=user, account=account, role=role)
 

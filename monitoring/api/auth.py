@@ -9,15 +9,15 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, permissions
 from rest_framework.request import Request
 
+from common.db.sql import JoinedRows
 from monitoring.models import NodeToken
-from portal.auth import bearer_token
-from portal.sql import JoinedRows
+from people.auth import bearer_token
 
 NODE_TOKENS = JoinedRows(NodeToken, "node")
 
 
 class NodeTokenAuthentication(authentication.BaseAuthentication):
-    """Node tokens (see :func:`portal.auth.bearer_token`).
+    """Node tokens (see :func:`people.auth.bearer_token`).
 
     ``request.auth`` is the :class:`NodeToken` (with its node); ``request.user`` is
     anonymous: a node is not a person and gets no other permission.

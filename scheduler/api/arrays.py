@@ -18,9 +18,9 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.access import visible_jobs
-from portal.api.strict import RejectUnknownFields
-from portal.schema import ErrorSerializer
+from common.api.schema import ErrorSerializer
+from common.api.strict import RejectUnknownFields
+from people.access import visible_jobs
 from scheduler.jobs.array_verbs import ARRAY_VERBS, set_throttle
 from scheduler.models import Job
 from scheduler.reads.arrays import array_summary

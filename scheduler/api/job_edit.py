@@ -17,7 +17,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from portal.api.parsers import as_object
+from common.api.parsers import as_object
 from scheduler.api.serializers import JobSubmitSerializer
 from scheduler.jobs.edit import EDITABLE_FIELDS
 from scheduler.jobs.request import request_values

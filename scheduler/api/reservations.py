@@ -14,10 +14,10 @@ from rest_framework import serializers, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api.fields import SlugRelatedField
-from portal.api.permissions import IsStaffOrReadOnly
-from portal.api.strict import RejectUnknownFields
-from portal.models import Account
+from common.api.fields import SlugRelatedField
+from common.api.permissions import IsStaffOrReadOnly
+from common.api.strict import RejectUnknownFields
+from people.models import Account
 from scheduler.clusters.reservations import delete_reservation, save_reservation
 from scheduler.models import Node, Reservation
 from scheduler.reads.reservations import nodes_for_gpus

@@ -15,12 +15,12 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.access import default_account, may_submit_to, usable_qos, visible_jobs
-from portal.api.fields import SlugRelatedField, TextField
-from portal.api.shared_fields import FieldsBuiltOnce
-from portal.api.strict import RejectUnknownFields
-from portal.api.validators import no_nul_characters, plain_name
-from portal.models import Account, Qos
+from common.api.fields import SlugRelatedField, TextField
+from common.api.shared_fields import FieldsBuiltOnce
+from common.api.strict import RejectUnknownFields
+from common.api.validators import no_nul_characters, plain_name
+from people.access import default_account, may_submit_to, usable_qos, visible_jobs
+from people.models import Account, Qos
 from scheduler.api.workdir import checked_workdir
 from scheduler.backends import BackendError, available_kinds, load_backend
 from scheduler.backends.job_env import RESERVED_WORDS, is_reserved

@@ -15,8 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.api.strict import RejectUnknownFields
-from portal.models import Account
+from common.api.strict import RejectUnknownFields
+from people.models import Account
 from scheduler.models import Simulation
 from scheduler.previews import WINDOWS
 from scheduler.simulations import start_preview

@@ -21,8 +21,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.api.strict import RejectUnknownFields
-from portal.models import Account
+from common.api.strict import RejectUnknownFields
+from people.models import Account
 from scheduler.reads.usage import GROUPS, attempts_in, day_span, usage, usage_period, usage_scope
 
 

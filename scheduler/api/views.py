@@ -1,6 +1,6 @@
 """Scheduler API: jobs (and their verbs), nodes, GPUs, clusters.
 
-Querysets come from ``portal.access`` so a job someone may not see is a 404; verbs are
+Querysets come from ``people.access`` so a job someone may not see is a 404; verbs are
 ``@action``s that call ``scheduler.jobs.verbs``.
 """
 
@@ -19,10 +19,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.access import member_account_ids, visible_jobs
-from portal.api.errors import Conflict
-from portal.models import Account
-from portal.schema import ErrorSerializer
+from common.api.errors import Conflict
+from common.api.schema import ErrorSerializer
+from people.access import member_account_ids, visible_jobs
+from people.models import Account
 from scheduler.api.filters import GpuFilter, JobFilter, NodeFilter, NullsLastOrdering
 from scheduler.api.job_edit import JobEditSerializer, validate_edit
 from scheduler.api.serializers import (

@@ -10,7 +10,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from portal.models import ClusterIdentity
+from people.models import ClusterIdentity
 from scheduler.backends.user_paths import inside
 from scheduler.jobs.workdir import workdir_bounds
 

@@ -8,15 +8,14 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from portal.models import ClusterIdentity
+from people.models import ClusterIdentity
 from scheduler.backends.base import ArrayTask, Backend, BackendError, JobSpec, Placement, RunAs
-from scheduler.bulk import update_matching_rows
 from scheduler.choices import EventKind, JobState
 from scheduler.clusters.failpoints import failpoint
 from scheduler.clusters.reservations import backend_name
 from scheduler.jobs import allocations
 from scheduler.jobs.remote import backend_for
-from scheduler.jobs.transitions import record_event, record_events, transition
+from scheduler.jobs.transitions import mark_running_many, record_event, transition
 from scheduler.jobs.workdir import workdir_bounds
 from scheduler.models import Job
 
@@ -154,27 +153,9 @@ def _running(cluster: str, backend: Backend, taken: Sequence[tuple[Job, str]]) -
     their events, each only if it is still DISPATCHING at the attempt handed off; one
     cancelled or requeued meanwhile has its fresh remote job cancelled, so that no
     attempt is left running that the portal does not track."""
-    now = timezone.now()
-    with transaction.atomic():
-        moved = set(
-            update_matching_rows(
-                Job,
-                [job.id for job, _ in taken],
-                {"external_id": [external_id for _, external_id in taken]},
-                match={"attempt": [job.attempt for job, _ in taken]},
-                same={"state": JobState.RUNNING, "started_at": now},
-                where={"state": JobState.DISPATCHING},
-            )
-        )
-        record_events(
-            EventKind.DISPATCHED,
-            [
-                (job.id, f"running on {cluster} as {external_id}", {"to": JobState.RUNNING})
-                for job, external_id in taken
-                if job.id in moved
-            ],
-            at=now,
-        )
+    moved = mark_running_many(
+        cluster, [(job.id, job.attempt, external_id) for job, external_id in taken], now=timezone.now()
+    )
     for job, external_id in taken:
         if job.id not in moved:
             backend.cancel(external_id)

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import transaction
 
-from portal.services import field_changes, record_audit
+from people.services import field_changes, record_audit
 from scheduler.backends.base import BackendError, NodeAdmin
 from scheduler.choices import NodeState
 from scheduler.jobs.remote import backend_for
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 def drain_node(node: Node, *, reason: str, by: Any) -> None:
     """Stop placing new jobs on a node; running jobs finish (``scontrol update state=drain``),
     and audit it. ``by``: the user, or the name of the part of the system that drains it
-    (``"monitoring"``), as :func:`portal.services.record_audit` takes it.
+    (``"monitoring"``), as :func:`people.services.record_audit` takes it.
 
     A backend with its own drain state (:class:`NodeAdmin`, e.g. Slurm) is told too;
     if it cannot be reached the portal's drain still holds and a warning is logged.

@@ -19,8 +19,8 @@ from typing import Any
 
 from django.db import transaction
 
-from portal.models import Account, ClusterIdentity, Membership
-from portal.services import field_changes, record_audit
+from people.models import Account, ClusterIdentity, Membership
+from people.services import field_changes, record_audit
 from scheduler.backends.base import BackendError, ReservationAdmin
 from scheduler.jobs.remote import backend_for
 from scheduler.models import Cluster, Node, Reservation

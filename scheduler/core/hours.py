@@ -56,7 +56,7 @@ def wait_bin(wait: timedelta) -> int:
 
 def job_gpus(nodes: int, gpus_per_node: int, gpu_share: float) -> float:
     """GPUs an attempt holds: ``nodes x gpus_per_node``, or ``nodes x gpu_share`` for a
-    share of one GPU per node (as ``portal.dbfunctions.job_gpus`` counts in SQL)."""
+    share of one GPU per node (as ``common.db.dbfunctions.job_gpus`` counts in SQL)."""
     return nodes * gpu_share if gpu_share > 0 else float(nodes * gpus_per_node)
 
 

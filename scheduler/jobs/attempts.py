@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from portal.models import Qos
+from people.models import Qos
 from scheduler.core.hours import job_gpus
 from scheduler.jobs.allocations import decode
 from scheduler.jobs.request import gpu_model_label

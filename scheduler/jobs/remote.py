@@ -13,10 +13,10 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from celery import current_app as celery_app
 from django.conf import settings
 from django.db import transaction
 
-from portal.celery import app as celery_app
 from scheduler.backends import load_backend
 from scheduler.backends.base import Backend, BackendError
 from scheduler.models import Cluster, Job

@@ -13,8 +13,8 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
-from portal.models import Account, Qos, Quota
-from portal.sql import Inserts, JoinedRows, prepared_cursor, quoted_table
+from common.db.sql import Inserts, JoinedRows, prepared_cursor, quoted_table
+from people.models import Account, Qos, Quota
 from scheduler.choices import QUEUED_STATES, EventKind
 from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.files import store_files

@@ -7,7 +7,7 @@ Two workers (or a worker and a user clicking cancel) can never both move one job
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,13 +15,15 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from portal.sql import Inserts
-from scheduler.choices import ACTIVE_STATES, EventKind
+from common.api.errors import StateConflict
+from common.db.bulk import update_matching_rows, update_rows
+from common.db.sql import Inserts
+from scheduler.choices import ACTIVE_STATES, EventKind, JobState
 from scheduler.jobs import attempts, hours
 from scheduler.models import Job, JobEvent
 
 
-class JobStateConflict(Exception):
+class JobStateConflict(StateConflict):
     """The job is not in a state that allows the requested action."""
 
 
@@ -130,3 +132,63 @@ def transition_many(
             Job.objects.filter(pk__in=ids, state__in=sources).update(state=to_state, **fields)
             record_events(event, [(i, message, {"to": to_state}) for i in ids], at=timezone.now())
     return ids
+
+
+def claim_many(
+    job_ids: Sequence[int],
+    columns: Mapping[str, Sequence[Any]],
+    events: Iterable[tuple[int, str, dict[str, Any]]],
+    *,
+    now: datetime,
+) -> None:
+    """PENDING -> DISPATCHING for the jobs a tick started, in one UPDATE and one INSERT of
+    their events whatever their number. The caller holds them locked and still PENDING
+    (``SELECT ... FOR UPDATE`` in its transaction), so no guard is needed here.
+
+    ``columns`` are what differs per job (cluster, allocations, borrowed), one list each
+    in the order of ``job_ids``; what only a waiting job has (its pending reason,
+    blockers and start estimate) is cleared.
+    """
+    update_rows(
+        Job,
+        list(job_ids),
+        dict(columns),
+        same={
+            "state": JobState.DISPATCHING,
+            "dispatched_at": now,
+            "pending_reason": "",
+            "pending_blockers": [],
+            "estimated_start_at": None,
+            "updated_at": now,
+        },
+    )
+    record_events(EventKind.STARTED, events, at=now)
+
+
+def mark_running_many(cluster: str, taken: Sequence[tuple[int, int, str]], *, now: datetime) -> set[int]:
+    """DISPATCHING -> RUNNING for the jobs a backend took, ``(job id, attempt, external
+    id)`` each, in one statement and one transaction with their events; each moves only if
+    it is still DISPATCHING at the attempt handed off (one cancelled or requeued meanwhile
+    does not). Returns the ids moved. ``started_at`` is this mark's time until the poll
+    reads the workload manager's own start (``scheduler.clusters.poll``)."""
+    with transaction.atomic():
+        moved = set(
+            update_matching_rows(
+                Job,
+                [job_id for job_id, _, _ in taken],
+                {"external_id": [external_id for _, _, external_id in taken]},
+                match={"attempt": [attempt for _, attempt, _ in taken]},
+                same={"state": JobState.RUNNING, "started_at": now},
+                where={"state": JobState.DISPATCHING},
+            )
+        )
+        record_events(
+            EventKind.DISPATCHED,
+            [
+                (job_id, f"running on {cluster} as {external_id}", {"to": JobState.RUNNING})
+                for job_id, _, external_id in taken
+                if job_id in moved
+            ],
+            at=now,
+        )
+    return moved

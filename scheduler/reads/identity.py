@@ -7,7 +7,7 @@ import time
 
 from django.conf import settings
 
-from portal.models import ClusterIdentity
+from people.models import ClusterIdentity
 from scheduler.backends.base import BackendError
 from scheduler.jobs.remote import backend_for
 from scheduler.models import Cluster

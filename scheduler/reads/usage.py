@@ -26,8 +26,8 @@ from django.conf import settings
 from django.db.models import Q
 
 from monitoring.utilization import measured_utilization
-from portal.access import coordinated_account_ids
-from portal.models import Account
+from people.access import coordinated_account_ids
+from people.models import Account
 from scheduler.choices import ACTIVE_STATES
 from scheduler.core.hours import job_gpus
 from scheduler.jobs.attempts import first_gpu, gpu_models

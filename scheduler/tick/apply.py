@@ -3,7 +3,7 @@ rest wait and who borrows.
 
 Everything here runs inside the tick's transaction, under its lock, and writes only
 what changed since the snapshot: reasons and blockers in one statement (see
-``scheduler.bulk``: a waiting job's blockers change on most ticks, as the jobs ahead of
+``common.db.bulk``: a waiting job's blockers change on most ticks, as the jobs ahead of
 it start), and only on jobs still in the state the cycle saw (a job cancelled
 meanwhile keeps what its cancel wrote).
 """
@@ -15,15 +15,15 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Any
 
-from scheduler.bulk import update_rows, update_versioned_rows
+from common.db.bulk import update_rows, update_versioned_rows
 from scheduler.choices import ACTIVE_STATES, EventKind, JobState
 from scheduler.config import SchedulerConfig
 from scheduler.core.types import Decisions, Eviction, PendingReason, Start
 from scheduler.jobs import allocations
 from scheduler.jobs.blockers import blockers_to_json
 from scheduler.jobs.remote import cancel_remote_after_commit
-from scheduler.jobs.transitions import FRESH_ATTEMPT, transition
-from scheduler.models import Cluster, Job, JobEvent
+from scheduler.jobs.transitions import FRESH_ATTEMPT, claim_many, transition
+from scheduler.models import Cluster, Job
 from scheduler.tick.snapshot import LoadedSnapshot, waiting_versions, waiting_written
 
 
@@ -76,7 +76,7 @@ def claim(starts: list[Start], now: datetime, borrowed: set[int]) -> list[int]:
 
     The still-pending rows are locked first (``SELECT ... FOR UPDATE``), so a job
     cancelled or held since the snapshot is skipped and one that is cancelled now waits
-    for this commit; then one UPDATE writes every claim (``scheduler.bulk``; and clears
+    for this commit; then one UPDATE writes every claim (``common.db.bulk``; and clears
     the claimed jobs' start estimates: they no longer wait). Returns the claimed ids.
     """
     if not starts:
@@ -87,35 +87,23 @@ def claim(starts: list[Start], now: datetime, borrowed: set[int]) -> list[int]:
     )
     starts = [start for start in starts if start.job_id in pending]
     clusters = dict(Cluster.objects.values_list("name", "id"))
-    update_rows(
-        Job,
+    claim_many(
         [start.job_id for start in starts],
         {
             "cluster": [clusters[start.cluster] for start in starts],
             "allocations": [allocations.encode(start.allocations) for start in starts],
             "borrowed": [start.job_id in borrowed for start in starts],
         },
-        same={
-            "state": JobState.DISPATCHING,
-            "dispatched_at": now,
-            "pending_reason": "",
-            "pending_blockers": [],
-            "estimated_start_at": None,
-            "updated_at": now,
-        },
-    )
-    JobEvent.objects.bulk_create(
         [
-            JobEvent(
-                job_id=start.job_id,
-                at=now,
-                kind=EventKind.STARTED,
-                message="scheduled on "
+            (
+                start.job_id,
+                "scheduled on "
                 + ", ".join(f"{a.node}[{','.join(map(str, a.gpu_indices))}]" for a in start.allocations),
-                data={"allocations": allocations.encode(start.allocations)},
+                {"allocations": allocations.encode(start.allocations)},
             )
             for start in starts
-        ]
+        ],
+        now=now,
     )
     return [start.job_id for start in starts]
 

@@ -25,8 +25,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from portal.models import Account, Qos
-from scheduler.bulk import update_rows
+from common.db.bulk import update_rows
+from people.models import Account, Qos
 from scheduler.choices import JobState
 from scheduler.config import SchedulerConfig, current_config
 from scheduler.core.cycle import schedule
@@ -152,7 +152,7 @@ def refresh_estimates(now: datetime | None = None) -> int:
     """Store every pending job's latest expected start; clear every other stored one.
 
     Idempotent; returns the number of rows written. Queries do not grow with the queue
-    (one ``UPDATE`` for the changed estimates, see ``scheduler.bulk``; one per ``BATCH``
+    (one ``UPDATE`` for the changed estimates, see ``common.db.bulk``; one per ``BATCH``
     cleared ones).
 
     Steps:

@@ -33,8 +33,8 @@ from django.db import connection
 from django.db.models import Model, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 
-from portal.sql import quoted_pk, quoted_table
-from scheduler.bulk import row_version_sql
+from common.db.bulk import row_version_sql
+from common.db.sql import quoted_pk, quoted_table
 
 V = TypeVar("V")
 
@@ -114,7 +114,7 @@ class KeptRows(Generic[V]):
         return None if entry is None else str(entry[0][0])
 
     def written(self, rows: Iterable[Sequence[Any]], change: Callable[[V, Sequence[Any]], V]) -> None:
-        """Note rows this process wrote (``scheduler.bulk.update_versioned_rows``: id,
+        """Note rows this process wrote (``common.db.bulk.update_versioned_rows``: id,
         new version, new values): each kept view becomes ``change(view, values)`` under
         the new version, so the next read does not read them again. Only rows written
         at the version kept may be noted (the update checked it): any other change

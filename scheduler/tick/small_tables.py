@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Model
 
-from portal.models import Account, Membership, Qos, Quota
+from people.models import Account, Membership, Qos, Quota
 from scheduler.models import Cluster, Gpu
 from scheduler.tick.kept import table_digest_sql, versioned
 

@@ -21,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from monitoring.gpu_health import unhealthy_gpu_ids
-from portal.models import Account, Membership, Qos, Quota
+from people.models import Account, Membership, Qos, Quota
 from scheduler import stored_json
 from scheduler.backends import FRACTIONAL_CPU_KINDS
 from scheduler.choices import ACTIVE_STATES, TERMINAL_STATES, JobState, NodeState
@@ -250,7 +250,7 @@ def waiting_versions(ids: Sequence[int]) -> list[str] | None:
 
 
 def waiting_written(rows: Iterable[Sequence[Any]]) -> None:
-    """Note the reasons and blockers the tick wrote (``scheduler.bulk.update_versioned_rows``
+    """Note the reasons and blockers the tick wrote (``common.db.bulk.update_versioned_rows``
     rows: id, version, reason, blockers as text), so the next load keeps those jobs."""
     _pending_rows.written(rows, lambda view, values: (view[0], values[0], stored_json.parsed(values[1], [])))
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 
-from portal.models import Account, Qos
+from people.models import Account, Qos
 from scheduler.choices import ACTIVE_STATES
 from scheduler.core.fairshare import (
     UsageInterval,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from portal.models import ApiToken
-from portal.services import create_api_token
+from people.models import ApiToken
+from people.services import create_api_token
 from scheduler.models import Job
 from tests.builders import submit
 

@@ -24,7 +24,7 @@ import pytest
 import requests
 from django.contrib.auth.models import User
 
-from portal.models import Account, AuditEntry, ClusterIdentity, Membership
+from people.models import Account, AuditEntry, ClusterIdentity, Membership
 from tests.conftest import _missing
 
 pytestmark = [pytest.mark.slow]
@@ -102,7 +102,7 @@ def oidc(provider: Provider, settings: Any, transactional_db: None) -> Provider:
     endpoints from ``manage.py oidc_discover``, settings as the settings module builds them."""
     from django.core.management import call_command
 
-    from portal.oidc_settings import oidc_settings
+    from quartermaster.oidc_settings import oidc_settings
 
     lines = _command_output(call_command, "oidc_discover", provider.issuer)
     endpoints = dict(line.split("=", 1) for line in lines.splitlines())
@@ -117,7 +117,7 @@ def oidc(provider: Provider, settings: Any, transactional_db: None) -> Provider:
         setattr(settings, name, value)
     settings.AUTHENTICATION_BACKENDS = [
         "axes.backends.AxesStandaloneBackend",
-        "portal.oidc.ClaimsBackend",
+        "people.oidc.ClaimsBackend",
         "django.contrib.auth.backends.ModelBackend",
     ]
     settings.OIDC_PROVIDER_NAME = "QM dev identity provider"

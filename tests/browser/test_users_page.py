@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from portal.models import Quota
+from people.models import Quota
 from tests.browser.test_submit_form import assert_fields_laid_out
 
 pytestmark = [pytest.mark.slow]

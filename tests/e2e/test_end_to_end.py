@@ -79,7 +79,7 @@ def worker_with_beat(tmp_path: Path) -> list[str]:
         "-m",
         "celery",
         "-A",
-        "portal",
+        "quartermaster",
         "worker",
         "--beat",
         "--loglevel=INFO",

@@ -8,7 +8,7 @@ import sys
 import pytest
 from rest_framework.test import APIClient
 
-from portal.celery import app as celery_app
+from quartermaster.celery import app as celery_app
 from scheduler.models import Simulation
 from tests.conftest import redis_url
 from tests.e2e.conftest import child_env
@@ -23,7 +23,7 @@ def test_a_worker_replays_a_preview_asked_for_over_the_api(world, spawn, setting
     emptied first of anything an earlier run left there."""
     settings.SCHEDULER_DISPATCH = "celery"
     celery_app.control.purge()
-    worker = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--loglevel=INFO", "--concurrency=1"]
+    worker = [sys.executable, "-m", "celery", "-A", "quartermaster", "worker", "--loglevel=INFO", "--concurrency=1"]
     env = child_env(
         CELERY_BROKER_URL=redis_url(), CELERY_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE, SCHEDULER_DISPATCH="celery"
     )

@@ -16,7 +16,7 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
-from portal.models import ClusterIdentity
+from people.models import ClusterIdentity
 from scheduler.choices import JobState
 from scheduler.clusters.poll import poll_cluster
 from scheduler.jobs.remote import cancel_remote
@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.slurm, pytest.mark.redis, pytest.mar
 
 #: The worker runs tasks in its own process (solo pool), so the failpoint's SIGKILL
 #: takes the whole worker down, as ``kill -9 <worker pid>`` would; beat runs apart.
-WORKER = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=solo", "--loglevel=INFO"]
+WORKER = [sys.executable, "-m", "celery", "-A", "quartermaster", "worker", "--pool=solo", "--loglevel=INFO"]
 WORKER += ["--without-gossip", "--without-mingle"]
 
 
@@ -68,7 +68,7 @@ def test_a_worker_killed_right_after_sbatch_leaves_exactly_one_slurm_job(world, 
         SCHEDULER_REDISPATCH_SECONDS="2",
         SLURM_CONF=slurm_dev.slurm_conf(),
     )
-    spawn([sys.executable, "-m", "celery", "-A", "portal", "beat", "--schedule", str(tmp_path / "beat")], env)
+    spawn([sys.executable, "-m", "celery", "-A", "quartermaster", "beat", "--schedule", str(tmp_path / "beat")], env)
     crashing = spawn(WORKER, {**env, "QM_FAILPOINTS": "dispatch.after_submit"})
 
     client = APIClient()

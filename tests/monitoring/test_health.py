@@ -101,7 +101,7 @@ def test_the_scheduler_places_no_new_job_on_an_unhealthy_gpu(world, agent, tick,
 
 @pytest.mark.django_db
 def test_a_critical_xid_drains_the_node_with_the_reason_and_audits_it_as_monitoring(agent, node, frozen):
-    from portal.models import AuditEntry
+    from people.models import AuditEntry
 
     response = agent.post_samples([sample(3, NOW, xid=79)])
     assert response.json()["drained"] is True

@@ -16,7 +16,7 @@ from django.utils import timezone
 from notifications import outbox
 from notifications.models import Delivery, Event, Preference, Status
 from notifications.outbox import backoff, pump
-from portal.models import Quota
+from people.models import Quota
 from scheduler.choices import EventKind, JobState
 from scheduler.jobs.array_spec import parse_array
 from scheduler.jobs.submit import submit_job

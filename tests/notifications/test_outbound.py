@@ -24,7 +24,7 @@ from django.utils.html import escape
 from notifications import outbound
 from notifications.models import Delivery, Event, Preference, Status
 from notifications.outbox import pump
-from portal.env import env_hosts_and_networks
+from quartermaster.env import env_hosts_and_networks
 from scheduler.choices import EventKind, JobState
 from scheduler.jobs.transitions import transition
 from tests.builders import submit

@@ -36,9 +36,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from portal import services as portal_services
-from portal.models import Account, ApiToken, Membership, Qos, Quota
-from portal.wsgi import application
+from people import services as portal_services
+from people.models import Account, ApiToken, Membership, Qos, Quota
+from quartermaster.wsgi import application
 from scheduler.jobs.verbs import cancel_job, hold_job
 from scheduler.models import Cluster, Gpu, Job, Node
 from scheduler.tick.run import run_tick

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from portal.services import create_api_token
+from people.services import create_api_token
 
 SCHEMA, DOCS = "/api/schema/", "/api/docs/"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from portal.models import ApiToken
+from people.models import ApiToken
 
 pytestmark = pytest.mark.django_db
 

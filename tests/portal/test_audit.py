@@ -14,11 +14,11 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from portal.models import AuditEntry, Membership, Quota
-from portal.web.staff import QUOTA_LIMITS
+from people.models import AuditEntry, Membership, Quota
 from scheduler.choices import NodeState
 from scheduler.models import Node
 from tests.builders import join
+from web.staff import QUOTA_LIMITS
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from portal.models import AuditEntry, ClusterIdentity
+from people.models import AuditEntry, ClusterIdentity
 from scheduler.backends.base import RunAs
 from scheduler.clusters.dispatch import job_spec
 from tests.builders import submit

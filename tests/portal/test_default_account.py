@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from portal.models import AuditEntry, Membership
+from people.models import AuditEntry, Membership
 from scheduler.models import Job
 from tests.builders import join, make_account
 

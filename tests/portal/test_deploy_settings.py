@@ -17,7 +17,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 ROOT = Path(__file__).resolve().parents[2]
-SETTINGS = ROOT / "portal" / "settings.py"
+SETTINGS = ROOT / "quartermaster" / "settings.py"
 #: The HTTPS variables, so a caller's own environment cannot leak into these tests.
 HTTPS_VARIABLES = (
     "SESSION_COOKIE_SECURE",
@@ -45,7 +45,7 @@ def manage(tmp_path: Path, *argv: str, **environment: str) -> subprocess.Complet
     """``manage.py ARGV`` in a fresh interpreter with ``environment`` over a clean one."""
     base = {key: value for key, value in os.environ.items() if key not in HTTPS_VARIABLES}
     base.pop("DATABASE_URL", None)
-    env = {**base, "DJANGO_SETTINGS_MODULE": "portal.settings", "QM_VAR_DIR": str(tmp_path), **environment}
+    env = {**base, "DJANGO_SETTINGS_MODULE": "quartermaster.settings", "QM_VAR_DIR": str(tmp_path), **environment}
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), *argv],
         capture_output=True,

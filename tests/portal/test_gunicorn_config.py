@@ -54,7 +54,7 @@ def test_the_control_socket_is_the_portals_own_not_the_service_users(monkeypatch
 def _start(var_dir: Path, home: Path) -> subprocess.Popen[bytes]:
     environment = {k: v for k, v in os.environ.items() if k not in {"XDG_RUNTIME_DIR", "DATABASE_URL"}}
     environment |= {"QM_VAR_DIR": str(var_dir), "HOME": str(home), "DEBUG": "1"}
-    command = [sys.executable, "-m", "gunicorn", "--bind", "127.0.0.1:0", "--workers", "1", "portal.wsgi"]
+    command = [sys.executable, "-m", "gunicorn", "--bind", "127.0.0.1:0", "--workers", "1", "quartermaster.wsgi"]
     return subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.models import Qos, Quota
+from people.models import Qos, Quota
 from scheduler.models import Job, JobEvent
 
 pytestmark = pytest.mark.django_db

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from portal.models import Account, AuditEntry, ClusterIdentity, Membership
+from people.models import Account, AuditEntry, ClusterIdentity, Membership
 from tests.conftest import _missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +50,7 @@ def slapd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def directory(slapd: str, settings: Any, db: None) -> str:
     """The portal signs people in against the dev directory (its settings as the settings
     module builds them from LDAP_* variables)."""
-    from portal.ldap_settings import ldap_settings
+    from quartermaster.ldap_settings import ldap_settings
 
     for name, value in ldap_settings(
         uri=slapd,
@@ -63,7 +63,7 @@ def directory(slapd: str, settings: Any, db: None) -> str:
         setattr(settings, name, value)
     settings.AUTHENTICATION_BACKENDS = [
         "axes.backends.AxesStandaloneBackend",
-        "portal.directory.DirectoryBackend",
+        "people.directory.DirectoryBackend",
         "django.contrib.auth.backends.ModelBackend",
     ]
     settings.LDAP_ACCOUNT_GROUPS = GROUPS
@@ -150,7 +150,7 @@ def test_local_accounts_still_sign_in_beside_the_directory(directory, world):
 def test_a_user_removed_from_the_directory_is_disabled_by_the_sync_and_their_tokens_stop(directory, tmp_path, settings):
     from rest_framework.test import APIClient
 
-    from portal.directory import sync_directory
+    from people.directory import sync_directory
 
     settings.LDAP_SERVER_URI = directory
     secret = sign_in("ada", "ada-ldap-pw").post("/api/v1/tokens/", {"name": "laptop"}).json()["token"]
@@ -183,7 +183,7 @@ def test_a_user_removed_from_the_directory_is_disabled_by_the_sync_and_their_tok
 def test_a_directory_that_finds_nobody_disables_nobody(directory, settings):
     from django.contrib.auth import get_user_model
 
-    from portal.directory import sync_directory
+    from people.directory import sync_directory
 
     sign_in("ada", "ada-ldap-pw")
     settings.LDAP_SERVER_URI = settings.AUTH_LDAP_SERVER_URI = "ldap://127.0.0.1:9"  # nothing listens there
@@ -193,7 +193,7 @@ def test_a_directory_that_finds_nobody_disables_nobody(directory, settings):
 
 
 def test_a_system_uid_from_the_directory_is_not_applied(directory, world):
-    from portal.identity_facts import apply_directory_facts
+    from people.identity_facts import apply_directory_facts
 
     apply_directory_facts(world.alice, posix_user="daemon", uid=1, gid=1, groups=[], group_map=GROUPS, source="ldap")
 

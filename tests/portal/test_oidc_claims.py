@@ -1,4 +1,4 @@
-"""How an OIDC provider's claims become a portal user (portal.oidc), without the
+"""How an OIDC provider's claims become a portal user (people.oidc), without the
 provider: the browser tests (tests/browser/test_oidc_login.py) run the real flow."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
-from portal.models import ClusterIdentity, Membership
-from portal.oidc import apply_claims, claim_username
-from portal.oidc_settings import oidc_settings
+from people.models import ClusterIdentity, Membership
+from people.oidc import apply_claims, claim_username
+from quartermaster.oidc_settings import oidc_settings
 
-SETTINGS = Path(__file__).resolve().parents[2] / "portal" / "settings.py"
+SETTINGS = Path(__file__).resolve().parents[2] / "quartermaster" / "settings.py"
 ENDPOINTS = {
     "authorization_endpoint": "https://idp.example.org/auth",
     "token_endpoint": "https://idp.example.org/token",
@@ -112,7 +112,7 @@ def test_the_settings_module_turns_oidc_on_from_the_environment(monkeypatch):
         monkeypatch.setenv(name, url)
     values = runpy.run_path(str(SETTINGS))
     assert values["OIDC_ENABLED"] and values["OIDC_USE_PKCE"]
-    assert values["AUTHENTICATION_BACKENDS"][1] == "portal.oidc.ClaimsBackend"
+    assert values["AUTHENTICATION_BACKENDS"][1] == "people.oidc.ClaimsBackend"
     monkeypatch.setenv("OIDC_OP_USER_ENDPOINT", "")
     with pytest.raises(ImproperlyConfigured, match="OIDC_OP_USER_ENDPOINT must be set too"):
         runpy.run_path(str(SETTINGS))

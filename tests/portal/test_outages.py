@@ -19,9 +19,9 @@ import redis
 from django.db import InterfaceError, OperationalError, connection
 from django.test import Client
 
-from portal.api.views import MeView
-from portal.outages import RETRY_AFTER_SECONDS, outage
-from portal.services import create_api_token
+from common.outages import RETRY_AFTER_SECONDS, outage
+from people.api.views import MeView
+from people.services import create_api_token
 
 
 def _closed_port() -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.models import AuditEntry, Quota
+from people.models import AuditEntry, Quota
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""One table of periodic jobs (``portal.periodic``) feeds both Celery beat and ``run_scheduler``."""
+"""One table of periodic jobs (``quartermaster.periodic``) feeds both Celery beat and ``run_scheduler``."""
 
 from __future__ import annotations
 
@@ -17,15 +17,15 @@ from django.core.management import call_command
 
 import monitoring.tasks
 import notifications.tasks
-import portal.tasks
+import people.tasks
 import scheduler.tasks
-from portal.celery import app
-from portal.management.commands import run_scheduler
-from portal.periodic import beat_schedule, periodic_jobs
+from quartermaster.celery import app
+from quartermaster.management.commands import run_scheduler
+from quartermaster.periodic import beat_schedule, periodic_jobs
 
-SETTINGS = Path(__file__).resolve().parents[2] / "portal" / "settings.py"
+SETTINGS = Path(__file__).resolve().parents[2] / "quartermaster" / "settings.py"
 #: The tasks the table may name, imported so that they are registered with ``app``.
-TASK_MODULES = (scheduler.tasks, monitoring.tasks, notifications.tasks, portal.tasks)
+TASK_MODULES = (scheduler.tasks, monitoring.tasks, notifications.tasks, people.tasks)
 #: A table with every job in it and a different period for each.
 EVERY_JOB = periodic_jobs(
     SimpleNamespace(
@@ -54,8 +54,8 @@ def test_the_embedded_loop_registers_every_task_of_the_table_by_itself():
     program = (
         "import django; django.setup()\n"
         "from django.conf import settings\n"
-        "from portal.management.commands import run_scheduler\n"
-        "from portal.periodic import periodic_jobs\n"
+        "from quartermaster.management.commands import run_scheduler\n"
+        "from quartermaster.periodic import periodic_jobs\n"
         "missing = {j.task for j in periodic_jobs(settings)} - set(run_scheduler.celery_app.tasks)\n"
         "print(sorted(missing))\n"
     )
@@ -64,7 +64,7 @@ def test_the_embedded_loop_registers_every_task_of_the_table_by_itself():
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", "DEBUG": "1"},
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "quartermaster.settings", "DEBUG": "1"},
         cwd=SETTINGS.parents[1],
     )
     assert done.returncode == 0, done.stderr

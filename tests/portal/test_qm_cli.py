@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from monitoring.efficiency import record_efficiencies
-from portal.services import create_api_token
+from people.services import create_api_token
 from qm.api import Api
 from qm.cli import _new_part, main
 from qm.request import parse_walltime

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from portal.access import usable_qos
-from portal.models import Account, AuditEntry, Qos
+from people.access import usable_qos
+from people.models import Account, AuditEntry, Qos
 from scheduler.models import Job
 
 pytestmark = pytest.mark.django_db
@@ -54,7 +54,7 @@ def test_an_accounts_list_is_inherited_by_its_children_and_its_default_is_used(w
 
 
 def test_staff_may_use_any_qos(world, qos, client_for):
-    from portal.models import Membership
+    from people.models import Membership
 
     Membership.objects.create(user=world.admin, account=world.lab)
     assert submit(client_for(world.admin), account="lab", qos="high").status_code == 201

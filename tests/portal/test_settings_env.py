@@ -2,8 +2,8 @@
 lists exactly the variables Quartermaster reads.
 
 The rule for ``.env.example``: it lists every variable the portal's own processes
-(web, Celery, ``run_scheduler``) read, that is every variable ``portal/settings.py``
-reads, plus those that code under portal/, scheduler/ and monitoring/ reads with
+(web, Celery, ``run_scheduler``) read, that is every variable ``quartermaster/settings.py``
+reads, plus those that code under the server packages (quartermaster/, common/, people/, web/, scheduler/, monitoring/, notifications/) reads with
 ``os.environ`` directly (``QM_NATIVE_CORE``, ``SLURM_CONF``), except ``NOT_LISTED``:
 test-only hooks and the node agent, which runs on GPU nodes and documents its own
 variables in ``--help``. The client (``qm``), benchmarks and scripts are separate
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import (
+from quartermaster.env import (
     env_bool,
     env_choice,
     env_float,
@@ -143,11 +143,11 @@ def test_a_rate_drf_could_not_read_stops_start_up(monkeypatch, raw):
 # --- .env.example lists every variable -------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[2]
-SETTINGS = ROOT / "portal" / "settings.py"
+SETTINGS = ROOT / "quartermaster" / "settings.py"
 #: Read directly from ``os.environ`` by server code, yet deliberately not in .env.example.
 NOT_LISTED = {"QM_FAILPOINTS": "tests only: kills the process at a named place"}
 #: Server-side packages whose direct ``os.environ`` reads belong in .env.example.
-SERVER_PACKAGES = ("portal", "scheduler", "monitoring")
+SERVER_PACKAGES = ("quartermaster", "common", "people", "web", "scheduler", "monitoring", "notifications")
 #: Runs on GPU nodes, not in the portal; its variables are flag defaults (``--help``).
 AGENT = ROOT / "monitoring" / "agent.py"
 
@@ -215,7 +215,7 @@ class RecordingEnviron(Mapping[str, str]):
 def test_settings_read_the_environment_only_through_the_helpers():
     tree = ast.parse(SETTINGS.read_text())
     direct = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in {"environ", "getenv"}]
-    assert direct == [], f"portal/settings.py reads os.environ directly on lines {direct}: use portal.env"
+    assert direct == [], f"quartermaster/settings.py reads os.environ directly on lines {direct}: use quartermaster.env"
 
 
 def test_the_static_scan_sees_every_variable_the_settings_read(monkeypatch):

@@ -12,8 +12,8 @@ import pytest
 from rest_framework import serializers
 from rest_framework.utils.serializer_helpers import BindingDict
 
+from common.api.shared_fields import FieldsBuiltOnce, shared_fields
 from monitoring.models import JobEfficiency
-from portal.api.shared_fields import FieldsBuiltOnce, shared_fields
 from scheduler.api.serializers import JobSerializer, JobSubmitSerializer
 from scheduler.jobs.array_spec import parse_array
 from scheduler.models import Job

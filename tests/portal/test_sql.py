@@ -1,4 +1,4 @@
-"""Hand-written SQL (``portal.sql``) reads and writes rows as the ORM does: rows read
+"""Hand-written SQL (``common.db.sql``) reads and writes rows as the ORM does: rows read
 are the instances ``select_related`` gives (every field converted alike: aware
 datetimes, JSON, decimals, UUIDs; related objects cached, so reading them costs no
 query; a missing one-to-one None), and a row inserted is the row ``Model.save`` writes."""
@@ -14,9 +14,9 @@ from django.db import connection
 from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 
-from portal.models import ApiToken, ClusterIdentity
-from portal.services import create_api_token
-from portal.sql import Inserts, JoinedRows, prepared_cursor
+from common.db.sql import Inserts, JoinedRows, prepared_cursor
+from people.models import ApiToken, ClusterIdentity
+from people.services import create_api_token
 from scheduler.models import Job, JobEvent
 from tests.builders import submit
 

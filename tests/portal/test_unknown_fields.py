@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from portal.models import Account
+from people.models import Account
 from scheduler.models import Job
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import Client
 
-from portal.models import AuditEntry
+from people.models import AuditEntry
 from scheduler.models import Reservation
 
 pytestmark = pytest.mark.django_db

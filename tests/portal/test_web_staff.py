@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from portal.models import Account, AuditEntry, Membership, Quota
+from people.models import Account, AuditEntry, Membership, Quota
 from scheduler.choices import JobState
 from scheduler.models import Job, Node
 from tests.builders import end, start, submit
@@ -183,7 +183,7 @@ def test_gpu_hours_by_account_and_its_csv(world):
 
 
 def test_gpu_hours_count_running_jobs_to_now_and_shares_as_their_fraction(world):
-    from portal.web.figures import gpu_hours_by_account
+    from web.figures import gpu_hours_by_account
 
     day = datetime(2026, 3, 1, tzinfo=UTC)
     start(submit(world.alice, world.lab, nodes=2, gpus_per_node=4), day + timedelta(hours=1))  # still running
@@ -197,7 +197,7 @@ START = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 def test_the_wait_distribution_counts_the_jobs_started_in_the_range(world):
-    from portal.web.figures import jobs_in_range
+    from web.figures import jobs_in_range
 
     def started(wait: timedelta, at=START + timedelta(hours=2), ended: bool = False):
         job = start(submit(world.alice, world.lab), at, waited=wait)
@@ -253,7 +253,7 @@ def test_the_overview_shows_the_figures_computed_from_the_raw_jobs(world):
 
     import time_machine
 
-    from portal.web.figures import jobs_in_range
+    from web.figures import jobs_in_range
 
     rng = random.Random(11)
     first, last = datetime(2026, 3, 2, tzinfo=UTC), datetime(2026, 3, 4, tzinfo=UTC)
@@ -323,7 +323,7 @@ def test_cluster_overview_draws_its_charts_from_bulk_reads(world, tick, django_a
 
 
 def test_the_overview_counts_every_job_and_node_by_state(world):
-    from portal.web.figures import jobs_by_state
+    from web.figures import jobs_by_state
 
     submit(world.alice, world.lab)
     submit(world.alice, world.lab)

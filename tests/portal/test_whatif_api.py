@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from portal.models import Quota
+from people.models import Quota
 from scheduler.choices import JobState
 from scheduler.models import Job, JobEvent, TickState, Usage
 from scheduler.tick.estimates import refresh_estimates

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler.bulk import update_matching_rows, update_rows
+from common.db.bulk import update_matching_rows, update_rows
 from scheduler.choices import JobState
 from scheduler.models import Cluster, Job
 from tests.builders import submit

@@ -7,7 +7,7 @@ import io
 import pytest
 from django.core.management import call_command
 
-from portal.models import Account, Membership
+from people.models import Account, Membership
 from scheduler.backends.base import BackendError
 from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Cluster, Gpu, Job, JobAttempt, Node

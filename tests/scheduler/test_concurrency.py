@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from portal.models import Quota
+from people.models import Quota
 from scheduler.choices import EventKind, JobState
 from scheduler.clusters.dispatch import dispatch_job
 from scheduler.jobs.remote import backend_for, cancel_remote

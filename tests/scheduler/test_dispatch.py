@@ -124,7 +124,7 @@ def test_a_job_cancelled_or_requeued_while_its_batch_was_submitted_is_not_marked
     assert events == [(kept.id, f"running on {world.cluster.name} as {kept.external_id}")]
 
 
-@pytest.mark.postgres  # SQLite, in-process, runs one prepared UPDATE per row by design (scheduler.bulk)
+@pytest.mark.postgres  # SQLite, in-process, runs one prepared UPDATE per row by design (common.db.bulk)
 def test_marking_a_batch_running_costs_the_same_statements_for_two_jobs_as_for_six(world, claimed, monkeypatch):
     recording(monkeypatch, world)
 

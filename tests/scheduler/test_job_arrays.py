@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from portal.models import ClusterIdentity, Quota
+from people.models import ClusterIdentity, Quota
 from scheduler.backends.job_env import array_env, job_env
 from scheduler.choices import EventKind, JobState
 from scheduler.clusters.dispatch import job_spec

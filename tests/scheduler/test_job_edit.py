@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.models import Qos
+from people.models import Qos
 from scheduler.choices import JobState
 from scheduler.models import Job, JobEvent
 from tests.builders import submit

@@ -16,7 +16,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from portal.periodic import periodic_jobs
+from quartermaster.periodic import periodic_jobs
 from scheduler.choices import JobState
 from scheduler.clusters.dispatch import _count_handoff, job_spec  # the loader dispatch uses
 from scheduler.clusters.logs import read_job_log

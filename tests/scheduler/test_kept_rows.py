@@ -17,8 +17,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from portal.models import Account, Qos
-from scheduler.bulk import update_versioned_rows
+from common.db.bulk import update_versioned_rows
+from people.models import Account, Qos
 from scheduler.choices import JobState, NodeState
 from scheduler.core.carry import Carry, holds_each_gpu_once
 from scheduler.core.types import Allocation, RunningJob

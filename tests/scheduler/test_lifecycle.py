@@ -165,7 +165,7 @@ def test_tick_queries_do_not_grow_with_the_queue(world, tick):
 def test_broker_outage_at_dispatch_loses_no_job(world, settings, monkeypatch, django_capture_on_commit_callbacks):
     from kombu.exceptions import OperationalError
 
-    from portal.celery import app
+    from quartermaster.celery import app
 
     def broker_down(*args, **kwargs):
         raise OperationalError("Error 111 connecting to redis:6379. Connection refused.")
@@ -187,7 +187,7 @@ def test_broker_outage_at_dispatch_loses_no_job(world, settings, monkeypatch, dj
 
 
 def test_account_gpu_quota_keeps_a_job_waiting_with_the_limit_as_reason(world, tick):
-    from portal.models import Quota
+    from people.models import Quota
 
     Quota.objects.create(account=world.lab, max_gpus=8)
     first = submit(world.alice, world.lab, command="sleep 5", gpus_per_node=8)

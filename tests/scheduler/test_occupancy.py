@@ -11,11 +11,11 @@ import pytest
 
 from monitoring import readings
 from monitoring.charts import GpuCell
-from portal.web import figures
 from scheduler.jobs.allocations import held_gpus
 from scheduler.models import Cluster, Job, Node
 from scheduler.reads.occupancy import read_occupancy
 from tests.builders import T0, local_node_group, make_local_cluster, submit
+from web import figures
 
 pytestmark = pytest.mark.django_db
 

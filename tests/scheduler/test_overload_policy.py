@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from portal.env import env_levels
+from quartermaster.env import env_levels
 from scheduler.choices import JobState
 from scheduler.config import current_policy
 from scheduler.core.types import Snapshot

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from portal.models import Qos
+from people.models import Qos
 from scheduler.choices import JobState
 from scheduler.jobs.remote import backend_for
 from scheduler.jobs.verbs import cancel_job

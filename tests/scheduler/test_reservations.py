@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from portal.models import AuditEntry
+from people.models import AuditEntry
 from scheduler.choices import JobState
 from scheduler.clusters.reservations import delete_reservation, save_reservation
 from scheduler.jobs.remote import cancel_remote

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from portal.models import Account, ClusterIdentity, Membership
+from people.models import Account, ClusterIdentity, Membership
 from scheduler.choices import JobState, NodeState
 from scheduler.clusters.logs import read_job_log
 from scheduler.clusters.nodes import drain_node, resume_node

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.models import Account, Qos, Quota
+from people.models import Account, Qos, Quota
 from scheduler.choices import JobState
 from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Job

@@ -14,7 +14,7 @@ import pytest
 import time_machine
 
 from monitoring.models import JobEfficiency
-from portal.models import Qos
+from people.models import Qos
 from scheduler.choices import JobState
 from scheduler.models import Job, JobAttempt
 from tests.builders import make_account, run_attempt, submit

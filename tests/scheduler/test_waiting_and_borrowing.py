@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from portal.models import Quota
+from people.models import Quota
 from scheduler.choices import JobState
 from scheduler.core.types import Blocker, Decisions, PendingReason
 from scheduler.jobs.verbs import cancel_job, hold_job, release_job

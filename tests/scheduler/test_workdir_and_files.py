@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
-from portal.models import ClusterIdentity
+from people.models import ClusterIdentity
 from scheduler.backends import local_runner as runner
 from scheduler.clusters.dispatch import job_spec
 from scheduler.models import Job
