@@ -19,8 +19,8 @@ from django.db.models import Avg, Count, Max, Min, Sum
 from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
 
+from agent.collectors.simulated import SimulatedGpu, simulate
 from monitoring import health
-from monitoring.collectors.simulated import SimulatedGpu, simulate
 from monitoring.ingest import validate_sample
 from monitoring.models import AllGpuRollup, GpuHealth, GpuRollup, GpuSample, NodeToken, QueueSample, Resolution
 from scheduler.choices import BackendKind, NodeState

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import grimp
 
-PACKAGES = ("quartermaster", "web", "notifications", "monitoring", "scheduler", "people", "common", "qm")
+PACKAGES = ("quartermaster", "web", "notifications", "monitoring", "scheduler", "people", "common", "qm", "agent")
 #: The package whose subpackages each count as a package of their own.
 SPLIT = "scheduler"
 

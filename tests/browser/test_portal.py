@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from monitoring.collectors.simulated import SimulatedGpu, simulate
+from agent.collectors.simulated import SimulatedGpu, simulate
 from monitoring.efficiency import grace, record_efficiencies
 from monitoring.queue import record_queue
 from monitoring.services import ingest_batch, record_simulated_samples, rollup_recent

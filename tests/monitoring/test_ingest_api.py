@@ -160,3 +160,14 @@ def test_a_body_without_samples_is_a_clear_400(agent):
     response = agent.post("/api/v1/monitoring/samples/", {"sample": []}, format="json")
     assert response.status_code == 400
     assert "samples" in response.json()
+
+
+def test_the_node_agents_payload_is_what_the_api_accepts(agent):
+    """What ``agent`` (the GPU node program) sends is what this API takes."""
+    from django.utils import timezone
+
+    from agent.collectors.base import Reading
+
+    reading = Reading(index=0, uuid="", utilization_pct=1.0, memory_used_mib=2, xid=None)
+    answer = agent.post_samples([reading.to_payload(timezone.now())])
+    assert answer.status_code == 200 and answer.json()["accepted"] == 1

@@ -3,7 +3,7 @@ lists exactly the variables Quartermaster reads.
 
 The rule for ``.env.example``: it lists every variable the portal's own processes
 (web, Celery, ``run_scheduler``) read, that is every variable ``quartermaster/settings.py``
-reads, plus those that code under the server packages (quartermaster/, common/, people/, web/, scheduler/, monitoring/, notifications/) reads with
+reads, plus those that code in the server packages (``SERVER_PACKAGES``) reads with
 ``os.environ`` directly (``QM_NATIVE_CORE``, ``SLURM_CONF``), except ``NOT_LISTED``:
 test-only hooks and the node agent, which runs on GPU nodes and documents its own
 variables in ``--help``. The client (``qm``), benchmarks and scripts are separate
@@ -149,7 +149,7 @@ NOT_LISTED = {"QM_FAILPOINTS": "tests only: kills the process at a named place"}
 #: Server-side packages whose direct ``os.environ`` reads belong in .env.example.
 SERVER_PACKAGES = ("quartermaster", "common", "people", "web", "scheduler", "monitoring", "notifications")
 #: Runs on GPU nodes, not in the portal; its variables are flag defaults (``--help``).
-AGENT = ROOT / "monitoring" / "agent.py"
+AGENT = ROOT / "agent" / "main.py"
 
 
 def listed() -> list[str]:

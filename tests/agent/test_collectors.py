@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from monitoring.collectors.base import CollectorError, Process, throttle_names
-from monitoring.collectors.dcgm import parse_dcgm_metrics
-from monitoring.collectors.nvml import NvmlCollector
-from monitoring.collectors.simulated import SimulatedGpu, simulate
+from agent.collectors.base import CollectorError, Process, throttle_names
+from agent.collectors.dcgm import parse_dcgm_metrics
+from agent.collectors.nvml import NvmlCollector
+from agent.collectors.simulated import SimulatedGpu, simulate
 from tests.builders import T0
 
 FIXTURES = Path(__file__).parent / "fixtures"

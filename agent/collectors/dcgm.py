@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitoring.collectors.base import CollectorError, Reading
+from agent.collectors.base import CollectorError, Reading
 
 FIELDS = {
     "DCGM_FI_DEV_GPU_UTIL": "util",

@@ -11,8 +11,8 @@ from email.message import Message
 
 import pytest
 
-from monitoring import agent
-from monitoring.collectors.base import Reading
+from agent import main as agent
+from agent.collectors.base import Reading
 
 
 class OneGpu:
@@ -101,20 +101,3 @@ def test_an_auth_error_keeps_the_samples():
     sender.add([{"at": "t1"}])
     sender.flush()
     assert len(sender.pending) == 1
-
-
-@pytest.mark.django_db
-def test_the_agents_payload_is_what_the_api_accepts(agent_client_batch):
-    assert agent_client_batch.status_code == 200
-    assert agent_client_batch.json()["accepted"] == 1
-
-
-@pytest.fixture
-def agent_client_batch(agent):
-    from django.utils import timezone
-
-    return agent.post_samples(agent_batch(timezone.now()))
-
-
-def agent_batch(now):
-    return [Reading(index=0, uuid="", utilization_pct=1.0, memory_used_mib=2, xid=None).to_payload(now)]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from monitoring.collectors.base import CollectorError, Process, Reading, throttle_names
+from agent.collectors.base import CollectorError, Process, Reading, throttle_names
 
 MIB = 1024 * 1024
 

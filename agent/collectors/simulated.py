@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from monitoring.collectors.base import Reading
+from agent.collectors.base import Reading
 
 POWER_LIMIT_W = 700.0
 IDLE_POWER_W = 70.0

@@ -7,6 +7,6 @@ driver through ``nvidia-ml-py``), ``dcgm`` (a dcgm-exporter Prometheus endpoint)
 
 from __future__ import annotations
 
-from monitoring.collectors.base import Collector, Process, Reading
+from agent.collectors.base import Collector, Process, Reading
 
 __all__ = ["Collector", "Process", "Reading"]

@@ -1,7 +1,7 @@
 """The node agent: read this node's GPUs and post them to the portal in batches.
 
     qm-agent --portal https://portal.example.org --token "$QM_NODE_TOKEN"
-    python -m monitoring.agent --once --print      # one batch as JSON, nothing posted
+    python -m agent --once --print      # one batch as JSON, nothing posted
 
 It needs only the standard library, ``nvidia-ml-py`` (``--collector nvml``, the default)
 or ``prometheus-client`` (``--collector dcgm``), not Django. While the portal cannot be
@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from monitoring.collectors.base import Collector, CollectorError
+from agent.collectors.base import Collector, CollectorError
 
 log = logging.getLogger("qm-agent")
 
@@ -104,10 +104,10 @@ class Sender:
 
 def make_collector(args: argparse.Namespace) -> Collector:
     if args.collector == "dcgm":
-        from monitoring.collectors.dcgm import DcgmCollector
+        from agent.collectors.dcgm import DcgmCollector
 
         return DcgmCollector(args.dcgm_url)
-    from monitoring.collectors.nvml import NvmlCollector
+    from agent.collectors.nvml import NvmlCollector
 
     return NvmlCollector()
 
