@@ -27,6 +27,7 @@ Contract with ``local.py``:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -306,20 +307,42 @@ def _record(
     )
 
 
+@dataclasses.dataclass
+class _Launch:
+    """How every process of a job starts: its argv (the sandbox's wrapper included), its
+    environment, where (``cwd``: the directory the runner holds open, by descriptor, with
+    the descriptors to pass down) and as whom (``as_user``: Popen's user arguments when
+    it runs unsandboxed as another uid)."""
+
+    argv: list[str]
+    wrapper: list[str]
+    env: dict[str, str]
+    cwd: str
+    fds: tuple[int, ...]
+    as_user: dict[str, Any]
+    sandboxed: bool
+
+    def popen_args(self) -> dict[str, Any]:
+        return {"cwd": self.cwd, "pass_fds": self.fds, "stdin": subprocess.DEVNULL, **self.as_user}
+
+
 def _run(job_dir: Path) -> int:
     """Run the job described by spec.json to its end and record the outcome.
 
     Steps:
     1. If cancel was requested before we start, record CANCELLED and run nothing.
-    2. Start the command once per rank (one per placed node, each with its own rank
+    2. Prepare: open the workdir as the job's user (refused: FAILED), build the
+       environment and the sandbox, hand the job directory to its user.
+    3. Write the files the job brought, once, as the job, before any rank.
+    4. Start the command once per rank (one per placed node, each with its own rank
        variables and GPUs: ``ranks`` in spec.json), all in one process group of their
        own, output to output.log, and record the first rank's identity and start time
        in started.json.
-    3. Wait, checking every CHECK_INTERVAL for cancel (signal or marker), walltime and a
+    5. Wait, checking every CHECK_INTERVAL for cancel (signal or marker), walltime and a
        rank that failed; each stops the whole group (SIGTERM, then SIGKILL after the
        grace period): like ``srun --kill-on-bad-exit``, one failed rank ends the job,
        since the others would wait for it forever in a collective.
-    4. SIGKILL whatever is left in the group (background processes), then record
+    6. SIGKILL whatever is left in the group (background processes), then record
        COMPLETED / FAILED(exit code of the first rank that failed) / TIMEOUT / CANCELLED.
     """
     spec = read_json(job_dir / SPEC_FILE)
@@ -328,26 +351,34 @@ def _run(job_dir: Path) -> int:
     if _cancel_requested(job_dir):
         _record(job_dir, "CANCELLED", reason="cancelled before it started")
         return 0
-
-    work = job_dir / WORK_DIR
-    identity = spec.get("run_as")
     try:
-        workdir = _open_workdir(spec, identity)
+        launch = _prepare(job_dir, spec)
     except UnsafePath as exc:
         _record(job_dir, "FAILED", exit_code=1, reason=f"workdir refused: {exc}")
         return 0
-    # Every process starts in the directory the runner holds open, never by its name again.
-    cwd = workdir.proc_path if workdir else str(work)
-    fds = (workdir.fd,) if workdir else ()
+    walltime, grace = float(spec["walltime_seconds"]), float(spec["kill_grace_seconds"])
+    if spec.get("setup") and not _write_files(job_dir, launch, walltime):
+        _record(job_dir, "FAILED", exit_code=1, reason="could not write the job's files into its directory")
+        return 0
+    children = _start_ranks(job_dir, launch, spec.get("ranks") or [{}])
+    if not children:
+        return 0
+    started_at = time.time()
+    outcome, returncodes = _watch(job_dir, children, started_at, walltime, grace)
+    _record_outcome(job_dir, spec, outcome, returncodes, len(children), started_at)
+    return 0
+
+
+def _prepare(job_dir: Path, spec: dict[str, Any]) -> _Launch:
+    """Step 2. Raises ``UnsafePath`` when the job's workdir may not be used."""
+    work = job_dir / WORK_DIR
+    identity = spec.get("run_as")
+    workdir = _open_workdir(spec, identity)
     env = inherited_environment()
     env.update({"HOME": str(work), "TMPDIR": "/tmp"})
     if identity:
         env.update({"USER": identity["user"], "LOGNAME": identity["user"]})
     env.update({str(k): str(v) for k, v in spec["env"].items()})
-    walltime = float(spec["walltime_seconds"])
-    grace = float(spec["kill_grace_seconds"])
-    argv = [str(a) for a in spec["argv"]]
-    as_user: dict[str, Any] = {}
     if spec.get("setup"):
         # Created here, before the directory is the job's: nothing of its user can be in
         # the way (from a file: the files can be larger than one argument may be, 128 KiB).
@@ -356,54 +387,61 @@ def _run(job_dir: Path) -> int:
         for path in (work, *work.iterdir()):
             os.chown(path, identity["uid"], identity["gid"], follow_symlinks=False)
     wrapper: list[str] = []
+    as_user: dict[str, Any] = {}
     if spec.get("sandbox"):
         bound = (workdir, str(spec["workdir"])) if workdir else None
         wrapper = sandbox_argv(spec["sandbox"], work, list(spec.get("shared_paths", [])), identity, workdir=bound)
     elif identity:  # no sandbox: at least never the portal's user
         as_user = {"user": identity["uid"], "group": identity["gid"], "extra_groups": []}
-    argv = wrapper + argv
-    if spec.get("setup"):
-        # The files the job brought, written once as the job (see local.py), before any rank.
-        with open(job_dir / OUTPUT_FILE, "ab") as log:
-            try:
-                setup = subprocess.run(
-                    [*wrapper, "bash", str(work / SETUP_FILE)],
-                    cwd=cwd,
-                    pass_fds=fds,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    timeout=max(60.0, min(walltime, 600.0)),
-                    check=False,
-                    **as_user,
-                )
-                failed = setup.returncode != 0
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                failed = True
-                log.write(f"[local backend: writing the job's files failed: {exc}]\n".encode())
-        if failed:
-            _record(job_dir, "FAILED", exit_code=1, reason="could not write the job's files into its directory")
-            return 0
-    # In the sandbox, bubblewrap starts with SIGTERM ignored (see sandbox_argv); the
-    # runner's own handler is back at once (a cancel in between is seen in its marker).
-    ranks: list[dict[str, str]] = spec.get("ranks") or [{}]
-    term_handler = signal.signal(signal.SIGTERM, signal.SIG_IGN) if spec.get("sandbox") else None
+    return _Launch(
+        argv=wrapper + [str(a) for a in spec["argv"]],
+        wrapper=wrapper,
+        env=env,
+        # Every process starts in the directory the runner holds open, never by its name again.
+        cwd=workdir.proc_path if workdir else str(work),
+        fds=(workdir.fd,) if workdir else (),
+        as_user=as_user,
+        sandboxed=bool(spec.get("sandbox")),
+    )
+
+
+def _write_files(job_dir: Path, launch: _Launch, walltime: float) -> bool:
+    """Step 3: the files the job brought, written once as the job (see local.py)."""
+    with open(job_dir / OUTPUT_FILE, "ab") as log:
+        try:
+            setup = subprocess.run(
+                [*launch.wrapper, "bash", str(job_dir / WORK_DIR / SETUP_FILE)],
+                env=launch.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=max(60.0, min(walltime, 600.0)),
+                check=False,
+                **launch.popen_args(),
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.write(f"[local backend: writing the job's files failed: {exc}]\n".encode())
+            return False
+    return setup.returncode == 0
+
+
+def _start_ranks(job_dir: Path, launch: _Launch, ranks: list[dict[str, str]]) -> list[subprocess.Popen[bytes]]:
+    """Step 4's start: one process per rank in one process group; [] (FAILED recorded)
+    when one cannot start. In the sandbox, bubblewrap starts with SIGTERM ignored (see
+    sandbox_argv); the runner's own handler is back at once (a cancel in between is seen
+    in its marker)."""
+    term_handler = signal.signal(signal.SIGTERM, signal.SIG_IGN) if launch.sandboxed else None
     children: list[subprocess.Popen[bytes]] = []
     with open(job_dir / OUTPUT_FILE, "ab") as log:  # the runner's file: the job has only the fd
         try:
             for rank in ranks:
                 children.append(
                     subprocess.Popen(
-                        argv,
-                        cwd=cwd,
-                        pass_fds=fds,
-                        env={**env, **{str(k): str(v) for k, v in rank.items()}},
-                        stdin=subprocess.DEVNULL,
+                        launch.argv,
+                        env={**launch.env, **{str(k): str(v) for k, v in rank.items()}},
                         stdout=log,
                         stderr=subprocess.STDOUT,
                         process_group=children[0].pid if children else 0,
-                        **as_user,
+                        **launch.popen_args(),
                     )
                 )
         except OSError as exc:
@@ -412,14 +450,22 @@ def _run(job_dir: Path) -> int:
                 for child in children:
                     child.wait()
             _record(job_dir, "FAILED", exit_code=127, reason=f"could not start the command: {exc}")
-            return 0
+            return []
         finally:
             if term_handler is not None:
                 signal.signal(signal.SIGTERM, term_handler)
-    started_at = time.time()
+    return children
+
+
+def _watch(
+    job_dir: Path, children: list[subprocess.Popen[bytes]], started_at: float, walltime: float, grace: float
+) -> tuple[str | None, list[int]]:
+    """Steps 4 (started.json) and 5; returns the outcome that stopped the job (None: its
+    ranks ended by themselves) and the ranks' exit codes in the order they ended."""
     deadline = time.monotonic() + walltime
     leader = children[0]
-    returncodes: list[int] = []  # in the order the ranks ended
+    returncodes: list[int] = []
+    outcome: str | None = None
     try:
         atomic_write_json(
             job_dir / STARTED_FILE,
@@ -430,7 +476,6 @@ def _run(job_dir: Path) -> int:
                 "ranks": len(children),
             },
         )
-        outcome: str | None = None
         running = list(children)
         while running:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -452,9 +497,15 @@ def _run(job_dir: Path) -> int:
     finally:
         # Runs on errors too: never leave the job's processes behind unrecorded.
         _killpg(leader.pid, signal.SIGKILL)
-    returncode = next((code for code in returncodes if code != 0), 0)
-    rank_note = "" if len(children) == 1 else f" (first of {len(children)} ranks to fail)"
+    return outcome, returncodes
 
+
+def _record_outcome(
+    job_dir: Path, spec: dict[str, Any], outcome: str | None, returncodes: list[int], ranks: int, started_at: float
+) -> None:
+    """Step 6's record: what stopped the job, else the first failed rank's exit."""
+    returncode = next((code for code in returncodes if code != 0), 0)
+    rank_note = "" if ranks == 1 else f" (first of {ranks} ranks to fail)"
     if outcome == "CANCELLED":
         _record(job_dir, outcome, reason="cancelled", started_at=started_at)
     elif outcome == "TIMEOUT":
@@ -462,13 +513,11 @@ def _run(job_dir: Path) -> int:
     elif returncode == 0:
         _record(job_dir, "COMPLETED", exit_code=0, started_at=started_at)
     elif returncode < 0:
-        name = signal.Signals(-returncode).name
-        reason = f"killed by {name}{rank_note}"
+        reason = f"killed by {signal.Signals(-returncode).name}{rank_note}"
         _record(job_dir, "FAILED", exit_code=128 - returncode, reason=reason, started_at=started_at)
     else:
         reason = f"exit code {returncode}{rank_note}"
         _record(job_dir, "FAILED", exit_code=returncode, reason=reason, started_at=started_at)
-    return 0
 
 
 def main(argv: list[str]) -> int:
