@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from django.db import models, transaction
 from django.utils import timezone
 
+from people.limits import QUOTA_LIMITS
 from people.models import Account, ApiToken, AuditEntry, ClusterIdentity, Membership, Quota
 
 Audited = TypeVar("Audited", Account, Quota, Membership, ClusterIdentity)
@@ -127,6 +128,11 @@ def delete_identity(actor: Any, identity: ClusterIdentity) -> None:
     _delete_audited(actor, identity)
 
 
+def _limit_value(quota: Quota, name: str, per_model: bool) -> Any:
+    value = getattr(quota, name)
+    return dict(value or {}) if per_model else value
+
+
 def audit_state(instance: Account | Quota | Membership | ClusterIdentity) -> dict[str, Any]:
     """What the audit log compares, JSON-safe: related rows by name, as the API writes them."""
     if isinstance(instance, Account):
@@ -146,13 +152,7 @@ def audit_state(instance: Account | Quota | Membership | ClusterIdentity) -> dic
         return {
             "account": instance.account.name if instance.account else None,
             "user": instance.user.get_username() if instance.user else None,
-            "max_gpus": instance.max_gpus,
-            "max_gpus_per_model": dict(instance.max_gpus_per_model or {}),
-            "max_running_jobs": instance.max_running_jobs,
-            "max_pending_jobs": instance.max_pending_jobs,
-            "max_walltime_seconds": instance.max_walltime_seconds,
-            "guaranteed_gpus": instance.guaranteed_gpus,
-            "borrowing_limit_gpus": instance.borrowing_limit_gpus,
+            **{limit.name: _limit_value(instance, limit.name, limit.per_model) for limit in QUOTA_LIMITS},
         }
     if isinstance(instance, ClusterIdentity):
         return {

@@ -8,23 +8,31 @@ from typing import Any
 
 from django import forms
 
+from people.limits import quota_limit
 from scheduler.previews import WINDOWS
 from scheduler.replay.simulator import POLICIES
 from scheduler.simulations import MAX_TRACE_CHARS, trace_problem
+
+#: The quota limits the account page offers to try (the API takes every one of
+#: ``people.limits.PREVIEW_LIMITS``): the two that decide how many GPUs it gets.
+PAGE_LIMITS = ("max_gpus", "guaranteed_gpus")
 
 
 class PreviewForm(forms.Form):
     days = forms.TypedChoiceField(choices=[(d, f"last {d} days") for d in WINDOWS], coerce=int, initial=7)
     shares = forms.IntegerField(required=False, min_value=0, help_text="Empty: as they are.")
-    max_gpus = forms.IntegerField(required=False, min_value=0, label="Max GPUs", help_text="Empty: as it is.")
-    guaranteed_gpus = forms.IntegerField(
-        required=False, min_value=0, label="Guaranteed GPUs", help_text="Empty: as it is."
-    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in PAGE_LIMITS:
+            self.fields[name] = forms.IntegerField(
+                required=False, min_value=0, label=quota_limit(name).label, help_text="Empty: as it is."
+            )
 
     def body(self) -> dict[str, Any]:
         """The API's body for what was typed (empty fields are not part of the change)."""
         data = self.cleaned_data
-        limits = {name: data[name] for name in ("max_gpus", "guaranteed_gpus") if data.get(name) is not None}
+        limits = {name: data[name] for name in PAGE_LIMITS if data.get(name) is not None}
         return {"days": data["days"], "shares": data.get("shares"), "limits": limits or None}
 
 

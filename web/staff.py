@@ -32,6 +32,7 @@ from monitoring.series import series
 from people import services
 from people.api.serializers import AccountSerializer, MembershipSerializer, QuotaSerializer
 from people.choices import Role
+from people.limits import USER_LIMITS, WHOLE_LIMITS, quota_limit
 from people.models import Account, AuditEntry, Membership, Quota
 from scheduler.choices import JobState
 from scheduler.clusters.nodes import drain_node, resume_node
@@ -149,23 +150,16 @@ class AccountForm(forms.Form):
 
 
 class QuotaForm(forms.Form):
-    """An account's or a user's quota; one field per GPU model for ``max_gpus_per_model``
+    """An account's or a user's quota: one field per whole-number limit of
+    :data:`people.limits.QUOTA_LIMITS`, and one per GPU model for ``max_gpus_per_model``
     (no JSON). A user's has no guarantee or borrowing limit (accounts only)."""
-
-    max_gpus = forms.CharField(required=False, label="Max GPUs (all models)")
-    max_running_jobs = forms.CharField(required=False)
-    max_pending_jobs = forms.CharField(required=False)
-    max_walltime_seconds = forms.CharField(required=False, label="Max walltime (seconds)")
-    guaranteed_gpus = forms.CharField(required=False, help_text="GPUs guaranteed to the account's subtree.")
-    borrowing_limit_gpus = forms.CharField(required=False, help_text="GPUs it may borrow beyond the guarantee.")
-
-    ACCOUNT_ONLY = ("guaranteed_gpus", "borrowing_limit_gpus")
 
     def __init__(self, *args: Any, quota: Quota | None = None, for_user: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if for_user:
-            for name in self.ACCOUNT_ONLY:
-                del self.fields[name]
+        for name in WHOLE_LIMITS:
+            if name in USER_LIMITS or not for_user:
+                limit = quota_limit(name)
+                self.fields[name] = forms.CharField(required=False, label=limit.label, help_text=limit.meaning)
         stored = dict(quota.max_gpus_per_model or {}) if quota else {}
         self.models = sorted(set(load_inventory().models) | set(stored))
         for i, model in enumerate(self.models):
@@ -177,7 +171,7 @@ class QuotaForm(forms.Form):
         """The quota API's body for ``subject`` (``{"account": name}`` or ``{"user": name}``)."""
         data = self.cleaned_data
         body: dict[str, Any] = dict(subject)
-        for name in QUOTA_LIMITS:
+        for name in WHOLE_LIMITS:
             if name in self.fields:
                 body[name] = _blank_none(data.get(name))
         body["max_gpus_per_model"] = {
@@ -195,21 +189,10 @@ class MemberForm(forms.Form):
     role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
 
 
-#: The quota's plain limits, as the form and the API name them.
-QUOTA_LIMITS = (
-    "max_gpus",
-    "max_running_jobs",
-    "max_pending_jobs",
-    "max_walltime_seconds",
-    "guaranteed_gpus",
-    "borrowing_limit_gpus",
-)
-
-
 def quota_initial(quota: Quota | None) -> dict[str, Any]:
     if quota is None:
         return {}
-    return {name: getattr(quota, name) if getattr(quota, name) is not None else "" for name in QUOTA_LIMITS}
+    return {name: getattr(quota, name) if getattr(quota, name) is not None else "" for name in WHOLE_LIMITS}
 
 
 def save_quota(form: QuotaForm, subject: dict[str, str], quota: Quota | None, actor: Any) -> bool:

@@ -10,6 +10,7 @@ from common.api.fields import SlugRelatedField
 from common.api.strict import RejectUnknownFields
 from common.api.validators import no_nul_characters, plain_name
 from people.choices import IdentitySource
+from people.limits import LIMIT_NAMES, WHOLE_LIMITS, quota_limit
 from people.models import Account, ApiToken, ClusterIdentity, Membership, Qos, Quota
 
 MAX_INT = 2**31 - 1
@@ -109,43 +110,35 @@ class QosSerializer(RejectUnknownFields, serializers.ModelSerializer):
         ]
 
 
-def _limit() -> serializers.IntegerField:
-    return serializers.IntegerField(min_value=0, max_value=MAX_INT, allow_null=True, required=False)
-
-
 class QuotaSerializer(RejectUnknownFields, serializers.ModelSerializer):
     """Limits for one account or one user; empty means unlimited."""
+
+    # The limits are people.limits.QUOTA_LIMITS: each whole-number one 0 or more, or null.
 
     account = SlugRelatedField(slug_field="name", queryset=Account.objects.all(), allow_null=True, required=False)
     user = SlugRelatedField(
         slug_field="username", queryset=get_user_model().objects.all(), allow_null=True, required=False
     )
-    max_gpus = _limit()
-    max_running_jobs = _limit()
-    max_pending_jobs = _limit()
-    max_walltime_seconds = _limit()
-    guaranteed_gpus = _limit()
-    borrowing_limit_gpus = _limit()
     max_gpus_per_model = serializers.DictField(
         child=serializers.IntegerField(min_value=0, max_value=MAX_INT),
         required=False,
         validators=[no_nul_characters],
+        help_text=quota_limit("max_gpus_per_model").meaning,
     )
 
     class Meta:
         model = Quota
-        fields = [
-            "id",
-            "account",
-            "user",
-            "max_gpus",
-            "max_gpus_per_model",
-            "max_running_jobs",
-            "max_pending_jobs",
-            "max_walltime_seconds",
-            "guaranteed_gpus",
-            "borrowing_limit_gpus",
-        ]
+        fields = ["id", "account", "user", *LIMIT_NAMES]
+        extra_kwargs = {
+            name: {
+                "min_value": 0,
+                "max_value": MAX_INT,
+                "allow_null": True,
+                "required": False,
+                "help_text": quota_limit(name).meaning,
+            }
+            for name in WHOLE_LIMITS
+        }
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         account = attrs.get("account", getattr(self.instance, "account", None))

@@ -16,13 +16,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from common.api.strict import RejectUnknownFields
+from people.limits import PREVIEW_LIMITS
 from people.models import Account
 from scheduler.models import Simulation
 from scheduler.previews import WINDOWS
 from scheduler.simulations import start_preview
-
-#: The quota fields a preview may change (``Limits``), each a whole number or null (no limit).
-LIMIT_FIELDS = ("max_gpus", "max_running_jobs", "max_walltime_seconds", "guaranteed_gpus", "borrowing_limit_gpus")
 
 
 class PreviewRequestSerializer(RejectUnknownFields, serializers.Serializer):
@@ -34,13 +32,13 @@ class PreviewRequestSerializer(RejectUnknownFields, serializers.Serializer):
         child=serializers.IntegerField(min_value=0, max_value=2**31 - 1, allow_null=True),
         required=False,
         allow_null=True,
-        help_text=f"Quota fields to try ({', '.join(LIMIT_FIELDS)}), null for no limit; the rest stay.",
+        help_text=f"Quota fields to try ({', '.join(PREVIEW_LIMITS)}), null for no limit; the rest stay.",
     )
 
     def validate_limits(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        unknown = sorted(set(value or {}) - set(LIMIT_FIELDS))
+        unknown = sorted(set(value or {}) - set(PREVIEW_LIMITS))
         if unknown:
-            raise serializers.ValidationError(f"Unknown quota fields {unknown}; known: {', '.join(LIMIT_FIELDS)}.")
+            raise serializers.ValidationError(f"Unknown quota fields {unknown}; known: {', '.join(PREVIEW_LIMITS)}.")
         return value or None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

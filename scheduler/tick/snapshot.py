@@ -21,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from monitoring.gpu_health import unhealthy_gpu_ids
+from people.limits import CORE_LIMITS, quota_limit
 from people.models import Account, Membership, Qos, Quota
 from scheduler import stored_json
 from scheduler.backends import FRACTIONAL_CPU_KINDS
@@ -416,27 +417,16 @@ def load_qos_priorities() -> dict[str, int]:
 
 
 def load_limits() -> tuple[dict[str, Limits], dict[str, Limits]]:
-    """Concurrent-use limits from quotas, keyed by account name and by username."""
+    """Concurrent-use limits from quotas, keyed by account name and by username: every
+    limit of ``people.limits.CORE_LIMITS`` (the fields of the core's ``Limits``)."""
     accounts: dict[str, Limits] = {}
     users: dict[str, Limits] = {}
-    for row in Quota.objects.values(
-        "account__name",
-        "user__username",
-        "max_gpus",
-        "max_gpus_per_model",
-        "max_running_jobs",
-        "max_walltime_seconds",
-        "guaranteed_gpus",
-        "borrowing_limit_gpus",
-    ):
-        limits = Limits(
-            max_gpus=row["max_gpus"],
-            max_gpus_per_model={str(k): int(v) for k, v in (row["max_gpus_per_model"] or {}).items()},
-            max_running_jobs=row["max_running_jobs"],
-            max_walltime_seconds=row["max_walltime_seconds"],
-            guaranteed_gpus=row["guaranteed_gpus"],
-            borrowing_limit_gpus=row["borrowing_limit_gpus"],
-        )
+    for row in Quota.objects.values("account__name", "user__username", *CORE_LIMITS):
+        values: dict[str, Any] = {name: row[name] for name in CORE_LIMITS}
+        for name in CORE_LIMITS:
+            if quota_limit(name).per_model:  # JSON: {model: GPUs}, keys and values as the core types them
+                values[name] = {str(k): int(v) for k, v in (row[name] or {}).items()}
+        limits = Limits(**values)
         if row["account__name"]:
             accounts[row["account__name"]] = limits
         elif row["user__username"]:

@@ -1,0 +1,96 @@
+"""The quota limits: the one list of :class:`people.models.Quota`'s limit fields, with what
+each means and its unit. The API serializer, the staff form, the audit log, the preview
+(API and page) and the tick's loader of the core's ``Limits`` all read it, so a limit
+added here reaches each of them; ``tests/people/test_quota_limits.py`` holds the model,
+this list, those places and ``scheduler.core.types.Limits`` (the pure core's copy, which
+may not import Django) to one another.
+
+Every limit is optional: empty (``None``, or no entry for a GPU model) means no limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaLimit:
+    """One limit of a quota."""
+
+    #: The model field, the API's field and the core's ``Limits`` field.
+    name: str
+    #: How a form labels it.
+    label: str
+    #: What it counts: ``"GPUs"``, ``"jobs"`` or ``"seconds"``.
+    unit: str
+    #: What it means, for forms' help and the API's schema.
+    meaning: str
+    #: A ``{GPU model: GPUs}`` map rather than one whole number.
+    per_model: bool = False
+    #: Accounts only (a user's quota has no guarantee to borrow beyond).
+    accounts_only: bool = False
+    #: Why the scheduling cycle does not enforce it ("": it does, through the core's
+    #: ``Limits``, which the tick loads from the quota).
+    not_in_core: str = ""
+    #: Why a preview may not try it ("": it may, as a whole number or null).
+    not_previewed: str = ""
+
+
+QUOTA_LIMITS: tuple[QuotaLimit, ...] = (
+    QuotaLimit("max_gpus", "Max GPUs (all models)", "GPUs", "Concurrent GPUs in total."),
+    QuotaLimit(
+        "max_gpus_per_model",
+        "Max GPUs per model",
+        "GPUs",
+        'Concurrent GPUs of each model, e.g. {"H100-80GB": 16}.',
+        per_model=True,
+        not_previewed="a preview tries whole numbers; a per-model map is not offered",
+    ),
+    QuotaLimit("max_running_jobs", "Max running jobs", "jobs", "Jobs running at once."),
+    QuotaLimit(
+        "max_pending_jobs",
+        "Max pending jobs",
+        "jobs",
+        "Jobs waiting at once; more are refused at submission.",
+        not_in_core="checked when a job is submitted (scheduler.jobs.submit), not when jobs are started",
+        not_previewed="a preview replays jobs that were admitted; it does not submit them again",
+    ),
+    QuotaLimit(
+        "max_walltime_seconds",
+        "Max walltime (seconds)",
+        "seconds",
+        "Longest walltime a job may ask for; longer ones wait.",
+    ),
+    QuotaLimit(
+        "guaranteed_gpus",
+        "Guaranteed GPUs",
+        "GPUs",
+        "GPUs guaranteed to the account's subtree.",
+        accounts_only=True,
+    ),
+    QuotaLimit(
+        "borrowing_limit_gpus",
+        "Borrowing limit (GPUs)",
+        "GPUs",
+        "GPUs it may borrow beyond the guarantee.",
+        accounts_only=True,
+    ),
+)
+
+#: Every limit's name, in the model's order.
+LIMIT_NAMES: tuple[str, ...] = tuple(limit.name for limit in QUOTA_LIMITS)
+#: The limits that are one whole number (or null): every one but the per-model map.
+WHOLE_LIMITS: tuple[str, ...] = tuple(limit.name for limit in QUOTA_LIMITS if not limit.per_model)
+#: The limits a user's quota has (the rest are for accounts only).
+USER_LIMITS: tuple[str, ...] = tuple(limit.name for limit in QUOTA_LIMITS if not limit.accounts_only)
+#: The limits the scheduling cycle enforces: the fields of ``scheduler.core.types.Limits``.
+CORE_LIMITS: tuple[str, ...] = tuple(limit.name for limit in QUOTA_LIMITS if not limit.not_in_core)
+#: The limits a preview of an account change may try (whole numbers, null for none).
+PREVIEW_LIMITS: tuple[str, ...] = tuple(limit.name for limit in QUOTA_LIMITS if not limit.not_previewed)
+
+_BY_NAME = {limit.name: limit for limit in QUOTA_LIMITS}
+
+
+def quota_limit(name: str) -> QuotaLimit:
+    """The limit called ``name``. Raises ``KeyError`` for a name that is not a limit."""
+    return _BY_NAME[name]
