@@ -1,7 +1,8 @@
 """Validate one sample of an ingest batch, by hand rather than with a DRF serializer:
 the ingest path takes tens of thousands of samples a second, and a serializer costs
 more per sample than the database insert does. ``api/serializers.py`` documents the same
-shape for the schema.
+shape for the schema; both take the fields and their bounds from
+``monitoring.sample_fields``.
 """
 
 from __future__ import annotations
@@ -10,23 +11,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-#: field -> (minimum, maximum) for the numeric fields; memory_used_mib is required, and
-#: utilization_pct may be absent or null (a MIG-enabled GPU: NVML does not report it).
+from monitoring.sample_fields import MAX_THROTTLE_REASON, MEASUREMENTS, SAMPLE_FIELDS, sample_field
+
+#: field -> (minimum, maximum) of the measurements (``monitoring.sample_fields``);
+#: memory_used_mib is required, and utilization_pct may be absent or null (a MIG-enabled
+#: GPU: NVML does not report it).
 NUMBERS: dict[str, tuple[float, float]] = {
-    "utilization_pct": (0, 100),
-    "memory_used_mib": (0, 16 * 1024 * 1024),
-    "memory_total_mib": (0, 16 * 1024 * 1024),
-    "temperature_c": (-40, 150),
-    "power_w": (0, 10_000),
-    "power_limit_w": (0, 10_000),
-    "sm_clock_mhz": (0, 10_000),
-    "xid": (0, 1_000_000),
-    "ecc_errors": (0, 2**31 - 1),
+    f.name: (f.minimum, f.maximum) for f in MEASUREMENTS if f.minimum is not None and f.maximum is not None
 }
-REQUIRED = ("at", "memory_used_mib")
-INTEGERS = {"memory_used_mib", "memory_total_mib", "sm_clock_mhz", "xid", "ecc_errors"}
-MAX_PROCESSES = 256
+REQUIRED = tuple(f.name for f in SAMPLE_FIELDS if f.required)
+INTEGERS = {f.name for f in MEASUREMENTS if f.kind == "integer"}
+MAX_PROCESSES = int(sample_field("processes").maximum or 0)
+MAX_UUID = int(sample_field("uuid").maximum or 0)
 _PROCESSES_MESSAGE = f'Must be a list (at most {MAX_PROCESSES}) of {{"pid": int, "used_memory_mib": int}}.'
+_UUID_MESSAGE = f"Must be a string of at most {MAX_UUID} characters (no NUL)."
 
 #: field -> (types accepted, minimum, maximum, wrong-type message, out-of-range message),
 #: worked out once. ``bool`` is not accepted where ``int`` is.
@@ -86,12 +84,12 @@ def validate_sample(raw: Any, *, now: datetime, oldest: datetime) -> tuple[Clean
                 errors["index"] = "Must be a non-negative integer."
         elif name == "uuid":
             uuid = value or ""
-            if not isinstance(uuid, str) or len(uuid) > 64 or "\x00" in uuid:
-                errors["uuid"] = "Must be a string of at most 64 characters (no NUL)."
+            if not isinstance(uuid, str) or len(uuid) > MAX_UUID or "\x00" in uuid:
+                errors["uuid"] = _UUID_MESSAGE
         elif name == "throttle_reasons":
             if value is not None:
                 if isinstance(value, list) and all(
-                    isinstance(r, str) and len(r) <= 32 and "\x00" not in r for r in value
+                    isinstance(r, str) and len(r) <= MAX_THROTTLE_REASON and "\x00" not in r for r in value
                 ):
                     values[name] = value
                 else:

@@ -19,15 +19,11 @@ from django.conf import settings
 from django.db.models import Avg, Max, Min, QuerySet
 
 from monitoring.models import AllGpuRollup, GpuRollup, GpuSample, Resolution
+from monitoring.sample_fields import CHART_METRICS
 from scheduler.models import Gpu
 
-#: Chartable metrics: name -> raw sample column.
-METRICS = {
-    "utilization": "utilization_pct",
-    "memory_used": "memory_used_mib",
-    "temperature": "temperature_c",
-    "power": "power_w",
-}
+#: Chartable metrics: name -> raw sample column (``monitoring.sample_fields``).
+METRICS = CHART_METRICS
 RAW = 0
 
 

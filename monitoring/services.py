@@ -23,6 +23,7 @@ from agent.collectors.simulated import SimulatedGpu, simulate
 from monitoring import health
 from monitoring.ingest import validate_sample
 from monitoring.models import AllGpuRollup, GpuHealth, GpuRollup, GpuSample, NodeToken, QueueSample, Resolution
+from monitoring.sample_fields import CHART_METRICS, LISTS, MEASUREMENTS
 from scheduler.choices import BackendKind, NodeState
 from scheduler.clusters.nodes import drain_node
 from scheduler.jobs.allocations import gpus_of, held_gpus
@@ -121,20 +122,10 @@ def ingest_batch(node: Node, samples: Sequence[Any], now: datetime | None = None
 
 
 #: Sample columns besides ``gpu_id`` and ``at``: numbers with their PostgreSQL types,
-#: then the JSON lists (``[]`` when absent).
-_NUMBER_COLUMNS = (
-    ("utilization_pct", "double precision"),
-    ("memory_used_mib", "integer"),
-    ("memory_total_mib", "integer"),
-    ("temperature_c", "double precision"),
-    ("power_w", "double precision"),
-    ("power_limit_w", "double precision"),
-    ("sm_clock_mhz", "integer"),
-    ("xid", "integer"),
-    ("ecc_errors", "integer"),
-)
+#: then the JSON lists (``[]`` when absent), as ``monitoring.sample_fields`` lists them.
+_NUMBER_COLUMNS = tuple((f.name, "integer" if f.kind == "integer" else "double precision") for f in MEASUREMENTS)
 _NUMBERS = tuple(name for name, _ in _NUMBER_COLUMNS)
-_JSON_COLUMNS = ("throttle_reasons", "processes")
+_JSON_COLUMNS = LISTS
 _NAMES = ("gpu_id", "at", *_NUMBERS, *_JSON_COLUMNS)
 #: ``name type, ...`` of the staging table.
 _STAGE_COLUMNS = ", ".join(
@@ -283,12 +274,8 @@ def health_notes_for_job(job: Job, now: datetime | None = None) -> list[str]:
 
 # --- Rollups and retention --------------------------------------------------------------------
 
-_METRICS = (
-    ("utilization", "utilization_pct"),
-    ("memory_used", "memory_used_mib"),
-    ("temperature", "temperature_c"),
-    ("power", "power_w"),
-)
+#: Chart metric -> sample column: each has min, mean and max columns in the rollups.
+_METRICS = tuple(CHART_METRICS.items())
 
 
 def floor_time(at: datetime, seconds: int) -> datetime:

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
+from monitoring.sample_fields import MAX_THROTTLE_REASON, SAMPLE_FIELDS, SampleField
 from monitoring.series import METRICS
 
 
@@ -14,22 +17,35 @@ class ProcessSerializer(serializers.Serializer):
 
 
 class SampleSerializer(serializers.Serializer):
-    at = serializers.DateTimeField(help_text="When it was read, with a time zone.")
-    index = serializers.IntegerField(required=False, min_value=0, help_text="The GPU's index on the node.")
-    uuid = serializers.CharField(required=False, max_length=64, help_text="The GPU's UUID; preferred over index.")
-    utilization_pct = serializers.FloatField(
-        min_value=0, max_value=100, allow_null=True, required=False, help_text="null or absent: not reported (MIG)."
-    )
-    memory_used_mib = serializers.IntegerField(min_value=0)
-    memory_total_mib = serializers.IntegerField(required=False, min_value=0)
-    temperature_c = serializers.FloatField(required=False)
-    power_w = serializers.FloatField(required=False, min_value=0)
-    power_limit_w = serializers.FloatField(required=False, min_value=0)
-    sm_clock_mhz = serializers.IntegerField(required=False, min_value=0)
-    throttle_reasons = serializers.ListField(child=serializers.CharField(max_length=32), required=False)
-    xid = serializers.IntegerField(required=False, min_value=0, help_text="An XID error seen since the last sample.")
-    ecc_errors = serializers.IntegerField(required=False, min_value=0)
-    processes = ProcessSerializer(many=True, required=False)
+    """One reading of one GPU."""
+
+    # The fields and their bounds are monitoring.sample_fields', as the validator's.
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {f.name: _sample_field(f) for f in SAMPLE_FIELDS}
+
+
+def _sample_field(f: SampleField) -> serializers.Field:
+    """The schema's field for one sample field."""
+    kwargs: dict[str, Any] = {"required": f.required}
+    if f.meaning:
+        kwargs["help_text"] = f.meaning
+    if f.nullable:
+        kwargs["allow_null"] = True
+    if f.kind in ("number", "integer"):
+        whole = int if f.kind == "integer" else float
+        if f.minimum is not None:
+            kwargs["min_value"] = whole(f.minimum)
+        if f.maximum is not None:
+            kwargs["max_value"] = whole(f.maximum)
+        return serializers.IntegerField(**kwargs) if f.kind == "integer" else serializers.FloatField(**kwargs)
+    if f.kind == "time":
+        return serializers.DateTimeField(**kwargs)
+    if f.kind == "text":
+        return serializers.CharField(max_length=int(f.maximum or 0), **kwargs)
+    if f.name == "processes":
+        return ProcessSerializer(many=True, max_length=int(f.maximum or 0), **kwargs)  # type: ignore[call-arg]
+    return serializers.ListField(child=serializers.CharField(max_length=MAX_THROTTLE_REASON), **kwargs)
 
 
 class SampleBatchSerializer(serializers.Serializer):
