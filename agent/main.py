@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.collectors.base import Collector, CollectorError
+from agent.collectors.dcgm import DcgmCollector
+from agent.collectors.nvml import NvmlCollector
 
 log = logging.getLogger("qm-agent")
 
@@ -104,11 +106,7 @@ class Sender:
 
 def make_collector(args: argparse.Namespace) -> Collector:
     if args.collector == "dcgm":
-        from agent.collectors.dcgm import DcgmCollector
-
         return DcgmCollector(args.dcgm_url)
-    from agent.collectors.nvml import NvmlCollector
-
     return NvmlCollector()
 
 

@@ -22,8 +22,6 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from agent.collectors.base import CollectorError, Reading
 
 FIELDS = {
@@ -49,6 +47,9 @@ def parse_dcgm_metrics(text: str, mig_indices: Mapping[tuple[int, int], int] | N
 
     Raises ``CollectorError`` on text that is not Prometheus exposition format.
     """
+    # Here, not at the top: a node that reads NVML needs no prometheus-client.
+    from prometheus_client.parser import text_string_to_metric_families
+
     gpus: dict[int, _Entity] = defaultdict(_Entity)
     slices: dict[tuple[int, int], _Entity] = defaultdict(_Entity)
     try:

@@ -20,7 +20,7 @@ key, so a renamed account reaches its jobs too.
 
 Elsewhere (SQLite, the embedded default) there is no such version: everything is read
 each time, as before. Decisions never depend on the keeping: the views are the ones a
-full read would build (``tests/scheduler/test_kept_rows.py`` changes rows every way a
+full read would build (``tests/scheduler/tick/test_kept_rows.py`` changes rows every way a
 writer can and compares).
 """
 

@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 from scheduler.models import Job
 from tests.conftest import redis_url
 from tests.e2e.conftest import child_env
-from tests.scheduler.waiting import wait_for
+from tests.scheduler.tick.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

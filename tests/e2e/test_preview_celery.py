@@ -13,7 +13,7 @@ from scheduler.models import Simulation
 from tests.conftest import redis_url
 from tests.e2e.conftest import child_env
 from tests.scheduler.test_previews import history
-from tests.scheduler.waiting import wait_for
+from tests.scheduler.tick.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 

@@ -25,7 +25,7 @@ from scheduler.models import Cluster, Job
 from tests import slurm_dev
 from tests.conftest import redis_url
 from tests.e2e.conftest import child_env
-from tests.scheduler.waiting import wait_for
+from tests.scheduler.tick.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 

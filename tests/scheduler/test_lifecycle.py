@@ -20,7 +20,7 @@ from scheduler.jobs.verbs import cancel_job, requeue_job
 from scheduler.models import Job
 from scheduler.tick.run import run_tick
 from tests.builders import submit
-from tests.scheduler.waiting import wait_for
+from tests.scheduler.tick.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 

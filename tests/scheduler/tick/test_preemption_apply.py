@@ -13,7 +13,7 @@ from scheduler.jobs.remote import backend_for
 from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Job
 from tests.builders import local_node_group, make_local_cluster, submit
-from tests.scheduler.waiting import wait_for
+from tests.scheduler.tick.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 

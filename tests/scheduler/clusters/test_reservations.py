@@ -20,8 +20,8 @@ from scheduler.jobs.remote import cancel_remote
 from scheduler.models import Job, Node, Reservation
 from tests import slurm_dev
 from tests.builders import submit
-from tests.scheduler.test_slurm_cluster import slurm_cluster  # noqa: F401  (fixture)
-from tests.scheduler.waiting import wait_for
+from tests.scheduler.clusters.test_slurm_cluster import slurm_cluster  # noqa: F401  (fixture)
+from tests.scheduler.tick.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 

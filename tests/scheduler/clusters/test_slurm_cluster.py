@@ -26,7 +26,7 @@ from scheduler.models import Cluster, Job
 from tests import slurm_dev
 from tests.builders import submit
 from tests.conftest import require_slurm
-from tests.scheduler.waiting import wait_for
+from tests.scheduler.tick.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 

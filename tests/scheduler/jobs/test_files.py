@@ -24,7 +24,7 @@ from scheduler.clusters.poll import poll_backends
 from scheduler.jobs.files import expire_files, stored_bytes
 from scheduler.models import Job, JobFiles
 from tests.builders import end, start, submit
-from tests.scheduler.waiting import wait_for
+from tests.scheduler.tick.waiting import wait_for
 
 JOB = {"name": "sweep", "command": "sha256sum data.txt", "gpus_per_node": 1, "walltime_seconds": 600}
 MB = 1_000_000

@@ -18,7 +18,7 @@ from scheduler.clusters.logs import read_job_log
 from scheduler.clusters.poll import poll_backends
 from scheduler.core.types import PendingReason
 from scheduler.models import Job, JobEvent
-from tests.scheduler.waiting import wait_for
+from tests.scheduler.tick.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HOME = ROOT / "scheduler" / "jobs"
 SKIPPED = {".venv", ".git", "tests", "benchmarks", "var", "build", "migrations", "node_modules"}
 WRITES = {"update", "create", "update_or_create", "get_or_create", "bulk_update"}

@@ -162,7 +162,7 @@ def _one_connection_per_test() -> Iterator[None]:
 def _submissions_unlimited() -> Iterator[None]:
     """The fuzzer submits hundreds of times a minute: JOB_SUBMIT_RATE would answer most
     with 429 (documented, so still within the contract) and leave no submission through.
-    The rate itself is tested in tests/scheduler/test_job_files_storage.py."""
+    The rate itself is tested in tests/scheduler/jobs/test_files.py."""
     with override_settings(JOB_SUBMIT_RATE="1000000/minute"):
         yield
 
