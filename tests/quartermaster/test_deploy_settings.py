@@ -45,6 +45,8 @@ def manage(tmp_path: Path, *argv: str, **environment: str) -> subprocess.Complet
     """``manage.py ARGV`` in a fresh interpreter with ``environment`` over a clean one."""
     base = {key: value for key, value in os.environ.items() if key not in HTTPS_VARIABLES}
     base.pop("DATABASE_URL", None)
+    # Set by the browser tests' conftest for Playwright's event loop; no deployment has it.
+    base.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     env = {**base, "DJANGO_SETTINGS_MODULE": "quartermaster.settings", "QM_VAR_DIR": str(tmp_path), **environment}
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), *argv],
