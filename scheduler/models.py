@@ -17,6 +17,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from scheduler.choices import BackendKind, EventKind, JobState, NodeState
+from scheduler.core.hours import job_gpus
 
 
 class Cluster(models.Model):
@@ -281,8 +282,11 @@ class Job(models.Model):
         return self.file_set.expired_at if self.file_set_id is not None and self.file_set else None
 
     @property
-    def total_gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
+    def total_gpus(self) -> float:
+        """GPUs it holds (or asks for): ``nodes x gpus_per_node``, or ``nodes x gpu_share``
+        for a share of one GPU per node (``scheduler.core.hours.job_gpus``; in SQL
+        ``common.db.dbfunctions.job_gpus``)."""
+        return job_gpus(self.nodes, self.gpus_per_node, self.gpu_share)
 
     @property
     def backend_key(self) -> str:

@@ -101,7 +101,7 @@ def site_history(now: datetime, days: int) -> list[TraceJob]:
                 id=job_id,
                 submit_s=int((submitted - origin).total_seconds()),
                 duration_s=max(0, int((ended - started).total_seconds())),
-                gpus=nodes * per_node,
+                gpus=nodes * per_node,  # GPUs placed: the replay places whole GPUs, a share sits on one
                 account=account,
                 walltime_s=max(1, walltime),
             )

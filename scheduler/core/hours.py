@@ -55,8 +55,10 @@ def wait_bin(wait: timedelta) -> int:
 
 
 def job_gpus(nodes: int, gpus_per_node: int, gpu_share: float) -> float:
-    """GPUs an attempt holds: ``nodes x gpus_per_node``, or ``nodes x gpu_share`` for a
-    share of one GPU per node (as ``common.db.dbfunctions.job_gpus`` counts in SQL)."""
+    """GPUs a job (or one attempt of it) holds: ``nodes x gpus_per_node``, or ``nodes x
+    gpu_share`` for a share of one GPU per node. The one rule for "a job's GPUs":
+    ``Job.total_gpus`` and ``PendingJob.gpu_amount`` call it, and
+    ``common.db.dbfunctions.job_gpus`` counts the same in SQL."""
     return nodes * gpu_share if gpu_share > 0 else float(nodes * gpus_per_node)
 
 

@@ -15,6 +15,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from scheduler.core.hours import job_gpus
+
 if TYPE_CHECKING:  # the policy modules import these types; annotations only here
     from scheduler.core.carry import Carry
     from scheduler.core.fairshare import FairShareTree
@@ -249,8 +251,9 @@ class PendingJob:
 
     @property
     def gpu_amount(self) -> float:
-        """GPUs this job counts for in quotas and guarantees: shares count as such."""
-        return self.nodes * self.gpu_share if self.gpu_share else float(self.gpus)
+        """GPUs this job counts for in quotas and guarantees: shares count as such
+        (:func:`scheduler.core.hours.job_gpus`)."""
+        return job_gpus(self.nodes, self.gpus_per_node, self.gpu_share)
 
     def accepts(self, gpu: GpuView) -> bool:
         """Whether one GPU satisfies this job's per-GPU constraints."""
