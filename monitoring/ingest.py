@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from common.nul import has_nul
 from monitoring.sample_fields import MAX_THROTTLE_REASON, MEASUREMENTS, SAMPLE_FIELDS, sample_field
 
 #: field -> (minimum, maximum) of the measurements (``monitoring.sample_fields``);
@@ -84,12 +85,12 @@ def validate_sample(raw: Any, *, now: datetime, oldest: datetime) -> tuple[Clean
                 errors["index"] = "Must be a non-negative integer."
         elif name == "uuid":
             uuid = value or ""
-            if not isinstance(uuid, str) or len(uuid) > MAX_UUID or "\x00" in uuid:
+            if not isinstance(uuid, str) or len(uuid) > MAX_UUID or has_nul(uuid):
                 errors["uuid"] = _UUID_MESSAGE
         elif name == "throttle_reasons":
             if value is not None:
                 if isinstance(value, list) and all(
-                    isinstance(r, str) and len(r) <= MAX_THROTTLE_REASON and "\x00" not in r for r in value
+                    isinstance(r, str) and len(r) <= MAX_THROTTLE_REASON and not has_nul(r) for r in value
                 ):
                     values[name] = value
                 else:

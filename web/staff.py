@@ -26,6 +26,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from rest_framework import serializers
 
+from common.forms import NulFreeCharField
 from monitoring import charts, readings
 from monitoring.queue import queue_history
 from monitoring.series import series
@@ -336,13 +337,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 
 
 class DrainForm(forms.Form):
-    reason = forms.CharField(max_length=200, help_text="Shown to users whose jobs wait for this node.")
-
-    def clean_reason(self) -> str:
-        reason: str = self.cleaned_data["reason"]
-        if "\x00" in reason:
-            raise forms.ValidationError("Null characters are not allowed.")
-        return reason
+    reason = NulFreeCharField(max_length=200, help_text="Shown to users whose jobs wait for this node.")
 
 
 @staff_required

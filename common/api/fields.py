@@ -6,6 +6,13 @@ from typing import Any
 
 from rest_framework import serializers
 
+from common.nul import has_nul, nul_message
+
+
+def _name(field: serializers.Field) -> str:
+    """The field's name for a message; a list's item (``many=True``) goes by its list's."""
+    return field.field_name or getattr(field.parent, "field_name", "") or "This field"
+
 
 class SlugRelatedField(serializers.SlugRelatedField):
     """DRF's, but a slug holding a NUL character is invalid input, not a database error.
@@ -15,12 +22,22 @@ class SlugRelatedField(serializers.SlugRelatedField):
     """
 
     def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, str) and "\x00" in data:
-            self.fail("invalid")
+        if isinstance(data, str) and has_nul(data):
+            raise serializers.ValidationError(nul_message(_name(self)), code="invalid")
         return super().to_internal_value(data)
 
 
-class TextField(serializers.CharField):
+class NulFreeCharField(serializers.CharField):
+    """DRF's ``CharField`` (which refuses a NUL with a message that names nothing), with
+    the message naming the field: "name may not contain a NUL character (\\x00)."."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if isinstance(data, str) and has_nul(data):
+            raise serializers.ValidationError(nul_message(_name(self)), code="null_characters")
+        return str(super().to_internal_value(data))
+
+
+class TextField(NulFreeCharField):
     """A string, as sent: never trimmed, and a number or a boolean is an error, not turned
     into text (a file's content that arrives as ``5`` was not meant to be ``"5"``)."""
 

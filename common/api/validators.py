@@ -8,24 +8,26 @@ from typing import Any
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
+from common.nul import has_nul, nul_message
 
-def no_nul_characters(value: Any) -> None:
-    """Refuse a NUL character in any string or key of a JSON value.
+
+class NoNulCharacters:
+    """Refuse a NUL character in any string or key of a JSON value, naming the field.
 
     DRF's ``CharField`` already refuses NUL, but JSON and dict fields do not, and
-    PostgreSQL refuses ``\\u0000`` in ``jsonb``: without this the save is a 500.
+    PostgreSQL refuses ``\\u0000`` in ``jsonb``: without this the save is a 500. As a
+    field's validator DRF hands it the field (``requires_context``); called by hand with
+    the value alone, the message says "This field".
     """
-    pending = [value]
-    while pending:  # a loop, not recursion: the body's nesting is the client's choice
-        item = pending.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                raise serializers.ValidationError("Null characters are not allowed.")
-        elif isinstance(item, dict):
-            pending.extend(item.keys())
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
+
+    requires_context = True
+
+    def __call__(self, value: Any, field: Any = None) -> None:
+        if has_nul(value):
+            raise serializers.ValidationError(nul_message(getattr(field, "field_name", "") or "This field"))
+
+
+no_nul_characters = NoNulCharacters()
 
 
 #: Characters that reorder or hide the text around them (Unicode's bidirectional
