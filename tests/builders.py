@@ -123,6 +123,45 @@ def join(user: Any, account: Any, role: str = "member") -> Any:
     return Membership.objects.create(user=user, account=account, role=role)
 
 
+def job_request(**changes: Any) -> dict[str, Any]:
+    """A job request as the API's serializer shapes it (every field present, at its
+    default unless changed): one GPU for ten minutes running ``python train.py``, no
+    account or QOS (those are admission's arguments). ``array`` may be given as text
+    (``"0-99"``)."""
+    from decimal import Decimal
+
+    from scheduler.jobs.array_spec import parse_array
+
+    request: dict[str, Any] = {
+        "name": "train",
+        "command": "python train.py",
+        "script": "",
+        "image": "",
+        "env": {},
+        "workdir": "",
+        "files": {},
+        "array": None,
+        "nodes": 1,
+        "gpus_per_node": 1,
+        "cpus_per_node": Decimal(1),
+        "memory_mib_per_node": 0,
+        "gpu_model": "",
+        "min_gpu_memory_mib": 0,
+        "min_compute_capability": "",
+        "walltime_seconds": 600,
+        "nice": 0,
+        "dependencies": [],
+        "gpu_share": 0.0,
+        "gpu_memory_mib_share": 0,
+        "node_labels": {},
+        "reservation": "",
+    }
+    request.update(changes)
+    if isinstance(request["array"], str):
+        request["array"] = parse_array(request["array"], max_size=1_000_000)
+    return request
+
+
 def submit(owner: Any, account: Any, *, qos: Any = None, **overrides: Any) -> Any:
     """Submit through the service, with a 1-GPU, 1-hour ``true`` job by default."""
     from scheduler.jobs.submit import submit_job

@@ -1,11 +1,13 @@
-"""The submit form: every field of ``POST /api/v1/jobs/``, validated by the API's own
-serializer so the page and the API accept and refuse exactly the same jobs.
+"""The submit form: every field of ``POST /api/v1/jobs/``, shaped by the API's own
+serializer and admitted by the API's own rules, so the page and the API accept and
+refuse exactly the same jobs, with the same words.
 
 The form offers every request field (``scheduler.jobs.request.REQUEST_FIELDS``) and only
 turns what people type into the API's body (walltime as ``2h`` or ``1:30:00``, env as
-``KEY=value`` lines, dependencies as ``afterok:12``, node labels as ``rack=r1``); every rule
-lives in :class:`scheduler.api.serializers.JobSubmitSerializer`, whose errors are shown
-against the form field they name.
+``KEY=value`` lines, dependencies as ``afterok:12``, node labels as ``rack=r1``). The
+body is shaped by :class:`scheduler.api.serializers.JobRequestSerializer` (types, a
+field's own limits) and admitted by :func:`scheduler.jobs.admission.admit` (every rule
+across fields); their problems are shown against the form field they name.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest
+from django.utils import timezone
 
 from people.access import default_account, usable_qos
 from people.models import Account, Qos
-from scheduler.api.serializers import JobSubmitSerializer
+from scheduler.api.serializers import JobRequestSerializer
+from scheduler.jobs.admission import admit
 from scheduler.jobs.request import REQUEST_FIELDS, request_values
 from scheduler.models import Job
 from scheduler.reads.inventory import load_inventory
@@ -245,7 +249,7 @@ def _as_text(name: str, value: Any) -> str:
         return FIELD_SHAPES[name][1](value)
     if isinstance(value, Decimal):  # CPUs: 8, not 8.000
         return format(value.normalize(), "f")
-    default = JobSubmitSerializer._declared_fields[name].default
+    default = JobRequestSerializer._declared_fields[name].default
     return "" if not value and not default else str(value)
 
 
@@ -267,7 +271,8 @@ def _number(label: str, help_text: str = "", placeholder: str = "") -> forms.Cha
 
 
 class JobForm(forms.Form):
-    """What the submit page posts; :meth:`clean` validates through the API serializer."""
+    """What the submit page posts; :meth:`clean` shapes it as the API does and asks
+    admission's standing rules (the quotas are asked by the submission or what-if)."""
 
     name = forms.CharField(max_length=128)
     account = forms.ChoiceField(help_text="The account the GPU-hours are charged to.")
@@ -317,12 +322,14 @@ class JobForm(forms.Form):
             account_field.initial = default.name
         qos_field: Any = self.fields["qos"]
         qos_field.choices = [("", "default")] + [(n, n) for n in _offered_qos(user, accounts)]
-        self.gpu_models = load_inventory().models
+        self.inventory = load_inventory()
+        self.gpu_models = self.inventory.models
         self.api_data: dict[str, Any] = {}
         self.validated: dict[str, Any] = {}
 
     def clean(self) -> dict[str, Any]:
-        """Build the API body, then validate it with ``JobSubmitSerializer``."""
+        """Build the API body, shape it with ``JobRequestSerializer``, then admit it
+        (``scheduler.jobs.admission.admit``)."""
         data = super().clean() or {}
         body: dict[str, Any] = {"name": data.get("name", ""), "account": data.get("account", "")}
         for name in _OPTIONAL:
@@ -338,15 +345,26 @@ class JobForm(forms.Form):
                 body[name] = parse(raw)
             except ValueError as exc:
                 self.add_error(name, str(exc))
-        # Validated even when a field above failed, so that every error shows at once; a
-        # field that already has its own error does not get the API's second word on it.
-        serializer = JobSubmitSerializer(data=body, context={"request": self.request})
-        if not serializer.is_valid():
-            self._add_api_errors({k: v for k, v in serializer.errors.items() if k not in self.errors})
+        # Shaped and admitted even when a field above failed, so that every error shows at
+        # once; a field that already has its own error does not get the API's second word.
+        shaped = JobRequestSerializer(data=body, context={"request": self.request})
+        if not shaped.is_valid():
+            self._add_api_errors({k: v for k, v in shaped.errors.items() if k not in self.errors})
+            return data
+        values = dict(shaped.validated_data)
+        admission = admit(
+            values,
+            owner=self.request.user,
+            account=values.get("account"),
+            qos=values.get("qos"),
+            hardware=self.inventory,
+            now=timezone.now(),
+        )
+        self._add_api_errors({k: v for k, v in admission.problems.items() if k not in self.errors})
         if self.errors:
             return data
         self.api_data = body
-        self.validated = dict(serializer.validated_data)
+        self.validated = {**values, "account": admission.account, "qos": admission.qos}
         return data
 
     def _add_api_errors(self, errors: Any) -> None:

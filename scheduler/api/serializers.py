@@ -19,7 +19,7 @@ from common.api.fields import SlugRelatedField, TextField
 from common.api.shared_fields import FieldsBuiltOnce
 from common.api.strict import RejectUnknownFields
 from common.api.validators import no_nul_characters, plain_name
-from people.access import default_account, may_submit_to, usable_qos, visible_jobs
+from people.access import visible_jobs
 from people.models import Account, Qos
 from scheduler.api.workdir import checked_workdir
 from scheduler.backends import BackendError, available_kinds, load_backend
@@ -28,16 +28,15 @@ from scheduler.backends.job_files import name_problem
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.reason_words import reason_words
 from scheduler.core.types import cpu_count, cpu_millis, gpu_model_choices, parse_compute_capability
+from scheduler.jobs.admission import admit
 from scheduler.jobs.array_spec import MAX_SPEC_LENGTH, ArraySpec, ArraySpecError, parse_array
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.files import files_size
-from scheduler.jobs.request import REQUEST_FIELDS, parse_cpus, pending_request
+from scheduler.jobs.request import REQUEST_FIELDS, parse_cpus
 from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
 from scheduler.reads.arrays import display_id
-from scheduler.reads.identity import clusters_requiring_identity, has_cluster_identity
 from scheduler.reads.inventory import load_inventory
-from scheduler.reads.reservations import reservation_problem
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_INT = 2**31 - 1
@@ -256,11 +255,13 @@ SUBMIT_FIELD_HINTS: dict[str, str] = {
 }
 
 
-class JobSubmitSerializer(FieldsBuiltOnce, RejectUnknownFields):
-    """A job request: every entry of ``REQUEST_FIELDS`` (each declared here with its
-    limits; a test checks none is missing) plus what to run and who pays. Every problem
-    is reported against the field that causes it; a field it does not know too
-    (:data:`SUBMIT_FIELD_HINTS` for the names Slurm users write)."""
+class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
+    """A job request's shape: every entry of ``REQUEST_FIELDS`` (each declared here with
+    its limits; a test checks none is missing) plus what to run and who pays, parsed and
+    checked field by field. Every problem is reported against the field that causes it;
+    a field it does not know too (:data:`SUBMIT_FIELD_HINTS` for the names Slurm users
+    write). No rule across fields: those are admission's (:class:`JobSubmitSerializer`,
+    and the submit form, ask it)."""
 
     field_hints = SUBMIT_FIELD_HINTS
 
@@ -438,64 +439,32 @@ class JobSubmitSerializer(FieldsBuiltOnce, RejectUnknownFields):
                 raise serializers.ValidationError(str(exc)) from None
         return value
 
+
+class JobSubmitSerializer(JobRequestSerializer):
+    """A job request: every entry of ``REQUEST_FIELDS`` (each declared here with its
+    limits; a test checks none is missing) plus what to run and who pays. Every problem
+    is reported against the field that causes it; a field it does not know too
+    (:data:`SUBMIT_FIELD_HINTS` for the names Slurm users write)."""
+
+    # The docstring is the schema's; for us: ``POST /api/v1/jobs/`` (a job or an array),
+    # its what-if and a job edit. The request is shaped by JobRequestSerializer, then
+    # admitted by scheduler.jobs.admission: its standing rules here, the quotas where the
+    # job is submitted (under locks) or estimated.
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        user = self.context["request"].user
-        errors: dict[str, str] = {}
-        if not attrs.get("command") and not attrs.get("script"):
-            errors["command"] = "Give a command or a script."
-        elif attrs.get("command") and attrs.get("script"):
-            errors["script"] = "Give a command or a script, not both."
-        account = attrs.get("account")
-        if account is None:
-            attrs["account"] = account = default_account(user)
-            if account is None:
-                errors["account"] = "This field is required (you belong to no account: ask staff to add you to one)."
-        elif not may_submit_to(user, account):
-            errors["account"] = f"You are not a member of account {account.name!r}."
-        qos = attrs.get("qos")
-        if account is not None:
-            allowed, default = usable_qos(account)
-            if qos is None:
-                attrs["qos"] = qos = default
-            elif qos not in allowed and not user.is_staff:
-                names = ", ".join(q.name for q in allowed) or "none"
-                errors["qos"] = f"Account {account.name!r} may not use QOS {qos.name!r} (it may use: {names})."
-        if qos is not None and qos.max_walltime_seconds and attrs["walltime_seconds"] > qos.max_walltime_seconds:
-            errors["walltime_seconds"] = (
-                f"{attrs['walltime_seconds']}s exceeds the maximum of QOS {qos.name!r} ({qos.max_walltime_seconds}s)."
-            )
-        array = attrs.get("array")
-        if array is not None:
-            # Each task stores its command and script; the files are stored once for all.
-            each = sum(len(attrs[f].encode("utf-8")) for f in ("command", "script"))
-            if each * array.count + files_size(attrs["files"]) > settings.JOB_ARRAY_MAX_BYTES:
-                errors["array"] = (
-                    f"{array.count} tasks of {each} bytes (command and script) each, and "
-                    f"{files_size(attrs['files'])} bytes of files, exceed the {settings.JOB_ARRAY_MAX_BYTES} bytes an "
-                    "array may hold; put the inputs on the cluster's storage and read them by $QM_ARRAY_TASK_ID."
-                )
-        if attrs.get("reservation") and "account" not in errors:
-            problem = reservation_problem(
-                attrs["reservation"], user, account, attrs["walltime_seconds"], timezone.now()
-            )
-            if problem:
-                errors["reservation"] = problem
-        if attrs["gpu_share"] and attrs["gpus_per_node"] != 1:
-            errors["gpus_per_node"] = "A fractional job (gpu_share) takes a share of 1 GPU per node."
-        if attrs["gpu_memory_mib_share"] and not attrs["gpu_share"]:
-            errors["gpu_memory_mib_share"] = "Only a fractional job (gpu_share) reserves a share of GPU memory."
-        for field, message in load_inventory().check(pending_request(attrs)).items():
-            errors.setdefault(field, message)
-        if not has_cluster_identity(user):
-            needing = clusters_requiring_identity()
-            if needing:
-                errors["cluster_identity"] = (
-                    f"You have no cluster identity (the POSIX user your jobs run as), and cluster "
-                    f"{', '.join(needing)} runs every job as its owner: ask staff to set yours."
-                )
-        if errors:
-            raise serializers.ValidationError(errors)
-        return attrs
+        """Admission's standing rules (:func:`scheduler.jobs.admission.admit`); an
+        omitted account or QOS becomes the default it stands for."""
+        admission = admit(
+            attrs,
+            owner=self.context["request"].user,
+            account=attrs.get("account"),
+            qos=attrs.get("qos"),
+            hardware=load_inventory(),
+            now=timezone.now(),
+        )
+        if admission.problems:
+            raise serializers.ValidationError(admission.problems)
+        return {**attrs, "account": admission.account, "qos": admission.qos}
 
     def create(self, validated_data: dict[str, Any]) -> Job:
         data = dict(validated_data)

@@ -34,10 +34,10 @@ from scheduler.core.estimate import estimate_starts
 from scheduler.core.priority import PriorityBreakdown
 from scheduler.core.reason_words import REASON_WORDS
 from scheduler.core.types import PendingReason, Snapshot
+from scheduler.jobs.admission import quota_refusals, tasks
 from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.blockers import blockers_to_json
 from scheduler.jobs.request import pending_job
-from scheduler.jobs.submit import quota_refusals
 from scheduler.models import Job
 from scheduler.tick.snapshot import load_dependency_states, load_snapshot, with_policy_inputs
 from scheduler.tick.usage import current_usage
@@ -88,19 +88,21 @@ def what_if(
     """When a job with these fields, submitted by ``owner`` now, would start (for an
     array: its first task; quotas count all of its tasks). Writes nothing.
 
-    Takes what :func:`scheduler.jobs.submit.submit_job` takes (the API validates both with
-    the same serializer) and raises the ``ValidationError`` (field -> message) it would
-    raise when a quota refuses the job.
+    Takes what :func:`scheduler.jobs.submit.submit_job` takes: a request that passed
+    admission's standing rules (``scheduler.jobs.admission.admit``, asked by the API's
+    serializer and the form for both), and raises the ``ValidationError`` (field ->
+    message) submit would raise when a quota refuses the job.
 
     Steps:
-    1. Check the quotas that depend on the queue, as submit does (without its locks).
+    1. Ask admission's second stage, the quotas that depend on the queue, as submit
+       does (without its locks).
     2. Build the job as an unsaved ``Job`` and view it as the snapshot views pending jobs.
     3. Add it, and the states of the jobs it depends on, to a fresh planning snapshot.
     4. Run the cycle (would it start now, else why it waits; its priority) and the
        estimate (when it starts at the latest).
     """
     now = now or timezone.now()
-    refusals = quota_refusals(owner, account, int(fields["walltime_seconds"]), adding=array.count if array else 1)
+    refusals = quota_refusals(owner, account, int(fields["walltime_seconds"]), adding=tasks(array))
     if refusals:
         raise ValidationError(refusals)
     fields.pop("files", None)  # stored apart from the job (scheduler.jobs.files); no plan depends on them

@@ -1,5 +1,6 @@
-"""Which clusters run every job as its owner, for the submit-time check that the owner
-has a cluster identity (a job then never waits for a cluster it could not run on)."""
+"""Which clusters run every job as its owner, for the admission rule that the owner has
+a cluster identity (``scheduler.jobs.admission``: a job then never waits for a cluster it
+could not run on)."""
 
 from __future__ import annotations
 
