@@ -115,7 +115,8 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name", read_only=True, allow_null=True, default=None)
     allocations = AllocationSerializer(many=True, read_only=True)
     cpus_per_node = CpusField(read_only=True)
-    total_gpus = serializers.IntegerField(read_only=True)
+    #: GPUs held, a share counted as its part (0.25): ``scheduler.core.hours.job_gpus``.
+    total_gpus = serializers.FloatField(read_only=True)
     env = serializers.DictField(child=serializers.CharField(allow_blank=True), read_only=True)
     dependencies = DependencySerializer(many=True, read_only=True)
     pending_blockers = serializers.SerializerMethodField(

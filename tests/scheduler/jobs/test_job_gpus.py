@@ -25,11 +25,6 @@ JOBS = [
     ("a quarter of one GPU on each of 2 nodes", 2, 1, 0.25, 0.5),
     ("no GPU", 1, 0, 0.0, 0.0),
 ]
-#: ``JobSerializer.total_gpus`` (scheduler/api/serializers.py) is an IntegerField: it
-#: serves int(0.25) = 0 for a share until it is a FloatField.
-API_ROUNDS_SHARES = pytest.mark.xfail(
-    strict=True, reason="JobSerializer.total_gpus is an IntegerField; it must be a FloatField to serve a share"
-)
 
 
 @pytest.fixture
@@ -55,7 +50,7 @@ def test_the_model_the_core_and_sql_count_a_jobs_gpus_alike(world, shared_cluste
 
 @pytest.mark.parametrize(
     ("nodes", "per_node", "share", "gpus"),
-    [pytest.param(*row[1:], id=row[0], marks=[API_ROUNDS_SHARES] if row[3] else []) for row in JOBS],
+    [pytest.param(*row[1:], id=row[0]) for row in JOBS],
 )
 def test_the_api_serves_the_same_count(world, shared_cluster, client_for, nodes, per_node, share, gpus):
     job = make_job(world, nodes, per_node, share)
