@@ -18,7 +18,8 @@ from rest_framework import serializers
 from common.api.fields import SlugRelatedField, TextField
 from common.api.shared_fields import FieldsBuiltOnce
 from common.api.strict import RejectUnknownFields
-from common.api.validators import no_nul_characters, plain_name
+from common.api.validators import plain_name
+from common.nul import has_nul, nul_message
 from people.access import visible_jobs
 from people.models import Account, Qos
 from scheduler.api.workdir import checked_workdir
@@ -401,8 +402,8 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
         bad = [k for k in value if not ENV_NAME.fullmatch(k)]
         if bad:
             raise serializers.ValidationError(f"Invalid variable names: {', '.join(sorted(bad)[:5])}.")
-        if any("\x00" in v for v in value.values()):
-            raise serializers.ValidationError("Values may not contain NUL characters.")
+        if has_nul(value):
+            raise serializers.ValidationError(nul_message("A variable's value"))
         reserved = sorted(k for k in value if is_reserved(k))
         if reserved:
             raise serializers.ValidationError(f"You may not set {', '.join(reserved[:5])}: {RESERVED_WORDS}.")
@@ -416,8 +417,10 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
     def validate_node_labels(self, value: dict[str, str]) -> dict[str, str]:
         if len(value) > 20:
             raise serializers.ValidationError("At most 20 labels.")
-        if any(not key or len(key) > 128 or "\x00" in key + text for key, text in value.items()):
-            raise serializers.ValidationError("Label names must be 1-128 characters, without NUL characters.")
+        if any(not key or len(key) > 128 for key in value):
+            raise serializers.ValidationError("Label names must be 1-128 characters.")
+        if has_nul(value):
+            raise serializers.ValidationError(nul_message("A label"))
         return value
 
     def validate_gpu_share(self, value: float) -> float:
@@ -554,7 +557,8 @@ class ClusterSerializer(RejectUnknownFields, serializers.ModelSerializer):
     def validate_config(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise serializers.ValidationError("Must be a JSON object.")
-        no_nul_characters(value)
+        if has_nul(value):
+            raise serializers.ValidationError(nul_message("config"))
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
