@@ -324,7 +324,7 @@ class _Cycle:
 
 
 # A measured hot loop, kept inline: once per pending job (10,000 in benchmarks/tick.py's figure).
-def _walk(cycle: _Cycle, order: Iterable[PendingJob]) -> None:  # noqa: C901, PLR0915, RUF100
+def _walk(cycle: _Cycle, order: Iterable[PendingJob]) -> None:  # noqa: C901, PLR0915
     """Step 4: decide every job of ``order`` in turn (:func:`schedule`'s steps 3 to 6).
 
     In order: a job is screened out (dependencies, array throttle, no node could ever

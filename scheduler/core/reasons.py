@@ -56,7 +56,8 @@ class Circumstances:
     throttle: ArrayThrottle | None = None
 
 
-def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances) -> dict[int, tuple[Blocker, ...]]:
+# A hot loop, kept inline: once per waiting job of every explaining cycle (benchmarks/tick.py).
+def explain(order: Iterable[PendingJob], decisions: Decisions, c: Circumstances) -> dict[int, tuple[Blocker, ...]]:  # noqa: C901
     """Job id -> all its blockers (the cycle's reason first), for every waiting job.
 
     ``order`` is the queue order the cycle walked. The priority blocker says that jobs

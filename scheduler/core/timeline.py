@@ -364,7 +364,8 @@ class Planner:
                         masks[line.position] = 0
         return key, masks
 
-    def plan(self, job: PendingJob, describe: bool = True) -> tuple[datetime, tuple[Allocation, ...]] | None:
+    # A hot loop, kept inline: once per pending job of every estimate pass over the queue.
+    def plan(self, job: PendingJob, describe: bool = True) -> tuple[datetime, tuple[Allocation, ...]] | None:  # noqa: C901, PLR0915
         """Plan ``job`` at its earliest start and hold its resources until its walltime
         ends. Returns the start and allocations (none unless ``describe``: an estimate
         needs only the start), or ``None`` if it never fits.

@@ -23,7 +23,7 @@ that no submission reads its quotas twice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -136,19 +136,7 @@ def admit(
     elif values.get("command") and values.get("script"):
         problem("script", "Give a command or a script, not both.")
     # 2.
-    if account is None:
-        account = default_account(owner)
-        if account is None:
-            problem("account", "This field is required (you belong to no account: ask staff to add you to one).")
-    elif not may_submit_to(owner, account):
-        problem("account", f"You are not a member of account {account.name!r}.")
-    if account is not None:
-        allowed, default = usable_qos(account)
-        if qos is None:
-            qos = default
-        elif qos not in allowed and not owner.is_staff:
-            names = ", ".join(q.name for q in allowed) or "none"
-            problem("qos", f"Account {account.name!r} may not use QOS {qos.name!r} (it may use: {names}).")
+    account, qos = _who_pays(owner, account, qos, problem)
     walltime = int(values["walltime_seconds"])
     if qos is not None and qos.max_walltime_seconds and walltime > qos.max_walltime_seconds:
         problem(
@@ -165,10 +153,8 @@ def admit(
         if message is not None:
             problem("reservation", message)
     # 5.
-    if values["gpu_share"] and values["gpus_per_node"] != 1:
-        problem("gpus_per_node", "A fractional job (gpu_share) takes a share of 1 GPU per node.")
-    if values["gpu_memory_mib_share"] and not values["gpu_share"]:
-        problem("gpu_memory_mib_share", "Only a fractional job (gpu_share) reserves a share of GPU memory.")
+    for field, message in _share_problems(values).items():
+        problem(field, message)
     # 6.
     for field, message in hardware.check(pending_request(values)).items():
         problem(field, message)
@@ -180,6 +166,38 @@ def admit(
             f"{', '.join(needing)} runs every job as its owner: ask staff to set yours.",
         )
     return Admission({field: [message] for field, message in found.items()}, account, qos)
+
+
+def _who_pays(
+    owner: Any, account: Account | None, qos: Qos | None, problem: Callable[[str, str], None]
+) -> tuple[Account | None, Qos | None]:
+    """Step 2's account and QOS: the owner's default account when none is given (they
+    must belong to the one given), the account's default QOS when none is given (one the
+    account may use; staff may use any). Tells ``problem`` what does not hold."""
+    if account is None:
+        account = default_account(owner)
+        if account is None:
+            problem("account", "This field is required (you belong to no account: ask staff to add you to one).")
+    elif not may_submit_to(owner, account):
+        problem("account", f"You are not a member of account {account.name!r}.")
+    if account is not None:
+        allowed, default = usable_qos(account)
+        if qos is None:
+            qos = default
+        elif qos not in allowed and not owner.is_staff:
+            names = ", ".join(q.name for q in allowed) or "none"
+            problem("qos", f"Account {account.name!r} may not use QOS {qos.name!r} (it may use: {names}).")
+    return account, qos
+
+
+def _share_problems(values: Mapping[str, Any]) -> dict[str, str]:
+    """Step 5: a fractional GPU is a share of one GPU per node; only it reserves memory."""
+    found = {}
+    if values["gpu_share"] and values["gpus_per_node"] != 1:
+        found["gpus_per_node"] = "A fractional job (gpu_share) takes a share of 1 GPU per node."
+    if values["gpu_memory_mib_share"] and not values["gpu_share"]:
+        found["gpu_memory_mib_share"] = "Only a fractional job (gpu_share) reserves a share of GPU memory."
+    return found
 
 
 def _array_too_large(values: Mapping[str, Any]) -> str | None:

@@ -204,7 +204,8 @@ class _Runs:
         return (ran - saved + self.cost.restart_s) * gpus
 
 
-def replay(
+# The event loop of a replay, kept in one frame: once per event of traces of 10^5-10^6 jobs.
+def replay(  # noqa: C901, PLR0915
     trace: Sequence[TraceJob],
     cluster: Sequence[NodeView],
     policy: Policy,
