@@ -25,6 +25,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from common.api.validators import plain_name
+from common.nul import has_nul, nul_message
 from monitoring import charts, readings
 from monitoring.models import JobEfficiency
 from monitoring.services import health_notes_for_job
@@ -272,12 +273,16 @@ def shown_blockers(blockers: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _save_template(request: HttpRequest, form: JobForm) -> HttpResponse:
-    name = request.POST.get("template_name", "").strip()[:64].replace("\x00", "")
+    name = request.POST.get("template_name", "").strip()[:64]
     problem = "Give the template a name." if not name else ""
     try:
-        plain_name(name)
+        plain_name(name)  # a NUL is a control character: refused here with the others
     except DjangoValidationError as exc:
         problem = exc.messages[0]
+    # NUL cannot be stored (PostgreSQL text and JSON refuse it) and no field needs it.
+    fields = {k: str(request.POST.get(k, ""))[:100_000] for k in form.fields if request.POST.get(k)}
+    if not problem and (with_nul := next((k for k, v in fields.items() if has_nul(v)), None)):
+        problem = nul_message(str(form.fields[with_nul].label or with_nul))
     if problem:
         messages.error(request, problem)
         return render(
@@ -291,8 +296,6 @@ def _save_template(request: HttpRequest, form: JobForm) -> HttpResponse:
                 "template_error": problem,
             },
         )
-    # NUL cannot be stored (PostgreSQL text and JSON refuse it) and no field needs it.
-    fields = {k: str(request.POST.get(k, ""))[:100_000].replace("\x00", "") for k in form.fields if request.POST.get(k)}
     JobTemplate.objects.update_or_create(owner=request.user, name=name, defaults={"fields": fields})  # type: ignore[misc]
     messages.success(request, f"Template {name!r} saved.")
     return redirect(reverse("web:job-submit") + "?" + _query(saved=_template_id(request, name)))
@@ -548,12 +551,6 @@ class TokenForm(forms.Form):
         help_text="Empty: until you revoke it.",
     )
     read_only = forms.BooleanField(label="Read-only", required=False, help_text="It can read, never submit or change.")
-
-    def clean_name(self) -> str:
-        name: str = self.cleaned_data["name"]
-        if "\x00" in name:
-            raise forms.ValidationError("Null characters are not allowed.")
-        return name
 
 
 @login_required

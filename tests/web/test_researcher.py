@@ -203,6 +203,21 @@ def test_saved_templates_are_personal(world):
     assert not JobTemplate.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"command": "python3 train.py\x00"}, "may not contain a NUL"),
+        ({"template_name": "mi\x00ne"}, "control or text-direction character"),
+    ],
+    ids=["in a field", "in its name"],
+)
+def test_a_template_with_a_nul_is_refused_not_saved_without_it(world, changes, words):
+    data = {**FORM, "action": "save-template", "template_name": "mine", **changes}
+    response = logged_in(world.alice).post("/jobs/new/", data)
+    assert response.status_code == 200 and words in response.context["template_error"]
+    assert not JobTemplate.objects.exists()
+
+
 def test_node_labels_typed_as_pairs_are_stored_as_the_api_stores_them(world):
     from scheduler.models import Node
 
