@@ -281,9 +281,10 @@ def test_the_api_the_what_if_and_the_form_give_admissions_problems(
 
 def test_a_submission_asks_as_many_queries_as_before_admission_moved(world: Any, client_for: Any) -> None:
     """The API's submit path, with an account quota as the benchmark has
-    (``benchmarks/submit.py``): 15 queries for one job, 17 for a 100-task array, as
-    before the rules moved out of the serializer (the quotas are read once, under lock,
-    by the submission; the standing rules once, by the serializer)."""
+    (``benchmarks/submit.py``): 15 queries for one job (14 on PostgreSQL, where the job
+    and its event are one statement), 17 for a 100-task array, as before the rules moved
+    out of the serializer (the quotas are read once, under lock, by the submission; the
+    standing rules once, by the serializer)."""
     Quota.objects.create(account=world.lab, max_pending_jobs=100_000)
     client = client_for(world.alice)
     body = {
@@ -299,7 +300,7 @@ def test_a_submission_asks_as_many_queries_as_before_admission_moved(world: Any,
         with CaptureQueriesContext(connection) as queries:
             assert client.post("/api/v1/jobs/", {**body, **extra}, format="json").status_code == 201
         counts.append(len(queries))
-    assert counts == [15, 17]
+    assert counts == ([14, 17] if connection.vendor == "postgresql" else [15, 17])
 
 
 def test_admission_reads_as_much_for_a_100_task_array_as_for_one_job(world: Any) -> None:
