@@ -89,7 +89,7 @@ def profile(request: HttpRequest) -> HttpResponse:
     memberships = Membership.objects.filter(user_id=user.pk).select_related("account").order_by("account__name")
     return render(
         request,
-        "portal/profile.html",
+        "web/profile.html",
         {
             "form": form,
             "memberships": memberships,

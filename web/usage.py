@@ -78,4 +78,4 @@ def usage_page(request: HttpRequest) -> HttpResponse:
             figure=charts.usage_figure(starts, series, group_by, bucket) if series else None,
             csv_url="/api/v1/usage/?" + urlencode(query),
         )
-    return render(request, "portal/usage.html", context)
+    return render(request, "web/usage.html", context)

@@ -17,7 +17,7 @@ from common.forms import NulFreeCharField as NulFreeFormField
 from common.nul import has_nul, nul_message
 from monitoring.ingest import validate_sample
 from people.models import Qos
-from web.staff import DrainForm
+from web.manage.nodes import DrainForm
 
 pytestmark = pytest.mark.django_db
 

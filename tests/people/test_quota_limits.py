@@ -22,7 +22,7 @@ from people.services import audit_state
 from scheduler.api.simulations import PreviewRequestSerializer
 from scheduler.core.types import Limits
 from scheduler.tick.snapshot import load_limits
-from web.simulation_forms import PreviewForm
+from web.manage.simulation_forms import PreviewForm
 
 pytestmark = pytest.mark.django_db
 

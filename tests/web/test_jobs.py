@@ -84,7 +84,7 @@ def test_dashboard_of_a_coordinator_lists_the_accounts_jobs(world):
 
 @pytest.mark.parametrize("slug", ["pytorch-ddp", "batch-inference", "interactive", "script"])
 def test_each_template_prefills_the_form(world, slug):
-    from web.jobform import PRESETS_BY_SLUG
+    from web.jobs.form import PRESETS_BY_SLUG
 
     html = page(logged_in(world.alice), "/jobs/new/", template=slug)
     assert f'value="{PRESETS_BY_SLUG[slug].fields["name"]}"' in html
@@ -93,7 +93,7 @@ def test_each_template_prefills_the_form(world, slug):
 def test_the_ddp_template_starts_torchrun_from_the_job_environment_contract():
     """Every multi-node variable torchrun needs comes from the contract every backend sets
     (tests/contract: the rendezvous across nodes), none from a guess."""
-    from web.jobform import PRESETS_BY_SLUG
+    from web.jobs.form import PRESETS_BY_SLUG
 
     command = PRESETS_BY_SLUG["pytorch-ddp"].fields["command"]
     for flag, variable in [
@@ -243,9 +243,9 @@ def test_resubmit_as_copy_prefills_every_field_and_respects_visibility(world):
 
 
 def test_job_list_filters_sorts_and_pages(world, monkeypatch):
-    from web import researcher
+    from web.jobs import index
 
-    monkeypatch.setattr(researcher, "PAGE_SIZE", 2)
+    monkeypatch.setattr(index, "PAGE_SIZE", 2)
     for name in ("a", "b", "c"):
         submit(world.alice, world.lab, name=name)
     submit(world.charlie, world.other, name="charlies")

@@ -1,85 +1,30 @@
-"""Admin pages (staff only; anyone else gets 403): accounts and fair-share, quotas and
-members in forms, nodes with drain/resume, the cluster overview with GPU-hours by
-account (and its CSV), and the audit log of every change made here.
+"""Accounts and fair-share: the tree, an account's form with its quota and members.
 
-Forms are validated by the API's serializers (``people.api.serializers``), so a page
-accepts exactly what the API accepts; every change goes through a service of
-:mod:`people.services` (or ``scheduler.clusters.nodes``) that records its audit entry.
-"""
+Every change goes through a service of :mod:`people.services`, which records its audit entry."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Callable
-from datetime import UTC, date, datetime, time, timedelta
-from functools import wraps
+from collections import defaultdict
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
-from rest_framework import serializers
+from django.views.decorators.http import require_GET
 
-from common.forms import NulFreeCharField
-from monitoring import charts, readings
-from monitoring.queue import queue_history
-from monitoring.series import series
+from monitoring import charts
 from people import services
 from people.api.serializers import AccountSerializer, MembershipSerializer, QuotaSerializer
 from people.choices import Role
 from people.limits import USER_LIMITS, WHOLE_LIMITS, quota_limit
 from people.models import Account, AuditEntry, Membership, Quota
-from scheduler.choices import JobState
-from scheduler.clusters.nodes import drain_node, resume_node
-from scheduler.models import Node, TickState
 from scheduler.reads import reports
 from scheduler.reads.inventory import load_inventory
-from scheduler.reads.occupancy import Occupancy, read_occupancy
-from scheduler.reads.reservations import ahead, by_node
-from web import figures
-from web.jobform import flatten_errors
-from web.simulation_forms import PreviewForm
-
-AUDIT_PAGE = 100
-
-
-def staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Log in first; then staff only (403 for everyone else, not a login loop)."""
-
-    @wraps(view)
-    @login_required
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_staff:
-            raise PermissionDenied("Admins only.")
-        return view(request, *args, **kwargs)
-
-    return wrapped
-
-
-def validated(form: forms.Form, serializer: serializers.Serializer) -> bool:
-    """Run the API serializer; put its errors on the form's fields. True when valid."""
-    if serializer.is_valid():
-        return True
-    for name, problems in serializer.errors.items():
-        if isinstance(form, QuotaForm) and name == "max_gpus_per_model" and isinstance(problems, dict):
-            for model, problem in problems.items():
-                form.add_error(form.model_field(str(model)), flatten_errors(problem))
-            continue
-        form.add_error(name if name in form.fields else None, flatten_errors(problems))
-    return False
-
-
-def _blank_none(value: Any) -> Any:
-    return None if value in (None, "") else value
-
-
-# --- Accounts, quotas, members --------------------------------------------------------------------
+from web.manage.access import blank_none, staff_required, validated
+from web.manage.simulation_forms import PreviewForm
 
 
 def account_tree() -> list[tuple[Account, int]]:
@@ -114,7 +59,7 @@ def accounts(request: HttpRequest) -> HttpResponse:
     shares = reports.fairshare_report(timezone.now())
     return render(
         request,
-        "portal/manage/accounts.html",
+        "web/manage/accounts.html",
         {"rows": rows, "shares": shares, "fairshare_figure": charts.fairshare_figure(shares) if shares else None},
     )
 
@@ -174,7 +119,7 @@ class QuotaForm(forms.Form):
         body: dict[str, Any] = dict(subject)
         for name in WHOLE_LIMITS:
             if name in self.fields:
-                body[name] = _blank_none(data.get(name))
+                body[name] = blank_none(data.get(name))
         body["max_gpus_per_model"] = {
             model: data[f"model_{i}"] for i, model in enumerate(self.models) if data.get(f"model_{i}") not in (None, "")
         }
@@ -266,7 +211,7 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
             return redirect("web:manage-account", account_id=account.pk)
     return render(
         request,
-        "portal/manage/account_edit.html",
+        "web/manage/account_edit.html",
         {
             "account": account,
             "account_form": account_form,
@@ -288,9 +233,9 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
 
 def _save_account(form: AccountForm, account: Account | None, actor: Any) -> Account | None:
     data = form.cleaned_data
-    body = {**data, "parent": _blank_none(data["parent"])}
+    body = {**data, "parent": blank_none(data["parent"])}
     for name in ("idle_below_pct", "idle_minutes", "idle_action_minutes"):
-        body[name] = _blank_none(data[name])
+        body[name] = blank_none(data[name])
     serializer = AccountSerializer(instance=account, data=body)
     if not validated(form, serializer):
         return None
@@ -314,189 +259,3 @@ def _change_member(request: HttpRequest, account: Account, which: str) -> None:
     if role != membership.role:
         services.save_membership(request.user, membership, role=role)
     messages.success(request, f"{membership.user} is a {role} of {account.name}.")
-
-
-# --- Audit log ----------------------------------------------------------------------------------------
-
-
-@staff_required
-@require_GET
-def audit_log(request: HttpRequest) -> HttpResponse:
-    raw = request.GET.get("page", "1")
-    page = int(raw) if raw.isascii() and raw.isdigit() and 0 < int(raw) < 100_000 else 1
-    offset = (page - 1) * AUDIT_PAGE
-    entries = list(AuditEntry.objects.all()[offset : offset + AUDIT_PAGE + 1])
-    return render(
-        request,
-        "portal/manage/audit.html",
-        {"entries": entries[:AUDIT_PAGE], "page": page, "has_next": len(entries) > AUDIT_PAGE},
-    )
-
-
-# --- Nodes ----------------------------------------------------------------------------------------------
-
-
-class DrainForm(forms.Form):
-    reason = NulFreeCharField(max_length=200, help_text="Shown to users whose jobs wait for this node.")
-
-
-@staff_required
-def nodes(request: HttpRequest) -> HttpResponse:
-    now = timezone.now()
-    reserved = by_node(now)
-    return render(
-        request,
-        "portal/manage/nodes.html",
-        {
-            "rows": [(row, reserved.get(row.node.name, [])) for row in figures.node_rows()],
-            "drain_form": DrainForm(),
-            "now": now,
-        },
-    )
-
-
-@staff_required
-@require_POST
-def node_drain(request: HttpRequest, node_id: int) -> HttpResponse:
-    node = get_object_or_404(Node, pk=node_id)
-    form = DrainForm(request.POST)
-    if not form.is_valid():
-        for problem in form.errors.get("reason", []):
-            messages.error(request, f"Drain {node.name}: {problem}")
-        return redirect("web:manage-nodes")
-    reason = form.cleaned_data["reason"]
-    drain_node(node, reason=reason, by=request.user)
-    messages.success(request, f"{node.name} drained: {reason}")
-    return redirect("web:manage-nodes")
-
-
-@staff_required
-@require_POST
-def node_resume(request: HttpRequest, node_id: int) -> HttpResponse:
-    node = get_object_or_404(Node, pk=node_id)
-    resume_node(node, by=request.user)
-    messages.success(request, f"{node.name} resumed.")
-    return redirect("web:manage-nodes")
-
-
-# --- Cluster overview, GPU-hours --------------------------------------------------------------------------
-
-
-#: Dates a range may use: far enough for any cluster's history, and clear of the
-#: calendar's ends (a default start 6 days before 0001-01-03 would overflow).
-EARLIEST_DAY = date(2000, 1, 1)
-LATEST_DAY = date(9999, 12, 1)
-
-
-class RangeForm(forms.Form):
-    start = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    end = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), help_text="Inclusive.")
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        for field in ("start", "end"):
-            day = data.get(field)
-            if day is not None and not EARLIEST_DAY <= day <= LATEST_DAY:
-                self.add_error(field, f"Give a date between {EARLIEST_DAY} and {LATEST_DAY}.")
-                data.pop(field, None)
-        start, end = data.get("start"), data.get("end")
-        if start and end and end < start:
-            self.add_error("end", "The end is before the start.")
-        return data
-
-    def bounds(self, now: datetime) -> tuple[datetime, datetime]:
-        """``[start 00:00, end+1 00:00)`` in UTC; by default the last 7 days."""
-        data = self.cleaned_data if self.is_valid() else {}
-        today = now.astimezone(UTC).date()
-        end_day = data.get("end") or today
-        start_day = data.get("start") or end_day - timedelta(days=6)
-        try:
-            end = datetime.combine(end_day + timedelta(days=1), time(), tzinfo=UTC)
-        except OverflowError:
-            end = datetime.max.replace(tzinfo=UTC)
-        return datetime.combine(start_day, time(), tzinfo=UTC), end
-
-
-#: Allocated-but-idle GPUs listed under the charts (the heatmap shows them all).
-IDLE_LISTED = 20
-
-
-def cluster_charts(
-    start: datetime, end: datetime, now: datetime, jobs: figures.JobsInRange, occupancy: Occupancy
-) -> dict[str, Any]:
-    """The overview's figures over ``[start, end)`` (clipped to ``now``) and the idle
-    allocated GPUs, the GPU ones from the page's ``occupancy``. A fixed number of
-    queries; no raw samples beyond the last minutes."""
-    until = max(min(end, now), start + timedelta(minutes=1))
-    nodes, cells = readings.gpu_grid(now, occupancy)
-    window = readings.recent_window()
-    utilization = series(None, start, until, "utilization")  # every GPU: no filter on them
-    built = {
-        "gpu-heatmap": charts.allocation_heatmap(cells, nodes),
-        "allocated-utilization": charts.allocated_utilization_figure(
-            cells, readings.IDLE_BELOW_PCT, f"last {window.total_seconds() / 60:g} min"
-        ),
-        "utilization": charts.band_figure(utilization, "GPU utilization, all GPUs", span=(start, until)),
-        "queue": charts.queue_figure(queue_history(start, until, settings.MONITORING_CHART_MAX_POINTS), (start, until)),
-        "waits": charts.wait_figure(jobs.waits),
-        "gpu-hours": charts.gpu_hours_figure([(h.account, h.gpu_hours) for h in jobs.hours]),
-    }
-    idle = [charts.GpuCell._make(cell) for cell in cells if cell[2] == "allocated, idle"]  # [2]: its state
-    return {
-        "charts": [(name, figure, f"figure-{name}") for name, figure in built.items()],
-        "idle_gpus": idle[:IDLE_LISTED],
-        "idle_count": len(idle),
-        "idle_below": readings.IDLE_BELOW_PCT,
-    }
-
-
-@staff_required
-@require_GET
-def cluster_overview(request: HttpRequest) -> HttpResponse:
-    """Charts (GPU heatmap, utilization, queue over time, waits, GPU-hours), capacity and
-    queue summary, GPU-hours by account."""
-    now = timezone.now()
-    form = RangeForm(request.GET or None)
-    start, end = form.bounds(now)
-    jobs = figures.jobs_in_range(start, end, now) if not form.errors else figures.JobsInRange([], [])
-    hours = jobs.hours
-    by_state = figures.jobs_by_state()
-    # The GPUs and their holders, read once for the capacity table and the GPU charts.
-    occupancy = read_occupancy()
-    node_states = Counter(state for _, state in occupancy.nodes)
-    tick = TickState.objects.filter(pk=1).only("stranded", "stranded_at").first()
-    return render(
-        request,
-        "portal/manage/cluster.html",
-        {
-            "form": form,
-            "start": start,
-            "end": end,
-            "hours": hours,
-            "total_hours": sum(h.gpu_hours for h in hours),
-            "capacity": figures.free_gpus_by_model(occupancy),
-            "stranded": tick.stranded if tick and tick.stranded_at else None,
-            # by model name: PostgreSQL's jsonb keeps an object's keys in its own order
-            "stranded_rows": sorted((tick.stranded.get("models") or {}).items()) if tick else [],
-            "stranded_at": tick.stranded_at if tick else None,
-            "reservations": ahead(now),
-            "jobs_by_state": [(s.label, by_state[s.value]) for s in JobState if by_state[s.value]],
-            "node_states": sorted(node_states.items()),
-            "csv_query": request.GET.urlencode(),
-            **cluster_charts(start, end, now, jobs, occupancy),
-        },
-    )
-
-
-@staff_required
-@require_GET
-def gpu_hours_csv(request: HttpRequest) -> HttpResponse:
-    now = timezone.now()
-    form = RangeForm(request.GET or None)
-    if form.errors:
-        return HttpResponse("; ".join(str(e) for errs in form.errors.values() for e in errs), status=400)
-    start, end = form.bounds(now)
-    body = figures.gpu_hours_csv(figures.gpu_hours_by_account(start, end, now), start, end)
-    response = HttpResponse(body, content_type="text/csv")
-    response["Content-Disposition"] = f'attachment; filename="gpu-hours-{start:%Y%m%d}-{end:%Y%m%d}.csv"'
-    return response

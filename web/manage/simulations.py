@@ -18,8 +18,8 @@ from people.models import Account
 from scheduler.api.simulations import PreviewRequestSerializer
 from scheduler.models import Simulation
 from scheduler.simulations import start_preview, start_replay
-from web.simulation_forms import PreviewForm, SimulatorForm
-from web.staff import staff_required, validated
+from web.manage.access import staff_required, validated
+from web.manage.simulation_forms import PreviewForm, SimulatorForm
 
 
 @staff_required
@@ -57,7 +57,7 @@ def simulator(request: HttpRequest) -> HttpResponse:
         )
         return redirect("web:manage-simulation", simulation_id=row.pk)
     recent = Simulation.objects.select_related("account").defer("trace", "result")[:20]
-    return render(request, "portal/manage/simulator.html", {"form": form, "recent": recent})
+    return render(request, "web/manage/simulator.html", {"form": form, "recent": recent})
 
 
 @staff_required
@@ -75,7 +75,7 @@ def simulation_page(request: HttpRequest, simulation_id: int) -> HttpResponse:
         _in_hours(result["bounds"], *result["policies"])
     return render(
         request,
-        "portal/manage/simulation.html",
+        "web/manage/simulation.html",
         {"run": row, "result": result, "figure": figure, "params": row.params or {}},
     )
 

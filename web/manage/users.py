@@ -14,7 +14,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from people import services
 from people.models import ClusterIdentity, Membership, Quota
-from web.staff import QuotaForm, quota_initial, save_quota, staff_required
+from web.manage.access import staff_required
+from web.manage.accounts import QuotaForm, quota_initial, save_quota
 
 
 @staff_required
@@ -28,7 +29,7 @@ def users(request: HttpRequest) -> HttpResponse:
     quotas = {q.user_id: q for q in Quota.objects.filter(user__isnull=False)}
     identities = dict(ClusterIdentity.objects.values_list("user_id", "username"))
     rows = [(person, identities.get(person.pk), quotas.get(person.pk)) for person in people]
-    return render(request, "portal/manage/users.html", {"rows": rows})
+    return render(request, "web/manage/users.html", {"rows": rows})
 
 
 @staff_required
@@ -46,4 +47,4 @@ def user_quota(request: HttpRequest, user_id: int) -> HttpResponse:
         if form.is_valid() and save_quota(form, {"user": person.username}, quota, request.user):
             messages.success(request, f"Quota of {person.username} saved.")
             return redirect("web:manage-user", user_id=person.pk)
-    return render(request, "portal/manage/user_quota.html", {"person": person, "quota": quota, "quota_form": form})
+    return render(request, "web/manage/user_quota.html", {"person": person, "quota": quota, "quota_form": form})

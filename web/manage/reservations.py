@@ -19,7 +19,7 @@ from scheduler.api.reservations import ReservationSerializer
 from scheduler.clusters.reservations import delete_reservation, save_reservation
 from scheduler.models import Reservation
 from scheduler.reads.reservations import ahead
-from web.staff import staff_required, validated
+from web.manage.access import staff_required, validated
 
 #: How a span's ends are typed: a browser's datetime-local, read as UTC.
 INPUT_FORMAT = "%Y-%m-%dT%H:%M"
@@ -99,7 +99,7 @@ def reservations(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Reservation {made.name} made.")
             return redirect("web:manage-reservations")
     now = timezone.now()
-    return render(request, "portal/manage/reservations.html", {"reservations": ahead(now), "form": form, "now": now})
+    return render(request, "web/manage/reservations.html", {"reservations": ahead(now), "form": form, "now": now})
 
 
 @staff_required
@@ -111,7 +111,7 @@ def reservation_edit(request: HttpRequest, reservation_id: int) -> HttpResponse:
         if saved is not None:
             messages.success(request, f"Reservation {saved.name} saved.")
             return redirect("web:manage-reservations")
-    return render(request, "portal/manage/reservation_edit.html", {"reservation": reservation, "form": form})
+    return render(request, "web/manage/reservation_edit.html", {"reservation": reservation, "form": form})
 
 
 @staff_required

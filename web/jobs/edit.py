@@ -20,7 +20,7 @@ from scheduler.api.job_edit import validate_edit
 from scheduler.jobs.edit import EDITABLE_STATES, edit_job
 from scheduler.jobs.transitions import JobStateConflict
 from scheduler.models import Job
-from web.jobform import FIELD_SHAPES, flatten_errors
+from web.jobs.form import FIELD_SHAPES, flatten_errors
 
 
 class JobEditForm(forms.Form):
@@ -91,4 +91,4 @@ def job_edit(request: HttpRequest, job_id: int) -> HttpResponse:
                 what = ", ".join(changed) or "nothing"
                 messages.success(request, f"Job {job.id}: changed {what}.")
                 return redirect("web:job-detail", job_id=job.id)
-    return render(request, "portal/jobs/edit.html", {"job": job, "form": form})
+    return render(request, "web/jobs/edit.html", {"job": job, "form": form})

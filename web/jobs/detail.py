@@ -1,0 +1,103 @@
+"""One job's page: its state, why it waits, its GPUs' charts, its files, its array and its log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from monitoring import charts, readings
+from monitoring.models import JobEfficiency
+from monitoring.services import health_notes_for_job
+from people.access import visible_jobs
+from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
+from scheduler.clusters.logs import read_job_log
+from scheduler.jobs.array_verbs import ARRAY_VERBS
+from scheduler.jobs.blockers import blockers_for_api
+from scheduler.models import Job, JobFiles
+from scheduler.reads import reports
+from scheduler.reads.arrays import (
+    ArraySummary,
+    array_summary,
+    display_id,
+)
+from scheduler.reads.sharing import share_costs
+from web.jobs.submit import shown_blockers
+from web.words import request_shape, starts_in
+
+
+def visible_job(request: HttpRequest, job_id: int) -> Job:
+    base = Job.objects.select_related("owner", "account", "qos", "cluster")
+    return get_object_or_404(visible_jobs(request.user, base), pk=job_id)
+
+
+@login_required
+@require_GET
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = visible_job(request, job_id)
+    now = timezone.now()
+    blockers = shown_blockers(blockers_for_api(job.state, job.pending_blockers, job.pending_reason))
+    priority = reports.priority_of(job, now) if job.state == JobState.PENDING else None
+    live = job.state in ACTIVE_STATES
+    metrics = readings.job_series(job, now)
+    return render(
+        request,
+        "web/jobs/detail.html",
+        {
+            "job": job,
+            "events": job.events.order_by("id"),
+            "blockers": blockers,
+            "priority": priority,
+            "starts_in": starts_in(job.estimated_start_at, now) if job.state == JobState.PENDING else "",
+            "shape": request_shape(job.nodes, job.gpus_per_node, job.gpu_model, job.gpu_share),
+            "log": read_job_log(job, 16_384) if job.external_id else "",
+            "live": live,
+            "gpu_figure": charts.job_gpu_figure(metrics, (job.started_at, job.ended_at or now))
+            if job.started_at and any(m.points for m in metrics)
+            else None,
+            "files": _files_of(job),
+            "retention_days": settings.JOB_FILES_RETENTION_DAYS,
+            "health_notes": health_notes_for_job(job, now),
+            "efficiency": JobEfficiency.objects.filter(job=job, attempt=job.attempt).first(),
+            "share_costs": share_costs(job),
+            "label": display_id(job),
+            "array": _array_of(request, job),
+            "array_verbs": list(ARRAY_VERBS),
+            "may": {
+                "cancel": job.state in QUEUED_STATES | ACTIVE_STATES,
+                "hold": job.state == JobState.PENDING,
+                "release": job.state == JobState.HELD,
+                "requeue": job.state in ACTIVE_STATES | TERMINAL_STATES,
+            },
+        },
+    )
+
+
+def _files_of(job: Job) -> dict[str, Any] | None:
+    """The names of the files ``job`` brought and when they expired (``None``: none
+    brought); never their content."""
+    if job.file_set_id is None:
+        return None
+    row = JobFiles.objects.filter(pk=job.file_set_id).values("names", "expired_at", "size_bytes").first()
+    return dict(row) if row else None
+
+
+def _array_of(request: HttpRequest, job: Job) -> ArraySummary | None:
+    """The array ``job`` is a task of, as its reader may see it (``None`` for a plain job)."""
+    if job.array_job_id is None:
+        return None
+    tasks = visible_jobs(request.user, Job.objects.filter(array_job_id=job.array_job_id))
+    return array_summary(tasks, job.array_job_id)
+
+
+@login_required
+@require_GET
+def job_log(request: HttpRequest, job_id: int) -> JsonResponse:
+    """The log tail and state, for the detail page's refresh while the job runs."""
+    job = visible_job(request, job_id)
+    return JsonResponse({"state": job.state, "log": read_job_log(job, 16_384) if job.external_id else ""})

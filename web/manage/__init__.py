@@ -1,0 +1,1 @@
+"""The pages under /manage/: staff only (``access.staff_required``), forms validated by the API's serializers."""
