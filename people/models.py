@@ -287,3 +287,21 @@ class JobTemplate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.owner})"
+
+
+class SiteTemplate(models.Model):
+    """A submit form's starting point an admin saved for everyone (from the submit page:
+    no code), shown beside the built-in templates: the form's fields by name, a
+    description, and who saved it last."""
+
+    name = models.CharField(max_length=64, unique=True)
+    description = models.CharField(max_length=300, blank=True)
+    fields = models.JSONField(default=dict)
+    saved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

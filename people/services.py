@@ -10,9 +10,9 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from people.limits import QUOTA_LIMITS
-from people.models import Account, ApiToken, AuditEntry, ClusterIdentity, Membership, Quota
+from people.models import Account, ApiToken, AuditEntry, ClusterIdentity, Membership, Quota, SiteTemplate
 
-Audited = TypeVar("Audited", Account, Quota, Membership, ClusterIdentity)
+Audited = TypeVar("Audited", Account, Quota, Membership, ClusterIdentity, SiteTemplate)
 
 
 def create_api_token(
@@ -128,12 +128,22 @@ def delete_identity(actor: Any, identity: ClusterIdentity) -> None:
     _delete_audited(actor, identity)
 
 
+def save_site_template(actor: Any, name: str, description: str, fields: dict[str, str]) -> SiteTemplate:
+    """Create the site template ``name`` or replace its description and fields (audited)."""
+    template = SiteTemplate.objects.filter(name=name).first() or SiteTemplate(name=name)
+    return _save_audited(actor, template, {"description": description, "fields": fields, "saved_by": actor})
+
+
+def delete_site_template(actor: Any, template: SiteTemplate) -> None:
+    _delete_audited(actor, template)
+
+
 def _limit_value(quota: Quota, name: str, per_model: bool) -> Any:
     value = getattr(quota, name)
     return dict(value or {}) if per_model else value
 
 
-def audit_state(instance: Account | Quota | Membership | ClusterIdentity) -> dict[str, Any]:
+def audit_state(instance: Account | Quota | Membership | ClusterIdentity | SiteTemplate) -> dict[str, Any]:
     """What the audit log compares, JSON-safe: related rows by name, as the API writes them."""
     if isinstance(instance, Account):
         return {
@@ -154,6 +164,8 @@ def audit_state(instance: Account | Quota | Membership | ClusterIdentity) -> dic
             "user": instance.user.get_username() if instance.user else None,
             **{limit.name: _limit_value(instance, limit.name, limit.per_model) for limit in QUOTA_LIMITS},
         }
+    if isinstance(instance, SiteTemplate):
+        return {"name": instance.name, "description": instance.description, "fields": instance.fields}
     if isinstance(instance, ClusterIdentity):
         return {
             "user": instance.user.get_username(),
@@ -195,7 +207,7 @@ def _save_audited(actor: Any, instance: Audited, fields: dict[str, Any]) -> Audi
     return instance
 
 
-def _delete_audited(actor: Any, instance: Account | Quota | Membership | ClusterIdentity) -> None:
+def _delete_audited(actor: Any, instance: Account | Quota | Membership | ClusterIdentity | SiteTemplate) -> None:
     """Record ``delete`` with every field going to ``None``, then delete, in one transaction."""
     with transaction.atomic():
         record_audit(actor, "delete", instance, field_changes(audit_state(instance), {}))

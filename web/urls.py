@@ -5,7 +5,7 @@ from django.urls import path
 
 from web import home, profile, signin, tokens, usage
 from web.jobs import detail, edit, index, submit, verbs
-from web.manage import accounts, audit, cluster, nodes, reservations, simulations, users
+from web.manage import accounts, audit, cluster, nodes, reservations, simulations, site_templates, users
 
 app_name = "web"
 
@@ -45,6 +45,12 @@ urlpatterns = [
         "manage/reservations/<int:reservation_id>/delete/",
         reservations.reservation_delete,
         name="manage-reservation-delete",
+    ),
+    path("manage/templates/", site_templates.site_templates, name="manage-templates"),
+    path(
+        "manage/templates/<int:template_id>/delete/",
+        site_templates.site_template_delete,
+        name="manage-template-delete",
     ),
     path("manage/cluster/gpu-hours.csv", cluster.gpu_hours_csv, name="manage-gpu-hours-csv"),
 ]

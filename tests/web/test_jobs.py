@@ -82,28 +82,12 @@ def test_dashboard_of_a_coordinator_lists_the_accounts_jobs(world):
 # --- Submit ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("slug", ["pytorch-ddp", "batch-inference", "interactive", "script"])
+@pytest.mark.parametrize("slug", ["ddp", "batch-inference", "interactive", "script"])
 def test_each_template_prefills_the_form(world, slug):
-    from web.jobs.form import PRESETS_BY_SLUG
+    from web.jobs.presets import PRESETS_BY_SLUG
 
     html = page(logged_in(world.alice), "/jobs/new/", template=slug)
     assert f'value="{PRESETS_BY_SLUG[slug].fields["name"]}"' in html
-
-
-def test_the_ddp_template_starts_torchrun_from_the_job_environment_contract():
-    """Every multi-node variable torchrun needs comes from the contract every backend sets
-    (tests/contract: the rendezvous across nodes), none from a guess."""
-    from web.jobs.form import PRESETS_BY_SLUG
-
-    command = PRESETS_BY_SLUG["pytorch-ddp"].fields["command"]
-    for flag, variable in [
-        ("--nnodes", "QM_NNODES"),
-        ("--node-rank", "QM_NODE_RANK"),
-        ("--nproc-per-node", "QM_GPUS_PER_NODE"),
-        ("--master-addr", "QM_MASTER_ADDR"),
-        ("--master-port", "QM_MASTER_PORT"),
-    ]:
-        assert f'{flag} "${variable}"' in command
 
 
 def test_submit_creates_the_job_and_shows_it(world):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -30,6 +29,7 @@ from scheduler.jobs.admission import admit
 from scheduler.jobs.request import REQUEST_FIELDS, request_values
 from scheduler.models import Job
 from scheduler.reads.inventory import load_inventory
+from web.jobs.presets import PRESETS, PRESETS_BY_SLUG
 
 _WALLTIME = re.compile(r"^(?:(?P<d>\d+)-)?(?P<h>\d+):(?P<m>\d{1,2})(?::(?P<s>\d{1,2}))?$")
 _UNIT = re.compile(r"^(?P<n>\d+)\s*(?P<u>[smhd])$")
@@ -150,80 +150,6 @@ class TextFilesField(forms.FileField):
         return files
 
 
-@dataclass(frozen=True)
-class Preset:
-    """A built-in starting point for the submit form."""
-
-    slug: str
-    title: str
-    description: str
-    fields: dict[str, str] = field(default_factory=dict)
-
-
-PRESETS = (
-    Preset(
-        "pytorch-ddp",
-        "PyTorch DDP training",
-        "Distributed data-parallel training across 2 nodes, one process per GPU.",
-        {
-            "name": "ddp-train",
-            "nodes": "2",
-            "gpus_per_node": "8",
-            "cpus_per_node": "64",
-            "memory_mib_per_node": "262144",
-            "walltime_seconds": "24:00:00",
-            "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-            # The job-environment contract (scheduler/backends/job_env.py), set on every backend.
-            "command": (
-                'torchrun --nnodes "$QM_NNODES" --node-rank "$QM_NODE_RANK" --nproc-per-node "$QM_GPUS_PER_NODE"'
-                ' --master-addr "$QM_MASTER_ADDR" --master-port "$QM_MASTER_PORT" train.py --config config.yaml'
-            ),
-            "env": "NCCL_DEBUG=WARN\nOMP_NUM_THREADS=8",
-        },
-    ),
-    Preset(
-        "batch-inference",
-        "Batch inference",
-        "One GPU working through a dataset.",
-        {
-            "name": "batch-infer",
-            "gpus_per_node": "1",
-            "cpus_per_node": "8",
-            "memory_mib_per_node": "65536",
-            "walltime_seconds": "4h",
-            "command": "python infer.py --input data/ --output predictions/ --batch-size 64",
-        },
-    ),
-    Preset(
-        "interactive",
-        "Interactive session (Jupyter)",
-        "A Jupyter Lab server on one GPU for exploration; connect through the job's node.",
-        {
-            "name": "jupyter",
-            "gpus_per_node": "1",
-            "cpus_per_node": "4",
-            "memory_mib_per_node": "32768",
-            "walltime_seconds": "8h",
-            "command": "jupyter lab --no-browser --ip=0.0.0.0 --port=8888",
-        },
-    ),
-    Preset(
-        "script",
-        "Plain script",
-        "A shell script on one GPU.",
-        {
-            "name": "script",
-            "gpus_per_node": "1",
-            "walltime_seconds": "1h",
-            "script": (
-                '#!/bin/bash\nset -euo pipefail\necho "running on $QM_NODELIST with GPUs $CUDA_VISIBLE_DEVICES"\n'
-            ),
-        },
-    ),
-)
-PRESETS_BY_SLUG = {p.slug: p for p in PRESETS}
-
-
 def job_as_fields(job: Job) -> dict[str, str]:
     """A job as the form's fields (resubmit as a copy): every request field
     (``request_values``), what it runs and who pays."""
@@ -308,6 +234,12 @@ class JobForm(forms.Form):
     node_labels = _text(
         "Node labels", "Labels every node must carry: rack=r1, network=infiniband.", widget=forms.TextInput()
     )
+    #: The built-in template the form started from: its example files go with the job.
+    template = forms.ChoiceField(
+        required=False,
+        widget=forms.HiddenInput,
+        choices=[("", "")] + [(p.slug, p.title) for p in PRESETS],
+    )
 
     def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -335,8 +267,10 @@ class JobForm(forms.Form):
         for name in _OPTIONAL:
             if data.get(name) not in (None, ""):
                 body[name] = data[name]
-        if data.get("job_files"):
-            body["files"] = data["job_files"]
+        preset = PRESETS_BY_SLUG.get(data.get("template") or "")
+        # The template's example files first: an upload of the same name replaces one.
+        if files := {**(preset.bundled_files() if preset else {}), **(data.get("job_files") or {})}:
+            body["files"] = files
         for name, (parse, _) in FIELD_SHAPES.items():
             raw = data.get(name) or ""
             if not raw:

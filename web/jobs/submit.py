@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -19,12 +20,15 @@ from django.views.decorators.http import require_POST
 from common.api.validators import plain_name
 from common.nul import has_nul, nul_message
 from people.access import visible_jobs
-from people.models import Account, JobTemplate
+from people.models import Account, JobTemplate, SiteTemplate
+from people.services import save_site_template
 from scheduler.api.throttles import SubmitThrottle, WhatIfThrottle
+from scheduler.clusters.software import missing_commands
 from scheduler.jobs.submit import submit_job
 from scheduler.models import Job
 from scheduler.tick import estimates
-from web.jobs.form import PRESETS, PRESETS_BY_SLUG, JobForm, job_as_fields
+from web.jobs.form import JobForm, job_as_fields
+from web.jobs.presets import PRESETS, PRESETS_BY_SLUG
 from web.words import about, blocker_title, evidence_items, request_shape
 
 
@@ -33,13 +37,12 @@ def submit(request: HttpRequest) -> HttpResponse:
     """The submit form. Buttons: ``estimate`` (what-if, nothing submitted), ``submit``,
     ``save-template`` (keeps the form's fields as a personal template)."""
     user: Any = request.user
-    saved = JobTemplate.objects.filter(owner=user)
     estimate: dict[str, Any] | None = None
     if request.method == "POST":
         form = JobForm(request.POST, request.FILES, request=request)
         action = request.POST.get("action", "submit")
-        if action == "save-template":
-            return _save_template(request, form)
+        if action in ("save-template", "save-site-template"):
+            return _save_template(request, form, for_everyone=action == "save-site-template")
         if form.is_valid():
             data = dict(form.validated)
             account, qos = data.pop("account"), data.pop("qos")
@@ -57,11 +60,25 @@ def submit(request: HttpRequest) -> HttpResponse:
                 form.add_django_errors(exc)
     else:
         form = JobForm(initial=_initial(request), request=request)
-    return render(
-        request,
-        "web/jobs/submit.html",
-        {"form": form, "presets": PRESETS, "saved": saved, "estimate": estimate, "gpu_models": form.gpu_models},
-    )
+    return _page(request, form, estimate=estimate)
+
+
+def _page(request: HttpRequest, form: JobForm, **extra: Any) -> HttpResponse:
+    """The submit page: the form, every template (built-in, the site's, the user's own) and
+    what the chosen built-in one needs and brings."""
+    user: Any = request.user
+    preset = PRESETS_BY_SLUG.get(str(form["template"].value() or ""))
+    context = {
+        "form": form,
+        "presets": PRESETS,
+        "site_templates": SiteTemplate.objects.all(),
+        "saved": JobTemplate.objects.filter(owner=user),
+        "gpu_models": form.gpu_models,
+        "preset": preset,
+        "missing": missing_commands(preset.requires) if preset else {},
+        **extra,
+    }
+    return render(request, "web/jobs/submit.html", context)
 
 
 def _initial(request: HttpRequest) -> dict[str, Any]:
@@ -69,7 +86,10 @@ def _initial(request: HttpRequest) -> dict[str, Any]:
     user: Any = request.user
     if slug := request.GET.get("template"):
         preset = PRESETS_BY_SLUG.get(slug)
-        return dict(preset.fields) if preset else {}
+        return {**preset.fields, "template": slug} if preset else {}
+    if (site := request.GET.get("site", "")).isdigit():
+        site_template = SiteTemplate.objects.filter(pk=int(site)).first()
+        return dict(site_template.fields) if site_template else {}
     if (saved := request.GET.get("saved", "")).isdigit():
         template = JobTemplate.objects.filter(owner=user, pk=int(saved)).first()
         return dict(template.fields) if template else {}
@@ -136,43 +156,49 @@ def shown_blockers(blockers: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _save_template(request: HttpRequest, form: JobForm) -> HttpResponse:
-    name = request.POST.get("template_name", "").strip()[:64]
-    problem = "Give the template a name." if not name else ""
+#: The longest a template's field may be (the script field's text, mostly).
+TEMPLATE_FIELD_MAX = 100_000
+
+
+def _save_template(request: HttpRequest, form: JobForm, *, for_everyone: bool) -> HttpResponse:
+    """Keep the form's fields as the user's own template, or (staff) as a site template
+    everyone sees; a problem is said on the page, nothing half-saved."""
+    user: Any = request.user
+    name = request.POST.get("template_name", "").strip()
+    fields = {k: str(request.POST[k]) for k in form.fields if request.POST.get(k)}
+    if problem := _template_problem(form, name, fields) or (
+        "Only admins save templates for everyone." if for_everyone and not user.is_staff else ""
+    ):
+        messages.error(request, problem)
+        return _page(request, form, template_error=problem)
+    if for_everyone:
+        description = request.POST.get("template_description", "").strip()[:300]
+        site = save_site_template(user, name, description, fields)
+        messages.success(request, f"Template {name!r} saved for everyone.")
+        return redirect(reverse("web:job-submit") + "?" + urlencode({"site": site.pk}))
+    mine, _ = JobTemplate.objects.update_or_create(owner=user, name=name, defaults={"fields": fields})
+    messages.success(request, f"Template {name!r} saved.")
+    return redirect(reverse("web:job-submit") + "?" + urlencode({"saved": mine.pk}))
+
+
+def _template_problem(form: JobForm, name: str, fields: dict[str, str]) -> str:
+    """Why these fields cannot be saved under ``name`` ('' when they can)."""
+    if not name:
+        return "Give the template a name."
+    if len(name) > 64:
+        return "A template's name has at most 64 characters."
     try:
         plain_name(name)  # a NUL is a control character: refused here with the others
     except DjangoValidationError as exc:
-        problem = exc.messages[0]
-    # NUL cannot be stored (PostgreSQL text and JSON refuse it) and no field needs it.
-    fields = {k: str(request.POST.get(k, ""))[:100_000] for k in form.fields if request.POST.get(k)}
-    if not problem and (with_nul := next((k for k, v in fields.items() if has_nul(v)), None)):
-        problem = nul_message(str(form.fields[with_nul].label or with_nul))
-    if problem:
-        messages.error(request, problem)
-        return render(
-            request,
-            "web/jobs/submit.html",
-            {
-                "form": form,
-                "presets": PRESETS,
-                "saved": JobTemplate.objects.filter(owner=request.user),  # type: ignore[misc]
-                "gpu_models": form.gpu_models,
-                "template_error": problem,
-            },
-        )
-    JobTemplate.objects.update_or_create(owner=request.user, name=name, defaults={"fields": fields})  # type: ignore[misc]
-    messages.success(request, f"Template {name!r} saved.")
-    return redirect(reverse("web:job-submit") + "?" + _query(saved=_template_id(request, name)))
-
-
-def _template_id(request: HttpRequest, name: str) -> str:
-    return str(JobTemplate.objects.get(owner=request.user, name=name).pk)  # type: ignore[misc]
-
-
-def _query(**params: str) -> str:
-    from urllib.parse import urlencode
-
-    return urlencode(params)
+        return str(exc.messages[0])
+    for key, value in fields.items():
+        label = str(form.fields[key].label or key)
+        # NUL cannot be stored (PostgreSQL text and JSON refuse it) and no field needs it.
+        if has_nul(value):
+            return nul_message(label)
+        if len(value) > TEMPLATE_FIELD_MAX:
+            return f"{label} is too long for a template ({len(value):,} characters, at most {TEMPLATE_FIELD_MAX:,})."
+    return ""
 
 
 @login_required
