@@ -161,12 +161,14 @@ def test_a_template_attaches_its_example_files_and_an_upload_of_the_same_name_re
 
     client = logged_in(world.alice)
     job = submitted(client, form_post("batch-inference"))
+    assert job.file_set is not None
     files = job.file_set.files
     assert files["batch_infer.py"] == (EXAMPLES / "batch_infer.py").read_text()
     assert files["reviews.jsonl"].count("\n") == 200
 
     mine = SimpleUploadedFile("reviews.jsonl", b'{"id": 1, "text": "great"}\n')
-    job = submitted(client, {**form_post("batch-inference"), "job_files": mine})
+    job = submitted(client, {**form_post("batch-inference"), "job_files": mine})  # type: ignore[dict-item]
+    assert job.file_set is not None
     assert job.file_set.files["reviews.jsonl"] == '{"id": 1, "text": "great"}\n'
 
 
