@@ -11,9 +11,10 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt requirements-ldap.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt
-	@# LDAP login builds python-ldap against libldap (libldap2-dev, libsasl2-dev): optional.
-	$(BIN)/pip install --quiet -r requirements-ldap.txt || \
-	  echo "make venv: LDAP login unavailable (apt-get install libldap2-dev libsasl2-dev, then make venv)"
+	@# LDAP login builds python-ldap against libldap (libldap2-dev, libsasl2-dev): optional,
+	@# so a machine without them gets one line, and the compiler's words go to a log.
+	@$(BIN)/pip install --quiet -r requirements-ldap.txt >$(VENV)/ldap-build.log 2>&1 || \
+	  echo "make venv: LDAP login unavailable (needs apt-get install libldap2-dev libsasl2-dev, then make venv; see $(VENV)/ldap-build.log)"
 	touch $@
 
 venv: $(BIN)/.installed
@@ -35,10 +36,8 @@ demo: venv native
 	DEBUG=1 $(BIN)/python manage.py seed_demo
 	@echo ""
 	@echo "Quartermaster is starting at http://$(HOST):$(PORT)/  (API docs: /api/docs/, admin: /admin/)"
-	@echo "Log in as one of the demo logins listed above. Ctrl-C stops both the web server and the scheduler."
-	@trap 'kill 0' INT TERM EXIT; \
-	DEBUG=1 $(BIN)/python manage.py run_scheduler & \
-	DEBUG=1 $(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
+	@echo "Log in as one of the demo logins listed above. Ctrl-C stops the web server, the scheduler and the demo's jobs."
+	@DEBUG=1 $(BIN)/python manage.py run_demo $(HOST):$(PORT)
 
 ## All tests (the core compiled, if it builds), then the core's own tests interpreted.
 ## Set DATABASE_URL/REDIS_URL to test against PostgreSQL and Redis.
