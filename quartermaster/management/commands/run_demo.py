@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from scheduler.backends.local import LocalBackend
 from scheduler.choices import ACTIVE_STATES, BackendKind
 from scheduler.jobs.remote import backend_for
 from scheduler.jobs.transitions import JobStateConflict
@@ -65,6 +66,8 @@ def end_demo_jobs() -> int:
         ended += 1
     for cluster in Cluster.objects.filter(kind=BackendKind.LOCAL):
         backend = backend_for(cluster)
+        if not isinstance(backend, LocalBackend):
+            continue
         for external_id in backend.list_jobs().values():
             backend.cancel(external_id)
     return ended
