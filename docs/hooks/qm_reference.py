@@ -92,11 +92,11 @@ def reference() -> str:
 
 
 def _reference(parser: argparse.ArgumentParser) -> str:
-    lines = ["## Global options", "", "```text", parser.format_usage().strip(), "```", ""]
+    lines = ["### Global options", "", "```text", parser.format_usage().strip(), "```", ""]
     lines += _options_table(parser)
     lines += ["", _exit_status(), ""]
     for name, help_text, sub in _verbs(parser):
-        lines += [f"## qm {name}", "", help_text[:1].upper() + help_text[1:] + ".", ""]
+        lines += [f"### qm {name}", "", help_text[:1].upper() + help_text[1:] + ".", ""]
         lines += ["```text", sub.format_usage().strip(), "```", ""]
         lines += _options_table(sub) + [""]
     return "\n".join(lines)
