@@ -98,7 +98,7 @@ def _reference(parser: argparse.ArgumentParser) -> str:
     for name, help_text, sub in _verbs(parser):
         lines += [f"### qm {name}", "", help_text[:1].upper() + help_text[1:] + ".", ""]
         lines += ["```text", sub.format_usage().strip(), "```", ""]
-        lines += _options_table(sub) + [""]
+        lines += [*_options_table(sub), ""]
     return "\n".join(lines)
 
 
