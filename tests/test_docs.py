@@ -69,8 +69,8 @@ def test_the_site_builds_strictly_and_loads_nothing_from_another_host(tmp_path: 
     assert external == []
 
 
-def _hook() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("qm_reference", ROOT / "docs/hooks/qm_reference.py")
+def _hook(name: str = "qm_reference") -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"docs/hooks/{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -103,3 +103,12 @@ def test_the_qm_reference_shows_no_address_or_token_of_the_machine_that_built_it
 def test_the_qm_page_asks_for_the_reference() -> None:
     page = (ROOT / "docs/user/qm.md").read_text()
     assert _hook().MARKER in page
+
+
+def test_the_quotas_page_lists_every_quota_limit_from_their_one_list() -> None:
+    from people.limits import QUOTA_LIMITS
+
+    hook = _hook("quota_limits")
+    assert hook.MARKER in (ROOT / "docs/admin/quotas.md").read_text()
+    rows = [line for line in hook.table().splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == [limit.name for limit in QUOTA_LIMITS]
