@@ -118,7 +118,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     env = {k: v for k, v in os.environ.items() if k not in NOT_THE_DEMOS}
     env.update(DEBUG="1", QM_VAR_DIR=str(var), PYTHONUNBUFFERED="1")
     _manage(env, "migrate", "--noinput")
-    _manage(env, "seed_demo")
+    _manage(env, "seed_demo", "--no-jobs")  # the demo's own jobs sleep for minutes and outlive the test
     token = _manage(env, "shell", "-c", MAKE_TOKEN).strip().splitlines()[-1]
     url = f"http://127.0.0.1:{_free_port()}"
     procs = [
