@@ -45,7 +45,7 @@ test: venv native
 	DEBUG=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 	QM_NATIVE_CORE=off DEBUG=1 $(BIN)/python -m pytest -q tests/core
 
-## Lint, types, the import fence and migrations.
+## Lint, types, the import fence, migrations, the API schema and the documentation site.
 check: venv native
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -54,6 +54,7 @@ check: venv native
 	$(BIN)/python scripts/check_import_cycles.py
 	DEBUG=1 $(BIN)/python manage.py makemigrations --check --dry-run
 	DEBUG=1 $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 ## Benchmarks (print one JSON object per figure). Needs DATABASE_URL for PostgreSQL figures.
 bench: venv native

@@ -1,5 +1,5 @@
 """gunicorn's settings for the portal, read from the working directory by every
-``gunicorn quartermaster.wsgi`` started here (the README's, the Dockerfile's, the benchmarks').
+``gunicorn quartermaster.wsgi`` started here (docs/admin/deployment.md's, the Dockerfile's, the benchmarks').
 
 Command-line flags still win (``--workers``, ``--bind``, ``--control-socket``).
 """
@@ -29,5 +29,5 @@ def post_worker_init(worker: Any) -> None:
     at the ~150,000 objects every request would otherwise make it walk again. What a
     request leaves in reference cycles is still collected; the frozen objects live as
     long as the worker anyway. (``gc.freeze``, as the CPython documentation suggests
-    for pre-forked servers; measured in the README's submission figures.)"""
+    for pre-forked servers; measured in the submission figures of CHANGELOG.md.)"""
     gc.freeze()

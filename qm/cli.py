@@ -404,8 +404,8 @@ def _tries(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qm", description="Quartermaster from the command line (REST API).")
-    parser.add_argument("--url", default=os.environ.get("QM_URL", "http://127.0.0.1:8000"))
-    parser.add_argument("--token", default=os.environ.get("QM_TOKEN", ""))
+    parser.add_argument("--url", default=os.environ.get("QM_URL", "http://127.0.0.1:8000"), help="the portal ($QM_URL)")
+    parser.add_argument("--token", default=os.environ.get("QM_TOKEN", ""), help="an API token ($QM_TOKEN)")
     parser.add_argument("--json", action="store_true", help="print the API's JSON")
     parser.add_argument(
         "--tries",

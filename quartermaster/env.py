@@ -154,7 +154,10 @@ def env_secret(name: str, *, debug: bool, debug_default: str) -> str:
         return value
     if debug:
         return debug_default
-    raise ImproperlyConfigured(f"{name} must be set when DEBUG is off")
+    raise ImproperlyConfigured(
+        f"{name} must be set when DEBUG is off; the embedded demo runs with DEBUG=1 (as make demo does): "
+        "DEBUG=1 .venv/bin/python manage.py ..."
+    )
 
 
 def env_int_list(name: str, default: list[int]) -> list[int]:

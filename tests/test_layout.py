@@ -1,5 +1,5 @@
 """The layout holds: no two project files, and no two packages, import each other however
-indirectly, and the tree the README draws is the tree on disk."""
+indirectly, and the tree the architecture page draws is the tree on disk."""
 
 from __future__ import annotations
 
@@ -52,9 +52,9 @@ def test_the_project_has_no_import_cycle_and_no_package_circle(capsys) -> None:
 
 
 def _drawn_tree() -> tuple[set[str], set[str]]:
-    """The folders the README's layout block names: top level, and scheduler's."""
-    readme = (ROOT / "README.md").read_text()
-    block = readme[readme.index("```\nquartermaster/") + 4 :]
+    """The folders the architecture page's layout block names: top level, and scheduler's."""
+    page = (ROOT / "docs/concepts/architecture.md").read_text()
+    block = page[page.index("```\nquartermaster/") + 4 :]
     block = block[: block.index("```")]
     top = set(re.findall(r"^([a-z_]+)/", block, re.M))
     scheduler = set(re.findall(r"^  ([a-z_]+)/", block, re.M))
@@ -65,7 +65,7 @@ def _packages(folder: Path) -> set[str]:
     return {p.name for p in folder.iterdir() if (p / "__init__.py").is_file() and p.name != "tests"}
 
 
-def test_the_readme_draws_every_package_and_only_packages_that_exist() -> None:
+def test_the_architecture_page_draws_every_package_and_only_packages_that_exist() -> None:
     top, scheduler = _drawn_tree()
     on_disk = _packages(ROOT) | {"tests", "benchmarks"}
     assert top == on_disk, f"drawn but missing: {top - on_disk}; on disk but not drawn: {on_disk - top}"

@@ -3,7 +3,7 @@
 The portal runs as an unprivileged service user; ``sbatch``, ``scancel``, ``scontrol``
 and the commands that make and read the job's output directory run as the owner through
 ``sudo -n -u <user>``, under a sudoers rule that allows exactly those commands for
-members of one group (``deploy/sudoers.d/quartermaster``; README, "Slurm backend").
+members of one group (``deploy/sudoers.d/quartermaster``; docs/admin/slurm.md).
 Slurm then records the owner as the job's user (``sacct -o User``), the job's processes
 and files are the owner's, and another user's job cannot read them.
 

@@ -12,7 +12,7 @@ smaller than ``m``'s share, and for a whole-GPU ``m`` the partly used ones), wei
 how common ``m`` is. A job goes where placing it raises that sum the least (usually:
 lowers it the most, by filling capacity that was stranded anyway).
 
-Beyond FGD (each measured on the openb trace, see the README):
+Beyond FGD (each measured on the openb trace, see docs/benchmarks.md and CHANGELOG.md):
 
 - **CPU and memory feed**: FGD asks only whether one more request of a shape fits. A
   node with 8 free GPUs and CPUs for one more request strands 7 of them all the same;

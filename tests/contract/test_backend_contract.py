@@ -237,7 +237,7 @@ def _kubernetes(tmp_path: Path) -> Iterator[Case]:
 
 @contextmanager
 def _kubernetes_cluster(tmp_path: Path) -> Iterator[Case]:
-    """Against the real cluster of ``$KUBECONFIG`` (opt-in; see README, "Kubernetes")."""
+    """Against the real cluster of ``$KUBECONFIG`` (opt-in; see docs/admin/kubernetes.md)."""
     with real_cluster_case(tmp_path) as (build, node, gpus):
         yield Case(backend=build(), runs_commands=False, reopen=build, kill_supervisor=None, node=node, gpus=gpus)
 

@@ -80,6 +80,14 @@ def test_secret_is_required_outside_debug(monkeypatch):
     assert env_secret("SECRET_KEY", debug=True, debug_default="dev") == "dev"
 
 
+def test_a_missing_secret_tells_the_demos_user_what_make_demo_sets(monkeypatch):
+    """`manage.py seed_demo --reset-passwords` typed without DEBUG=1 stops here: the message
+    says how the embedded demo runs, not only what a production site must set."""
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    with pytest.raises(ImproperlyConfigured, match=r"the embedded demo runs with DEBUG=1 \(as make demo does\)"):
+        env_secret("SECRET_KEY", debug=False, debug_default="x")
+
+
 def test_choice_names_the_allowed_values(monkeypatch):
     monkeypatch.setenv("MODE", "fast")
     with pytest.raises(ImproperlyConfigured, match="MODE must be one of a, b"):

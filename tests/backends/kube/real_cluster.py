@@ -1,6 +1,6 @@
 """The contract suite against a real cluster: opt-in, when ``KUBECONFIG`` is set.
 
-Environment (the README's "Kubernetes" section says the same)::
+Environment (docs/admin/kubernetes.md says the same)::
 
     KUBECONFIG=~/.kube/config   # turns the suite on; its current context is used
     QM_K8S_CONTEXT=name         # another context
