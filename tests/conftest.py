@@ -4,7 +4,8 @@ Personas (as in healthchecks' tests): alice owns jobs in account ``lab``; bob
 coordinates ``lab`` and so sees alice's jobs; dora is a plain member of ``lab`` and
 does not; charlie belongs to ``other`` and must see nothing of alice's; admin is staff.
 
-Tests marked ``postgres``, ``redis`` or ``slurm`` need that service. Without it they skip on a
+Tests marked ``postgres``, ``redis``, ``slurm`` or ``bwrap`` (the local backend's
+sandbox, Debian's bubblewrap) need that service. Without it they skip on a
 laptop, and FAIL when ``QM_REQUIRE_SERVICES=1`` (CI), so CI can never go green by
 silently skipping.
 """
@@ -85,6 +86,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         _missing(f"this test needs Redis: set REDIS_URL (now {redis_url()!r}) to a running server")
     if item.get_closest_marker("slurm"):
         require_slurm()
+    if item.get_closest_marker("bwrap"):
+        require_bwrap()
+
+
+def require_bwrap() -> None:
+    """Skip the running test (fail it in CI) unless bubblewrap is installed: the
+    ``bwrap`` marker's check, and the sandboxed local backend's fixtures'."""
+    if not shutil.which("bwrap"):
+        _missing("bubblewrap is not installed (apt-get install bubblewrap)")
 
 
 def require_slurm() -> None:

@@ -89,7 +89,8 @@ def site(request: pytest.FixtureRequest, passable_tmp: Path) -> Site:
     bob = _owned(homes / "bob", BOB, 0o755)  # even a world-readable home stays bob's
     (bob / "secret.txt").write_text("bob's secret")
     (_owned(alice / "project", ALICE, 0o700) / "mine.txt").write_text("alice's data")
-    config = {"nodes": NODES, "sandbox": request.param, "kill_grace_seconds": 1}
+    homes = tmp_path / "job-homes"  # where unsandboxed jobs' own directories are, as root
+    config = {"nodes": NODES, "sandbox": request.param, "kill_grace_seconds": 1, "homes_dir": str(homes)}
     backend = load_backend("local", "demo", config, work_dir=var / "work")
     return Site(backend, var, alice, bob)
 

@@ -128,12 +128,15 @@ class Case:
 
 def local_config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
     """The contract's local cluster; its jobs may write the test's ``scratch``, shared
-    with them as a site shares a scratch file system (``shared_paths``)."""
+    with them as a site shares a scratch file system (``shared_paths``). Jobs that run
+    unsandboxed as other uids get their own directories in the test's passable tree
+    (``homes_dir``), removed with it."""
     return {
         "nodes": NODE_GROUPS,
         "state_dir": str(tmp_path / "state"),
         "kill_grace_seconds": 1,
         "shared_paths": [str(local_scratch(tmp_path))],
+        "homes_dir": str(passable_dir(tmp_path) / "homes"),
         **extra,
     }
 
@@ -242,9 +245,12 @@ def _kubernetes_cluster(tmp_path: Path) -> Iterator[Case]:
         yield Case(backend=build(), runs_commands=False, reopen=build, kill_supervisor=None, node=node, gpus=gpus)
 
 
-#: Every backend we can build here: name -> a context manager that yields its Case.
+#: Every backend we can build here: name -> a context manager that yields its Case. The
+#: local backend runs every test twice: in its bubblewrap sandbox, and with none (as
+#: where bubblewrap is not installed), each job as its owner's uid when this is root.
 BACKENDS: dict[str, Callable[[Path], AbstractContextManager[Case]]] = {
-    "local": _local,
+    "local-bwrap": partial(_local, sandbox="bwrap"),
+    "local-nosandbox": partial(_local, sandbox="none"),
     "local-simulate": partial(_local, simulate=SIMULATED_SECONDS),
     "kubernetes": _kubernetes,
     "slurm": _slurm,
@@ -252,14 +258,16 @@ BACKENDS: dict[str, Callable[[Path], AbstractContextManager[Case]]] = {
 if os.environ.get("KUBECONFIG"):
     BACKENDS["kubernetes-cluster"] = _kubernetes_cluster
 #: Those that really run commands (logs, exit codes, process groups are observable).
-EXECUTING = ["local", "slurm"]
+EXECUTING = ["local-bwrap", "local-nosandbox", "slurm"]
 #: Those whose job supervisor a test can kill.
-SUPERVISED = ["local"]
+SUPERVISED = ["local-bwrap", "local-nosandbox"]
+#: The service each backend needs, as the marker that skips it here (fails it in CI).
+NEEDS = {"slurm": pytest.mark.slurm, "local-bwrap": pytest.mark.bwrap}
 
 
 def _params(names: list[str]) -> list[Any]:
-    """Backend names as pytest params; the real-Slurm ones carry the ``slurm`` marker."""
-    return [pytest.param(name, marks=pytest.mark.slurm) if name == "slurm" else name for name in names]
+    """Backend names as pytest params, each with the marker of the service it needs."""
+    return [pytest.param(name, marks=NEEDS[name]) if name in NEEDS else name for name in names]
 
 
 @pytest.fixture(params=_params(list(BACKENDS)))
@@ -1022,13 +1030,18 @@ def test_malformed_specs_rejected(tmp_path: Path, fields: dict[str, Any], messag
 def test_job_on_mig_slices_sees_the_slice_indices(tmp_path: Path) -> None:
     case = _local_case(tmp_path)
     external_id = case.backend.submit(
-        job(case, "echo CVD=$CUDA_VISIBLE_DEVICES; pwd", placements=(Placement("mig-01", (3, 4)),))
+        job(
+            case,
+            'echo CVD=$CUDA_VISIBLE_DEVICES; echo "PWD=$(pwd) HOME=$HOME"',
+            placements=(Placement("mig-01", (3, 4)),),
+        )
     )
 
     assert wait_for(case.backend, external_id).state is RemoteState.COMPLETED
     log = case.backend.read_log(external_id)
     assert "CVD=3,4" in log
-    assert f"/state/jobs/{external_id}/work\n" in log  # the job runs in its own directory
+    home = re.search(r"PWD=(\S+) HOME=(\S+)", log)
+    assert home and home[1] == home[2] and external_id in home[1], log  # the job runs in its own directory
 
 
 def test_reboot_reports_node_fail(tmp_path: Path) -> None:
