@@ -8,7 +8,8 @@ command runs at all: each job simply lasts that many seconds (demos, tests).
 Everything about a job lives in files, so any process (a restarted worker, a second
 backend instance) can poll or cancel it, and a job outlives the worker that submitted it.
 
-State directory layout (``state_dir``, default ``work_dir/local-backend/<cluster>``)::
+State directory layout (``state_dir``, default ``work_dir/local-backend/<cluster>``; it and
+its directories are made 0700)::
 
     tmp/                    staging: a job dir is built here, then renamed into jobs/
     jobs/<key>/             one per JobSpec.key; its appearance is the atomic submit; the
@@ -463,8 +464,10 @@ class LocalBackend:
                 return spec.key
             identity = self._job_identity(spec)
             home = self._home(spec, identity)
-            self._jobs.mkdir(parents=True, exist_ok=True)
-            self._staging.mkdir(parents=True, exist_ok=True)
+            # The portal's alone: no job needs to pass through it (module docstring).
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._jobs.mkdir(mode=0o700, exist_ok=True)
+            self._staging.mkdir(mode=0o700, exist_ok=True)
             staging = Path(tempfile.mkdtemp(dir=self._staging, prefix=f"{spec.key}."))
             try:
                 self._write_job(staging, spec, argv, env, identity, home)
