@@ -53,7 +53,8 @@ RESULT_FILE = "result.json"
 OUTPUT_FILE = "output.log"
 RUNNER_LOG_FILE = "runner.log"
 #: The job's own directory (its working directory and home, the script in it), the only
-#: place of the job directory the job sees; the runner's files stay out of its reach.
+#: place of the job directory the job sees; the runner's files stay out of its reach. A
+#: job that runs unsandboxed as another uid has its own in ``homes_dir`` instead (local.py).
 WORK_DIR = "work"
 #: What a sandboxed job sees of this machine, read-only: the operating system. Not the
 #: portal (its code, database, secrets, var/ tree), not /home, /opt or /srv, not other jobs.
