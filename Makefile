@@ -31,7 +31,7 @@ native: $(NATIVE)
 demo: venv native
 	@# Without bubblewrap demo jobs are not isolated from the portal: single-user, localhost only.
 	@if ! command -v bwrap >/dev/null 2>&1; then case "$(HOST)" in 127.*|localhost|::1) ;; \
-	  *) echo "Refusing to listen on $(HOST): without bubblewrap (apt-get install bubblewrap) demo jobs can read the portal's files; the demo is single-user and stays on localhost."; exit 1;; esac; fi
+	  *) echo "Refusing to listen on $(HOST): without bubblewrap (apt-get install bubblewrap) demo jobs run unsandboxed and can read whatever their uid can, the portal's files perhaps; the demo is single-user and stays on localhost."; exit 1;; esac; fi
 	DEBUG=1 $(BIN)/python manage.py migrate --noinput
 	DEBUG=1 $(BIN)/python manage.py seed_demo
 	@echo ""

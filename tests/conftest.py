@@ -4,7 +4,8 @@ Personas (as in healthchecks' tests): alice owns jobs in account ``lab``; bob
 coordinates ``lab`` and so sees alice's jobs; dora is a plain member of ``lab`` and
 does not; charlie belongs to ``other`` and must see nothing of alice's; admin is staff.
 
-Tests marked ``postgres``, ``redis`` or ``slurm`` need that service. Without it they skip on a
+Tests marked ``postgres``, ``redis``, ``slurm`` or ``bwrap`` (the local backend's
+sandbox, Debian's bubblewrap) need that service. Without it they skip on a
 laptop, and FAIL when ``QM_REQUIRE_SERVICES=1`` (CI), so CI can never go green by
 silently skipping.
 """
@@ -42,13 +43,17 @@ def passable_dir(for_path: Path) -> Path:
     whenever it starts), so tests whose jobs work in directories of their own make them
     here. Remove it with ``shutil.rmtree`` (:func:`passable_tmp` does).
     """
-    root = Path(tempfile.gettempdir()) / f"qm-tests-passable-{os.geteuid()}"
-    root.mkdir(mode=0o711, exist_ok=True)
-    root.chmod(0o711)
-    path = root / hashlib.sha256(str(for_path).encode()).hexdigest()[:16]
-    path.mkdir(mode=0o711, exist_ok=True)
-    path.chmod(0o711)
+    path = passable_path(for_path)
+    for made in (path.parent, path):
+        made.mkdir(mode=0o711, exist_ok=True)
+        made.chmod(0o711)
     return path
+
+
+def passable_path(for_path: Path) -> Path:
+    """Where :func:`passable_dir` makes its directory, made or not."""
+    root = Path(tempfile.gettempdir()) / f"qm-tests-passable-{os.geteuid()}"
+    return root / hashlib.sha256(str(for_path).encode()).hexdigest()[:16]
 
 
 @pytest.fixture
@@ -85,6 +90,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         _missing(f"this test needs Redis: set REDIS_URL (now {redis_url()!r}) to a running server")
     if item.get_closest_marker("slurm"):
         require_slurm()
+    if item.get_closest_marker("bwrap"):
+        require_bwrap()
+
+
+def require_bwrap() -> None:
+    """Skip the running test (fail it in CI) unless bubblewrap is installed: the
+    ``bwrap`` marker's check, and the sandboxed local backend's fixtures'."""
+    if not shutil.which("bwrap"):
+        _missing("bubblewrap is not installed (apt-get install bubblewrap)")
 
 
 def require_slurm() -> None:
@@ -101,10 +115,14 @@ def require_slurm() -> None:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_scheduler_settings(settings: Any, tmp_path: Any) -> None:
-    """Dispatch inline and keep backend files per test, unless a test says otherwise."""
+def _isolated_scheduler_settings(settings: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Dispatch inline and keep backend files per test, unless a test says otherwise:
+    the local backend's too, and the directories it makes for jobs that run unsandboxed
+    as other uids (root without bubblewrap), which would otherwise go to /var/lib."""
     settings.SCHEDULER_DISPATCH = "inline"
     settings.QM_WORK_DIR = tmp_path / "work"
+    homes = passable_path(tmp_path) / "job-homes"
+    monkeypatch.setattr("scheduler.backends.local.DEFAULT_HOMES_DIR", homes)
     # Tests change the hardware between requests: the submit-time check sees it at once.
     settings.SCHEDULER_INVENTORY_RECHECK_SECONDS = 0
     settings.SCHEDULER_STRANDED_SECONDS = 0  # every tick recomputes the overview's stranded GPUs
@@ -114,6 +132,8 @@ def _isolated_scheduler_settings(settings: Any, tmp_path: Any) -> None:
     from django.core.cache import cache
 
     cache.clear()
+    yield
+    shutil.rmtree(homes.parent, ignore_errors=True)
 
 
 @dataclass

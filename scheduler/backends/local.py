@@ -8,13 +8,17 @@ command runs at all: each job simply lasts that many seconds (demos, tests).
 Everything about a job lives in files, so any process (a restarted worker, a second
 backend instance) can poll or cancel it, and a job outlives the worker that submitted it.
 
-State directory layout (``state_dir``, default ``work_dir/local-backend/<cluster>``)::
+State directory layout (``state_dir``, default ``work_dir/local-backend/<cluster>``; it and
+its directories are made 0700)::
 
     tmp/                    staging: a job dir is built here, then renamed into jobs/
-    jobs/<key>/             one per JobSpec.key; its appearance is the atomic submit
+    jobs/<key>/             one per JobSpec.key; its appearance is the atomic submit; the
+                            portal's user's alone (0700), as is everything in it
         spec.json           what to run: argv, env, walltime, placements, submitted_at,
-                            simulate (seconds, or null for real execution)
-        job.sh              the script, when the spec has one
+                            simulate (seconds, or null for real execution), home
+        work/               the job's own directory (its home), made by the runner, owned
+                            by the job's user (0700): job.sh, the script, when the spec
+                            has one, and whatever the job writes
         runner.claim        O_EXCL lock: the runner that creates it runs the job
         runner.json         runner pid, start ticks and boot id (liveness checks)
         started.json        the command's pid, start ticks and start time
@@ -26,6 +30,14 @@ State directory layout (``state_dir``, default ``work_dir/local-backend/<cluster
 The runner is :mod:`scheduler.backends.local_runner`; its docstring states its side of
 the contract. External ids are the spec keys.
 
+Where a job's own directory is: the sandbox binds ``jobs/<key>/work`` into the job at its
+path, and a job that runs as the portal's own user reaches it as it is. A job that runs
+unsandboxed as another uid (the portal is root, without bubblewrap) could not: the state
+tree is the portal's alone, and may lie under a home no other user may pass (``/root``).
+Its own directory is then ``homes_dir/<cluster>-<key>-<random>`` (default
+:data:`DEFAULT_HOMES_DIR`), in a root-owned directory every user may pass but not list,
+so a job reaches its own directory by name and no other user can find or read it.
+
 GPU numbering: a node's physical GPUs are indices ``0..n-1``. When ``gpus.mig`` splits
 each GPU into slices, the slices follow the physical GPUs: slice ``j`` of GPU ``i`` has
 index ``n + i * len(mig) + j`` and ``parent_index = i``. The parent stays in the list to
@@ -35,6 +47,7 @@ placements must name its slices.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -44,6 +57,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -70,6 +84,7 @@ from scheduler.backends.base import (
 from scheduler.backends.job_env import job_env, master_env, rank_env
 from scheduler.backends.job_files import prelude
 from scheduler.backends.spec_check import spec_problem
+from scheduler.backends.user_paths import trusted_real
 
 #: A job whose runner has not announced itself this long after submit is NODE_FAIL.
 STARTUP_GRACE_SECONDS = 60.0
@@ -79,8 +94,21 @@ RELAUNCH_WINDOW_SECONDS = 30.0
 #: How long submit waits for the runner to detach before leaving it to start alone.
 LAUNCH_TIMEOUT_SECONDS = 30.0
 
+#: Where the own directories of jobs that run unsandboxed as other uids are made.
+DEFAULT_HOMES_DIR = Path("/var/lib/quartermaster/job-homes")
+
 _CONFIG_KEYS = frozenset(
-    {"nodes", "nodes_file", "simulate", "state_dir", "kill_grace_seconds", "sandbox", "job_user", "shared_paths"}
+    {
+        "nodes",
+        "nodes_file",
+        "simulate",
+        "state_dir",
+        "kill_grace_seconds",
+        "sandbox",
+        "job_user",
+        "shared_paths",
+        "homes_dir",
+    }
 )
 _GROUP_KEYS = frozenset({"name", "count", "cpus", "memory_mib", "labels", "state", "reason", "gpus"})
 _GPU_KEYS = frozenset({"count", "model", "memory_mib", "compute_capability", "mig", "shared", "sharing"})
@@ -103,14 +131,40 @@ def _is_safe_name(value: object) -> bool:
 
 def _sandbox(reader: _ConfigReader, value: object) -> str:
     """The bubblewrap binary jobs run in, or '' for none (``sandbox: none``, or ``auto``
-    where Debian's ``bubblewrap`` is not installed: jobs then see everything this
-    machine's user sees, and ``single_user`` says so)."""
+    where Debian's ``bubblewrap`` is not installed: jobs then see everything their uid
+    sees on this machine, and :attr:`LocalBackend.isolation` says so)."""
     if value not in ("auto", "bwrap", "none"):
         raise reader.bad(f"sandbox must be auto, bwrap or none, got {value!r}")
     found = shutil.which("bwrap") or ""
     if value == "bwrap" and not found:
         raise reader.bad("sandbox is bwrap but bwrap is not installed (apt-get install bubblewrap)")
     return "" if value == "none" else found
+
+
+def passage_problem(path: Path) -> str | None:
+    """Why root may not make jobs' own directories in ``path`` and hand them to their
+    users, or None.
+
+    Every directory on the way must be root's, must let other users pass (else a job
+    cannot reach its own directory) and must be closed to their changes, unless sticky
+    (``/tmp``: nobody may rename or remove what root made there); any link on the way must
+    be root's too. Otherwise another user could swap a directory on the way for a link,
+    and root would make (and hand over) a directory wherever that link points.
+    """
+    real = os.path.realpath(path)
+    if trusted_real(str(path)) != real:
+        return f"{path} is reached through a link that root does not own"
+    chain = [*reversed(Path(real).parents), Path(real)]
+    for place in chain:
+        info = os.stat(place)
+        if info.st_uid != 0:
+            return f"{place} belongs to uid {info.st_uid}, not root"
+        sticky = place != chain[-1] and info.st_mode & stat.S_ISVTX
+        if info.st_mode & 0o022 and not sticky:
+            return f"{place} may be changed by other users (mode {stat.filemode(info.st_mode)})"
+        if not info.st_mode & 0o001:
+            return f"{place} does not let other users pass (mode {stat.filemode(info.st_mode)})"
+    return None
 
 
 def _epoch_to_dt(value: Any) -> datetime | None:
@@ -351,6 +405,35 @@ class LocalBackend:
         if not isinstance(shared, list) or not all(isinstance(p, str) and p.startswith("/") for p in shared):
             raise reader.bad(f"shared_paths must be a list of absolute paths, got {shared!r}")
         self.shared_paths = tuple(shared)
+        homes_dir = config.get("homes_dir", str(DEFAULT_HOMES_DIR))
+        if not isinstance(homes_dir, str) or not homes_dir.startswith("/"):
+            raise reader.bad(f"homes_dir must be an absolute path, got {homes_dir!r}")
+        self.homes_dir = Path(os.path.normpath(homes_dir))
+
+    @property
+    def isolation(self) -> str:
+        """What keeps this cluster's jobs from the portal and from each other, in words:
+        the demo prints it, and an operator must never have to guess it."""
+        if self.simulate is not None:
+            return "simulated: no job runs on this machine"
+        if os.geteuid() == 0:
+            who = f"its owner's uid ({self.job_user!r} when the owner has none)"
+        else:
+            who = f"this portal's own user (uid {os.geteuid()})"
+        if self.sandbox:
+            return (
+                f"bubblewrap sandbox ({self.sandbox}): each job runs as {who} and sees only the operating "
+                "system, its own directory and the shared paths"
+            )
+        if os.geteuid() == 0:
+            return (
+                f"no sandbox: each job runs as {who} without filesystem isolation, so it can read whatever "
+                f"that uid can on this machine (world-readable files; jobs without a uid share {self.job_user!r})"
+            )
+        return (
+            f"no sandbox: each job runs as {who} without filesystem isolation, so it can read and change "
+            "everything this user can, the portal's database and files included"
+        )
 
     # -- Backend protocol -------------------------------------------------------------
 
@@ -369,8 +452,9 @@ class LocalBackend:
         1. Validate the spec against the inventory (nothing is written on failure).
         2. If the job exists, return its id (relaunching a runner only if the first
            submitter died before launching one; the runner's claim file prevents doubles).
-        3. Build the job directory in tmp/ and rename it into jobs/<key>.
-        4. Launch the detached runner (real execution only) and wait for it to detach.
+        3. Decide whom it runs as and where its own directory will be (refused: permanent).
+        4. Build the job directory in tmp/ and rename it into jobs/<key>.
+        5. Launch the detached runner (real execution only) and wait for it to detach.
         """
         argv, env = self._validate(spec)
         job_dir = self._jobs / spec.key
@@ -378,11 +462,15 @@ class LocalBackend:
             if job_dir.exists():
                 self._relaunch_if_orphaned(job_dir)
                 return spec.key
-            self._jobs.mkdir(parents=True, exist_ok=True)
-            self._staging.mkdir(parents=True, exist_ok=True)
+            identity = self._job_identity(spec)
+            home = self._home(spec, identity)
+            # The portal's alone: no job needs to pass through it (module docstring).
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._jobs.mkdir(mode=0o700, exist_ok=True)
+            self._staging.mkdir(mode=0o700, exist_ok=True)
             staging = Path(tempfile.mkdtemp(dir=self._staging, prefix=f"{spec.key}."))
             try:
-                self._write_job(staging, spec, argv, env)
+                self._write_job(staging, spec, argv, env, identity, home)
                 os.rename(staging, job_dir)
             except OSError as exc:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -554,14 +642,38 @@ class LocalBackend:
         named = spec.workdir_bounds.refused if spec.workdir_bounds else ()
         return [*named, str(self.state_dir), str(_PACKAGE_ROOT)]
 
-    def _write_job(self, job_dir: Path, spec: JobSpec, argv: list[str], env: dict[str, str]) -> None:
-        identity = self._job_identity(spec)
-        work = job_dir / runner.WORK_DIR
-        work.mkdir(mode=0o700)
+    def _home(self, spec: JobSpec, identity: dict[str, Any] | None) -> Path:
+        """The job's own directory (see the module docstring): in its job directory,
+        unless it runs unsandboxed as another uid; then a fresh name in ``homes_dir``,
+        which is made here if need be and must be a safe passage
+        (:func:`passage_problem`)."""
+        if self.sandbox or identity is None or self.simulate is not None:
+            return self._jobs / spec.key / runner.WORK_DIR
+        if not self.homes_dir.is_dir():
+            self.homes_dir.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                self.homes_dir.mkdir(mode=0o711)
+                self.homes_dir.chmod(0o711)  # whatever the umask
+        problem = passage_problem(self.homes_dir)
+        if problem:
+            raise self._reject(
+                spec,
+                f"homes_dir {self.homes_dir} cannot hold the directories of jobs that run unsandboxed "
+                f"as their owners: {problem}",
+            )
+        return self.homes_dir / f"{self.name}-{spec.key}-{uuid.uuid4().hex[:12]}"
+
+    def _write_job(
+        self,
+        job_dir: Path,
+        spec: JobSpec,
+        argv: list[str],
+        env: dict[str, str],
+        identity: dict[str, Any] | None,
+        home: Path,
+    ) -> None:
         if spec.script:
-            (work / runner.SCRIPT_FILE).write_text(spec.script, encoding="utf-8")
-            # Where it will be once the staged directory is renamed into jobs/<key>.
-            argv = ["bash", str(self._jobs / spec.key / runner.WORK_DIR / runner.SCRIPT_FILE)]
+            argv = ["bash", str(home / runner.SCRIPT_FILE)]
         if self.simulate is not None:
             (job_dir / runner.OUTPUT_FILE).write_text(
                 f"[local backend {self.name}: simulated for {self.simulate:g}s; nothing was run]\n", encoding="utf-8"
@@ -574,6 +686,8 @@ class LocalBackend:
                 "owner": spec.owner,
                 "account": spec.account,
                 "argv": argv,
+                "script": spec.script,  # written into ``home`` by the runner, which makes it
+                "home": str(home),
                 "env": env,
                 "walltime_seconds": spec.walltime_seconds,
                 "kill_grace_seconds": self.kill_grace_seconds,

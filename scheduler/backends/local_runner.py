@@ -53,7 +53,8 @@ RESULT_FILE = "result.json"
 OUTPUT_FILE = "output.log"
 RUNNER_LOG_FILE = "runner.log"
 #: The job's own directory (its working directory and home, the script in it), the only
-#: place of the job directory the job sees; the runner's files stay out of its reach.
+#: place of the job directory the job sees; the runner's files stay out of its reach. A
+#: job that runs unsandboxed as another uid has its own in ``homes_dir`` instead (local.py).
 WORK_DIR = "work"
 #: What a sandboxed job sees of this machine, read-only: the operating system. Not the
 #: portal (its code, database, secrets, var/ tree), not /home, /opt or /srv, not other jobs.
@@ -321,6 +322,8 @@ class _Launch:
     fds: tuple[int, ...]
     as_user: dict[str, Any]
     sandboxed: bool
+    #: The job's own directory (its script and the writer of its files are in it).
+    home: Path
 
     def popen_args(self) -> dict[str, Any]:
         return {"cwd": self.cwd, "pass_fds": self.fds, "stdin": subprocess.DEVNULL, **self.as_user}
@@ -332,7 +335,8 @@ def _run(job_dir: Path) -> int:
     Steps:
     1. If cancel was requested before we start, record CANCELLED and run nothing.
     2. Prepare: open the workdir as the job's user (refused: FAILED), build the
-       environment and the sandbox, hand the job directory to its user.
+       environment and the sandbox, make the job's own directory (its script in it) and hand
+       it to its user.
     3. Write the files the job brought, once, as the job, before any rank.
     4. Start the command once per rank (one per placed node, each with its own rank
        variables and GPUs: ``ranks`` in spec.json), all in one process group of their
@@ -369,28 +373,37 @@ def _run(job_dir: Path) -> int:
     return 0
 
 
+def _make_home(home: Path, spec: dict[str, Any], identity: dict[str, Any] | None) -> None:
+    """The job's own directory, new (``mkdir`` fails on anything already there), with
+    its script and the writer of its files, then handed to its user: made here, before
+    the directory is the job's, nothing of its user can be in the way. The files' writer
+    is a file because the files can be larger than one argument may be (128 KiB)."""
+    os.mkdir(home, 0o700)
+    if spec.get("script"):
+        _create_new(home / SCRIPT_FILE, spec["script"])
+    if spec.get("setup"):
+        _create_new(home / SETUP_FILE, spec["setup"])
+    if identity:
+        for path in (home, *home.iterdir()):
+            os.chown(path, identity["uid"], identity["gid"], follow_symlinks=False)
+
+
 def _prepare(job_dir: Path, spec: dict[str, Any]) -> _Launch:
     """Step 2. Raises ``UnsafePath`` when the job's workdir may not be used."""
-    work = job_dir / WORK_DIR
+    home = Path(spec["home"])
     identity = spec.get("run_as")
     workdir = _open_workdir(spec, identity)
     env = inherited_environment()
-    env.update({"HOME": str(work), "TMPDIR": "/tmp"})
+    env.update({"HOME": str(home), "TMPDIR": "/tmp"})
     if identity:
         env.update({"USER": identity["user"], "LOGNAME": identity["user"]})
     env.update({str(k): str(v) for k, v in spec["env"].items()})
-    if spec.get("setup"):
-        # Created here, before the directory is the job's: nothing of its user can be in
-        # the way (from a file: the files can be larger than one argument may be, 128 KiB).
-        _create_new(work / SETUP_FILE, spec["setup"])
-    if identity:
-        for path in (work, *work.iterdir()):
-            os.chown(path, identity["uid"], identity["gid"], follow_symlinks=False)
+    _make_home(home, spec, identity)
     wrapper: list[str] = []
     as_user: dict[str, Any] = {}
     if spec.get("sandbox"):
         bound = (workdir, str(spec["workdir"])) if workdir else None
-        wrapper = sandbox_argv(spec["sandbox"], work, list(spec.get("shared_paths", [])), identity, workdir=bound)
+        wrapper = sandbox_argv(spec["sandbox"], home, list(spec.get("shared_paths", [])), identity, workdir=bound)
     elif identity:  # no sandbox: at least never the portal's user
         as_user = {"user": identity["uid"], "group": identity["gid"], "extra_groups": []}
     return _Launch(
@@ -398,7 +411,8 @@ def _prepare(job_dir: Path, spec: dict[str, Any]) -> _Launch:
         wrapper=wrapper,
         env=env,
         # Every process starts in the directory the runner holds open, never by its name again.
-        cwd=workdir.proc_path if workdir else str(work),
+        cwd=workdir.proc_path if workdir else str(home),
+        home=home,
         fds=(workdir.fd,) if workdir else (),
         as_user=as_user,
         sandboxed=bool(spec.get("sandbox")),
@@ -410,7 +424,7 @@ def _write_files(job_dir: Path, launch: _Launch, walltime: float) -> bool:
     with open(job_dir / OUTPUT_FILE, "ab") as log:
         try:
             setup = subprocess.run(
-                [*launch.wrapper, "bash", str(job_dir / WORK_DIR / SETUP_FILE)],
+                [*launch.wrapper, "bash", str(launch.home / SETUP_FILE)],
                 env=launch.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -5,12 +5,15 @@ users' jobs.
 The sandbox is Debian's bubblewrap; without it these tests skip here and fail in CI
 (``QM_REQUIRE_SERVICES=1``). As root (CI), jobs also run as their owner's uid, or as
 ``nobody`` without one. No Django: the "portal" is a var/ tree laid out as the demo's.
+
+Without the sandbox (``sandbox: none``, or no bubblewrap) a job sees the machine as its
+uid does, and says so (``LocalBackend.isolation``); what still holds, as root, is that
+one user's job cannot find or read another's directory, script or output.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import uuid
 from pathlib import Path
@@ -20,7 +23,8 @@ import pytest
 
 from scheduler.backends import load_backend
 from scheduler.backends.base import Backend, JobSpec, Placement, RunAs
-from tests.conftest import _missing
+from scheduler.backends.local import LocalBackend
+from tests.conftest import require_bwrap
 
 NODES = [
     {
@@ -52,8 +56,7 @@ def portal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A var/ tree as the demo has it (a world-readable SQLite file in it, as Django's
     default umask leaves one) and the local backend in it; the portal's secret in this
     process's environment."""
-    if not shutil.which("bwrap"):
-        _missing("bubblewrap is not installed (apt-get install bubblewrap)")
+    require_bwrap()
     monkeypatch.setenv("SECRET_KEY", SECRET)
     var = tmp_path / "var"
     var.mkdir(mode=0o755)
@@ -64,18 +67,20 @@ def portal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     return backend, var, database
 
 
-def run(backend: Backend, command: str, run_as: RunAs) -> tuple[str, str]:
-    spec = JobSpec(
-        key=f"{uuid.uuid4()}.1",
-        name="attack",
-        owner=run_as.user,
-        account="lab",
-        command=command,
-        script="",
-        walltime_seconds=60,
-        placements=(Placement("n-01", (0,)),),
-        run_as=run_as,
-    )
+def run(backend: Backend, command: str, run_as: RunAs, **fields: Any) -> tuple[str, str]:
+    """Submit a job as ``run_as`` and wait for its end: its id and its log."""
+    values: dict[str, Any] = {
+        "key": f"{uuid.uuid4()}.1",
+        "name": "attack",
+        "owner": run_as.user,
+        "account": "lab",
+        "command": command,
+        "script": "",
+        "walltime_seconds": 60,
+        "placements": (Placement("n-01", (0,)),),
+        "run_as": run_as,
+    }
+    spec = JobSpec(**{**values, **fields})
     external_id = backend.submit(spec)
     deadline = time.monotonic() + 30
     while not backend.poll([external_id])[external_id].state.is_terminal:
@@ -119,3 +124,43 @@ def test_a_job_without_a_uid_runs_as_the_unprivileged_job_user(portal: Any) -> N
     _, log = run(backend, "id -un", RunAs("carol"))
 
     assert log.strip() == "nobody"
+
+
+@pytest.fixture
+def unsandboxed(passable_tmp: Path) -> LocalBackend:
+    """The local backend without a sandbox, run by root: each job as its owner's uid."""
+    if os.geteuid() != 0:
+        pytest.skip("as an ordinary user every job runs as the portal's own user: no other uid to keep out")
+    config = {"nodes": NODES, "sandbox": "none", "homes_dir": str(passable_tmp / "job-homes")}
+    return LocalBackend(name="demo", config=config, work_dir=passable_tmp / "var" / "work")
+
+
+def test_without_a_sandbox_another_users_job_finds_nothing_of_a_job(unsandboxed: LocalBackend) -> None:
+    """Alice's job (a script, with a file) works in its own directory; Bob's job, on the
+    same machine with no sandbox, cannot list where it is, enter it, read its files or
+    reach its output and spec in the state tree."""
+    backend = unsandboxed
+    script = "#!/bin/bash\necho 'alice private notes' > notes.txt\necho \"home=$HOME\"\necho alice-output\n"
+    alices, log = run(backend, "", ALICE, script=script, files={"data.txt": "alice data"})
+    home = Path(log.split("home=", 1)[1].split()[0])
+    assert "alice-output" in log and (home / "notes.txt").read_text() == "alice private notes\n"
+    assert (home.stat().st_uid, home.stat().st_mode & 0o777) == (ALICE.uid, 0o700)
+    job_dir = backend.state_dir / "jobs" / alices
+    attack = f"""
+    echo "whoami=$(id -u)"
+    ls {home.parent} 2>&1 | sed 's/^/homes: /'
+    ls {home} 2>&1 | sed 's/^/victim-home: /'
+    for f in notes.txt job.sh data.txt; do cat {home}/$f 2>&1 | sed 's/^/victim: /'; done
+    ls {backend.state_dir}/jobs 2>&1 | sed 's/^/jobs: /'
+    for f in output.log spec.json; do cat {job_dir}/$f 2>&1 | sed 's/^/victim-job: /'; done
+    """
+
+    _, log = run(backend, attack, BOB)
+    print(log)  # the attack's own words, for a reader of -s output
+
+    assert "whoami=20002" in log
+    assert "homes: ls: cannot open directory" in log  # a passage: nobody lists whose jobs are there
+    assert "victim-home: ls: cannot open directory" in log
+    assert log.count("victim: cat:") == 3 and "private notes" not in log and "alice data" not in log
+    assert "jobs: ls: cannot" in log
+    assert log.count("victim-job: cat:") == 2 and "alice-output" not in log

@@ -26,7 +26,7 @@ import pytest
 from scheduler.backends import load_backend
 from scheduler.backends.base import Backend, JobSpec, Placement, PollResult, RemoteState, RunAs, WorkdirBounds
 from scheduler.backends.user_paths import UnsafePath, open_user_dir, trusted_real
-from tests.conftest import _missing
+from tests.conftest import _missing, require_bwrap
 
 NODES = [
     {
@@ -77,8 +77,8 @@ def _owned(path: Path, who: RunAs, mode: int) -> Path:
 
 @pytest.fixture(params=["bwrap", "none"])
 def site(request: pytest.FixtureRequest, passable_tmp: Path) -> Site:
-    if request.param == "bwrap" and not shutil.which("bwrap"):
-        _missing("bubblewrap is not installed (apt-get install bubblewrap)")
+    if request.param == "bwrap":
+        require_bwrap()
     tmp_path = passable_tmp  # the homes' parent, as /home is: passable by everyone
     var = tmp_path / "var"
     var.mkdir(mode=0o755)
@@ -89,7 +89,8 @@ def site(request: pytest.FixtureRequest, passable_tmp: Path) -> Site:
     bob = _owned(homes / "bob", BOB, 0o755)  # even a world-readable home stays bob's
     (bob / "secret.txt").write_text("bob's secret")
     (_owned(alice / "project", ALICE, 0o700) / "mine.txt").write_text("alice's data")
-    config = {"nodes": NODES, "sandbox": request.param, "kill_grace_seconds": 1}
+    homes = tmp_path / "job-homes"  # where unsandboxed jobs' own directories are, as root
+    config = {"nodes": NODES, "sandbox": request.param, "kill_grace_seconds": 1, "homes_dir": str(homes)}
     backend = load_backend("local", "demo", config, work_dir=var / "work")
     return Site(backend, var, alice, bob)
 

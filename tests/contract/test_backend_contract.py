@@ -37,6 +37,7 @@ import pytest
 
 from scheduler.backends import load_backend, local_runner
 from scheduler.backends.base import (
+    ArrayTask,
     Backend,
     BackendError,
     JobSpec,
@@ -128,12 +129,15 @@ class Case:
 
 def local_config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
     """The contract's local cluster; its jobs may write the test's ``scratch``, shared
-    with them as a site shares a scratch file system (``shared_paths``)."""
+    with them as a site shares a scratch file system (``shared_paths``). Jobs that run
+    unsandboxed as other uids get their own directories in the test's passable tree
+    (``homes_dir``), removed with it."""
     return {
         "nodes": NODE_GROUPS,
         "state_dir": str(tmp_path / "state"),
         "kill_grace_seconds": 1,
         "shared_paths": [str(local_scratch(tmp_path))],
+        "homes_dir": str(passable_dir(tmp_path) / "homes"),
         **extra,
     }
 
@@ -242,9 +246,12 @@ def _kubernetes_cluster(tmp_path: Path) -> Iterator[Case]:
         yield Case(backend=build(), runs_commands=False, reopen=build, kill_supervisor=None, node=node, gpus=gpus)
 
 
-#: Every backend we can build here: name -> a context manager that yields its Case.
+#: Every backend we can build here: name -> a context manager that yields its Case. The
+#: local backend runs every test twice: in its bubblewrap sandbox, and with none (as
+#: where bubblewrap is not installed), each job as its owner's uid when this is root.
 BACKENDS: dict[str, Callable[[Path], AbstractContextManager[Case]]] = {
-    "local": _local,
+    "local-bwrap": partial(_local, sandbox="bwrap"),
+    "local-nosandbox": partial(_local, sandbox="none"),
     "local-simulate": partial(_local, simulate=SIMULATED_SECONDS),
     "kubernetes": _kubernetes,
     "slurm": _slurm,
@@ -252,14 +259,16 @@ BACKENDS: dict[str, Callable[[Path], AbstractContextManager[Case]]] = {
 if os.environ.get("KUBECONFIG"):
     BACKENDS["kubernetes-cluster"] = _kubernetes_cluster
 #: Those that really run commands (logs, exit codes, process groups are observable).
-EXECUTING = ["local", "slurm"]
+EXECUTING = ["local-bwrap", "local-nosandbox", "slurm"]
 #: Those whose job supervisor a test can kill.
-SUPERVISED = ["local"]
+SUPERVISED = ["local-bwrap", "local-nosandbox"]
+#: The service each backend needs, as the marker that skips it here (fails it in CI).
+NEEDS = {"slurm": pytest.mark.slurm, "local-bwrap": pytest.mark.bwrap}
 
 
 def _params(names: list[str]) -> list[Any]:
-    """Backend names as pytest params; the real-Slurm ones carry the ``slurm`` marker."""
-    return [pytest.param(name, marks=pytest.mark.slurm) if name == "slurm" else name for name in names]
+    """Backend names as pytest params, each with the marker of the service it needs."""
+    return [pytest.param(name, marks=NEEDS[name]) if name in NEEDS else name for name in names]
 
 
 @pytest.fixture(params=_params(list(BACKENDS)))
@@ -645,6 +654,29 @@ def test_every_rank_of_a_multi_node_job_reads_its_files_whole(executing: Case) -
     assert "rank 0 read 500000" in log and "rank 1 read 500000" in log
 
 
+def test_every_task_of_an_array_runs_its_script_and_files_as_its_own_job(executing: Case) -> None:
+    """An array's tasks (submitted together, as the portal does) each run the script with
+    their own index, read the files they brought and write where no other task does."""
+    case = executing
+    script = (
+        "#!/bin/bash\n"
+        'echo "task $QM_ARRAY_TASK_ID of $QM_ARRAY_TASK_COUNT in $QM_ARRAY_JOB_ID: $(cat input.txt)"\n'
+        'echo "$QM_ARRAY_TASK_ID" > mine.txt; sleep 1; echo "kept $(cat mine.txt)"\n'
+    )
+    specs = [
+        job(case, command="", script=script, files={"input.txt": "shared input"}, array=ArrayTask(7, task, 3))
+        for task in range(3)
+    ]
+
+    external_ids = [case.backend.submit(spec) for spec in specs]
+    results = [wait_for(case.backend, external_id) for external_id in external_ids]
+
+    for task, (external_id, result) in enumerate(zip(external_ids, results, strict=True)):
+        log = case.backend.read_log(external_id)
+        assert result.state is RemoteState.COMPLETED, log
+        assert f"task {task} of 3 in 7: shared input\nkept {task}\n" in log
+
+
 def test_a_job_starts_in_its_workdir_and_its_files_land_there(executing: Case) -> None:
     case = executing
     workdir = case.scratch / f"project-{uuid.uuid4().hex[:8]}"
@@ -917,6 +949,71 @@ def test_default_state_dir_is_under_work_dir(tmp_path: Path) -> None:
     assert not backend.state_dir.exists()  # nothing is written until a job is submitted
 
 
+@pytest.mark.parametrize(
+    ("config", "euid", "words"),
+    [
+        ({"sandbox": "bwrap"}, 0, "bubblewrap sandbox (/usr/bin/bwrap): each job runs as its owner's uid ('nobody'"),
+        ({"sandbox": "bwrap"}, 1000, "bubblewrap sandbox (/usr/bin/bwrap): each job runs as this portal's own user"),
+        ({"sandbox": "none"}, 0, "no sandbox: each job runs as its owner's uid ('nobody' when the owner has none) "),
+        ({"sandbox": "none"}, 1000, "(uid 1000) without filesystem isolation, so it can read and change everything"),
+        ({"sandbox": "none", "job_user": "jobs"}, 0, "jobs without a uid share 'jobs'"),
+        ({"sandbox": "none", "simulate": 5}, 0, "simulated: no job runs on this machine"),
+    ],
+    ids=["bwrap as root", "bwrap as a user", "none as root", "none as a user", "none, job_user", "simulated"],
+)
+def test_the_backend_says_what_isolation_its_jobs_have(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: dict[str, Any], euid: int, words: str
+) -> None:
+    monkeypatch.setattr("scheduler.backends.local.shutil.which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr("scheduler.backends.local.os.geteuid", lambda: euid)
+    backend = LocalBackend(name="c1", config={"nodes": [_group()], **config}, work_dir=tmp_path)
+
+    assert words in backend.isolation
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs jobs as other uids, and so needs homes_dir")
+@pytest.mark.parametrize(
+    ("setup", "problem"),
+    [
+        (lambda base: base.chmod(0o700), "does not let other users pass"),
+        (lambda base: base.chmod(0o733), "may be changed by other users"),
+        (lambda base: os.chown(base, 20001, 20001), "belongs to uid 20001, not root"),
+    ],
+    ids=["closed", "writable by others", "a user's"],
+)
+def test_a_homes_dir_that_is_no_safe_passage_refuses_unsandboxed_jobs(
+    tmp_path: Path, setup: Callable[[Path], None], problem: str
+) -> None:
+    """Root makes each unsandboxed job's own directory there and hands it to the job's
+    user: a directory another user may change (or that jobs cannot pass) would let them
+    redirect it, or leave the job unable to reach its own files."""
+    base = passable_dir(tmp_path) / "closed-homes"
+    base.mkdir()
+    setup(base)
+    with _local(tmp_path, sandbox="none", homes_dir=str(base)) as case:
+        with pytest.raises(BackendError, match=f"homes_dir {base} cannot hold .*: {base} {problem}") as refused:
+            case.backend.submit(job(case))
+
+        assert refused.value.permanent
+        assert not (tmp_path / "state" / "jobs").exists()  # nothing was written
+
+
+def test_an_unsandboxed_job_of_another_uid_gets_its_own_directory_made_in_homes_dir(tmp_path: Path) -> None:
+    """homes_dir is made on first use (root, unsandboxed); a job running as the portal's
+    own user keeps its directory in the state tree."""
+    base = passable_dir(tmp_path) / "made" / "homes"
+    with _local(tmp_path, sandbox="none", homes_dir=str(base)) as case:
+        external_id = case.backend.submit(job(case, 'echo "HOME=$HOME"'))
+        assert wait_for(case.backend, external_id).state is RemoteState.COMPLETED
+
+        home = Path(case.backend.read_log(external_id).split("HOME=", 1)[1].strip())
+        if os.geteuid() == 0:
+            assert home.parent == base and (base.stat().st_mode & 0o777) == 0o711
+            assert home.name.startswith(f"testcluster-{external_id}-")
+        else:
+            assert home == tmp_path / "state" / "jobs" / external_id / "work" and not base.exists()
+
+
 def test_node_groups_expand_with_one_based_names_and_defaults(tmp_path: Path) -> None:
     backend = LocalBackend(
         name="c1",
@@ -1022,13 +1119,18 @@ def test_malformed_specs_rejected(tmp_path: Path, fields: dict[str, Any], messag
 def test_job_on_mig_slices_sees_the_slice_indices(tmp_path: Path) -> None:
     case = _local_case(tmp_path)
     external_id = case.backend.submit(
-        job(case, "echo CVD=$CUDA_VISIBLE_DEVICES; pwd", placements=(Placement("mig-01", (3, 4)),))
+        job(
+            case,
+            'echo CVD=$CUDA_VISIBLE_DEVICES; echo "PWD=$(pwd) HOME=$HOME"',
+            placements=(Placement("mig-01", (3, 4)),),
+        )
     )
 
     assert wait_for(case.backend, external_id).state is RemoteState.COMPLETED
     log = case.backend.read_log(external_id)
     assert "CVD=3,4" in log
-    assert f"/state/jobs/{external_id}/work\n" in log  # the job runs in its own directory
+    home = re.search(r"PWD=(\S+) HOME=(\S+)", log)
+    assert home and home[1] == home[2] and external_id in home[1], log  # the job runs in its own directory
 
 
 def test_reboot_reports_node_fail(tmp_path: Path) -> None:

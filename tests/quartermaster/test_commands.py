@@ -9,6 +9,8 @@ from django.core.management import call_command
 
 from people.models import Account, Membership
 from scheduler.backends.base import BackendError
+from scheduler.backends.local import LocalBackend
+from scheduler.jobs.remote import backend_for
 from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Cluster, Gpu, Job, JobAttempt, Node
 from scheduler.tick.run import run_tick
@@ -35,6 +37,20 @@ def test_seed_demo_builds_the_demo_world_and_is_idempotent():
     # A restart lists who can log in (not their passwords, shown only when made) and how to get new ones.
     assert "Demo logins: admin, alice" in again.getvalue() and "--reset-passwords" in again.getvalue()
     assert (Node.objects.count(), Job.objects.count(), Cluster.objects.count()) == (10, 244, 1)
+
+
+def test_seed_demo_says_what_isolation_the_demo_jobs_have():
+    """In the local backend's own words: without bubblewrap as root, jobs run as their
+    owner's uid unsandboxed (not "as this user"), and the demo says so loudly."""
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out)
+
+    backend = backend_for(Cluster.objects.get(name="demo"))
+    assert isinstance(backend, LocalBackend)
+    assert backend.isolation in out.getvalue()
+    if not backend.sandbox:
+        assert "WARNING: job isolation: no sandbox" in out.getvalue()
+        assert "without filesystem isolation" in out.getvalue() and "single-user" in out.getvalue()
 
 
 def test_seeded_demo_jobs_can_all_start(django_capture_on_commit_callbacks):

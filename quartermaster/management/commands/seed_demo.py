@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from people.choices import Role
 from people.models import Account, ClusterIdentity, Membership, Qos, Quota
 from quartermaster.demo_history import seed_history
 from scheduler.backends.base import BackendError
+from scheduler.backends.local import LocalBackend
 from scheduler.clusters.poll import poll_cluster
 from scheduler.jobs.remote import backend_for
 from scheduler.jobs.submit import submit_job
@@ -109,7 +109,9 @@ class Command(BaseCommand):
                     walltime_seconds=3600,
                 )
         self.stdout.write(f"Demo cluster {cluster.name!r}: {cluster.nodes.count()} nodes.")
-        self.stdout.write(isolation_note(backend_for(cluster)))
+        backend = backend_for(cluster)
+        if isinstance(backend, LocalBackend):  # the demo's own; an admin may have pointed it elsewhere
+            self.stdout.write(isolation_note(backend))
         if passwords:
             self.stdout.write("Demo logins (shown once; rerun with --reset-passwords for new ones):")
             for username, password in passwords.items():
@@ -160,15 +162,12 @@ class Command(BaseCommand):
         return normal
 
 
-def isolation_note(backend: object) -> str:
-    """How the demo's jobs are kept from the portal and from each other, said plainly,
-    and loudly when they are not."""
-    sandbox = getattr(backend, "sandbox", "")
-    if not sandbox:
-        return (
-            "WARNING: bubblewrap is not installed, so demo jobs run unsandboxed as this user and can read the "
-            "portal's database and files. This demo is single-user: keep it on localhost "
-            "(apt-get install bubblewrap to isolate jobs)."
-        )
-    who = "their owner's uid (nobody without one)" if os.geteuid() == 0 else "this user"
-    return f"Jobs run in a bubblewrap sandbox ({sandbox}) as {who}: they see the OS and their own directory only."
+def isolation_note(backend: LocalBackend) -> str:
+    """How the demo's jobs are kept from the portal and from each other, in the backend's
+    own words (so it is never more than is true), and loudly when they are not."""
+    if backend.sandbox:
+        return f"Job isolation: {backend.isolation}."
+    return (
+        f"WARNING: job isolation: {backend.isolation}. This demo is single-user: keep it on localhost "
+        "(apt-get install bubblewrap to sandbox its jobs)."
+    )
