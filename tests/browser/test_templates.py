@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from scheduler.clusters.logs import read_job_log
 from scheduler.clusters.poll import poll_backends
 from scheduler.models import Job
 from scheduler.tick.run import run_tick
@@ -63,6 +64,7 @@ def test_a_template_clicked_and_submitted_completes(transactional_db, world, log
         return job.state in ENDED
 
     wait_for(ended, timeout=60, interval=0.2, what=f"the {slug} job to end")
+    assert job.state == "COMPLETED", read_job_log(job)
     page.reload()
     expect(page.locator("h1 .state")).to_have_text("COMPLETED")
     expect(page.locator("#log")).to_contain_text(SAYS[slug])

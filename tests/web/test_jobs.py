@@ -418,3 +418,21 @@ def test_plotly_js_is_served_from_the_plotly_package(world, client):
 
     found = finders.find("plotly/plotly.min.js")
     assert found and found.endswith("plotly/package_data/plotly.min.js")
+
+
+def test_a_script_typed_in_the_browser_runs_with_unix_line_ends(world):
+    """Browsers send a textarea's lines ending in CRLF; a shell reads ``pipefail\\r`` as an
+    unknown option, so the form hands the job Unix line ends."""
+    client = logged_in(world.alice)
+    body = {
+        "name": "crlf",
+        "account": "lab",
+        "walltime_seconds": "10m",
+        "script": "#!/bin/bash\r\nset -euo pipefail\r\necho hi\r\n",
+        "env": "A=1\r\nB=2",
+        "action": "submit",
+    }
+    assert client.post("/jobs/new/", body).status_code == 302
+    job = Job.objects.get(name="crlf")
+    assert job.script == "#!/bin/bash\nset -euo pipefail\necho hi"
+    assert job.env == {"A": "1", "B": "2"}

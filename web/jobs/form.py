@@ -191,6 +191,19 @@ def _text(label: str, help_text: str = "", **kwargs: Any) -> forms.CharField:
     return forms.CharField(label=label, required=False, help_text=help_text, strip=True, **kwargs)
 
 
+class LinesField(forms.CharField):
+    """A textarea's text with Unix line ends: browsers send a textarea's lines ending in
+    CRLF (the HTML standard), and a script's ``#!/bin/bash\r`` or ``set -o pipefail\r``
+    fails in the shell."""
+
+    def to_python(self, value: Any) -> str:
+        return str(super().to_python(value)).replace("\r\n", "\n")
+
+
+def _lines(label: str, help_text: str, rows: int) -> LinesField:
+    return LinesField(label=label, required=False, help_text=help_text, widget=forms.Textarea(attrs={"rows": rows}))
+
+
 def _number(label: str, help_text: str = "", placeholder: str = "") -> forms.CharField:
     # Parsed by the serializer, so "abc" gets the API's message, not a second dialect.
     return _text(label, help_text, widget=forms.TextInput(attrs={"inputmode": "numeric", "placeholder": placeholder}))
@@ -219,15 +232,15 @@ class JobForm(forms.Form):
         "add %10 to run at most 10 at once. Empty: one job.",
         max_length=1024,
     )
-    command = _text("Command", "A command line, or use a script below.", widget=forms.Textarea(attrs={"rows": 2}))
-    script = _text("Script", "Run instead of a command.", widget=forms.Textarea(attrs={"rows": 5}))
+    command = _lines("Command", "A command line, or use a script below.", 2)
+    script = _lines("Script", "Run instead of a command.", 5)
     image = _text("Container image")
     workdir = _text("Working directory", "Where it starts, e.g. /home/you/project; empty: a fresh directory.")
     # Not "files": a form's ``files`` is its uploads (request.FILES).
     job_files = TextFilesField(
         label="Files", required=False, help_text="Small text files (a script, a config) put in its working directory."
     )
-    env = _text("Environment", "KEY=value, one per line.", widget=forms.Textarea(attrs={"rows": 3}))
+    env = _lines("Environment", "KEY=value, one per line.", 3)
     nice = _number("Nice", "Lowers the job's priority by this much.", "0")
     dependencies = _text("Dependencies", "afterok:12 afterany:13", widget=forms.TextInput())
     reservation = _text("Reservation", "Run in this reservation of your account (its nodes, its hours).")
