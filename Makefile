@@ -11,6 +11,8 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt requirements-ldap.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	@# qm (and qm-agent) as commands of the venv: .venv/bin/qm, editable, so it follows the checkout.
+	$(BIN)/pip install --quiet --no-deps -e .
 	@# LDAP login builds python-ldap against libldap (libldap2-dev, libsasl2-dev): optional.
 	$(BIN)/pip install --quiet -r requirements-ldap.txt || \
 	  echo "make venv: LDAP login unavailable (apt-get install libldap2-dev libsasl2-dev, then make venv)"
