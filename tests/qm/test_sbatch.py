@@ -136,3 +136,17 @@ def test_qm_finds_the_script_with_the_portal_s_own_flags():
         ["-t", "5", "--nice", "-H", "--mem=4G", "-Jx"],
         ["job.sh", "-t", "9"],
     )
+
+
+def test_the_issue_s_submit_keeps_every_directive_of_its_script(qm, world, script):
+    """``qm submit -t 1h --script`` ran as 1 GPU, no array, name "script", account lab."""
+    join(world.alice, make_account("vision"))
+
+    code, out, err = qm("submit", "-t", "1h", "--script", script(ISSUE_SCRIPT))
+
+    assert code == 0, err
+    tasks = Job.objects.order_by("array_task_id")
+    assert out == f"Submitted array job {tasks[0].id} (resnet): 4 tasks\n"
+    assert {(t.name, t.gpus_per_node, t.walltime_seconds, t.account.name) for t in tasks} == {
+        ("resnet", 2, 3600, "vision")
+    }
