@@ -7,10 +7,12 @@ HOST ?= 127.0.0.1
 
 .PHONY: venv native demo test check bench clean
 
-$(BIN)/.installed: requirements.txt requirements-dev.txt requirements-ldap.txt
+$(BIN)/.installed: requirements.txt requirements-dev.txt requirements-ldap.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	@# qm (and qm-agent) as commands of the venv: .venv/bin/qm, editable, so it follows the checkout.
+	$(BIN)/pip install --quiet --no-deps -e .
 	@# LDAP login builds python-ldap against libldap (libldap2-dev, libsasl2-dev): optional,
 	@# so a machine without them gets one line, and the compiler's words go to a log.
 	@$(BIN)/pip install --quiet -r requirements-ldap.txt >$(VENV)/ldap-build.log 2>&1 || \

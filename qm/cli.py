@@ -4,7 +4,12 @@ of the Slurm commands a researcher uses.
 Configuration: ``QM_URL`` (default ``http://127.0.0.1:8000``) and ``QM_TOKEN`` (create one
 on the portal's API tokens page), or ``--url`` and ``--token``.
 
-    qm submit [options] -- COMMAND...     submit (sbatch; ``--wait`` follows it to the end)
+    qm sbatch [SBATCH OPTIONS] SCRIPT [ARGS...]
+                                          sbatch itself: the script's #SBATCH lines and the
+                                          options before it, as sbatch reads them (options
+                                          over the script); ARGS are the script's $1 $2...
+    qm submit [options] -- COMMAND...     submit (sbatch; ``--wait`` follows it to the end;
+                                          sbatch's spellings -J -t --gres --mem -c... too)
     qm submit [options] --wrap 'CMD; CMD' a command line run by the shell as written
     qm estimate [options] -- COMMAND...   when would it start? nothing is submitted
     qm submit --array 0-99%10 [options]   a job array: one job per index, 10 at once at most
@@ -23,7 +28,8 @@ ID is a job id (42) or a task of an array (42_7).
     qm wait ID                            follow a job until it ends
 
 Exit status: 0 on success (``--wait``: the job completed), 1 when the API refused
-(the message says why, per field), 2 for bad usage, 3 when a waited-on job did not
+(the message says why, per field), 2 for bad usage (a Slurm option or ``#SBATCH``
+directive the portal refuses included), 3 when a waited-on job did not
 complete, 141 when the reader of the output went away (``qm jobs | head``).
 """
 
@@ -40,6 +46,7 @@ from typing import Any, TextIO
 
 from qm.api import Api, ApiError, Retry
 from qm.request import add_edit_options, add_request_options, edit_body, job_ref, request_body
+from qm.sbatch import SBATCH_USAGE, SbatchUsage, sbatch_body
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"}
 SPINNER = "|/-\\"
@@ -118,6 +125,26 @@ class Cli:
         if not args.wait:
             return 0
         return self.wait_for_array(array, args.interval) if array else self.wait_for(job["id"], args.interval)
+
+    def sbatch(self, args: argparse.Namespace) -> int:
+        """``sbatch [OPTIONS] SCRIPT [ARGS]``: the script and options sent as they are,
+        for the portal to read as sbatch would; sbatch's answer ("Submitted batch job
+        42", the id alone with ``--parsable``); ``-W``/``--wait`` follows it to the end."""
+        try:
+            call = sbatch_body(args.argv)
+        except SbatchUsage as exc:
+            print(f"qm sbatch: {exc}\n{SBATCH_USAGE}", file=self.err)
+            return 2
+        if call.help:
+            self.say(SBATCH_USAGE)
+            return 0
+        job = self.api.post("jobs/", call.body)
+        array = job.get("array_job")
+        if not self.json_or(job, args):
+            self.say(str(array or job["id"]) if call.parsable else f"Submitted batch job {array or job['id']}")
+        if not call.wait:
+            return 0
+        return self.wait_for_array(array, 2.0) if array else self.wait_for(job["id"], 2.0)
 
     def names_array(self, job_id: int) -> bool:
         """Whether ``job_id`` is an array's id (its first task's), which ``scancel 42``
@@ -379,6 +406,15 @@ def _efficiency(figures: dict[str, Any], walltime: int) -> str:
     return "\n".join(lines)
 
 
+#: The body's fields that carry what a Slurm user wrote: a 400 on them is bad usage (2).
+_SLURM_WORDS = frozenset({"sbatch_options", "script", "script_args"})
+
+
+def _refused_options(exc: ApiError) -> bool:
+    """Whether the API refused the Slurm options or ``#SBATCH`` lines it was given."""
+    return exc.status == 400 and isinstance(exc.body, dict) and bool(_SLURM_WORDS & set(exc.body))
+
+
 def _number(value: Any) -> str:
     if value is None:
         return "-"
@@ -418,6 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_request_options(submit)
     submit.add_argument("--wait", action="store_true", help="follow the job until it ends")
     submit.add_argument("--interval", type=float, default=2.0, help="seconds between polls")
+    # sbatch's own command line, read by qm.sbatch (argparse would take its options as qm's).
+    sbatch = sub.add_parser("sbatch", help="submit a batch script as sbatch does", prefix_chars="\0", add_help=False)
+    sbatch.add_argument("argv", nargs=argparse.REMAINDER)
     estimate = sub.add_parser("estimate", help="when would a job start? (nothing is submitted)")
     add_request_options(estimate)
     add_edit_options(sub.add_parser("edit", help="change a waiting job (scontrol update)"))
@@ -471,7 +510,7 @@ def main(
         return int(getattr(cli, "verb" if args.verb in VERBS else args.verb)(args))
     except ApiError as exc:
         print(f"qm: {exc.describe()}", file=err)
-        return 1
+        return 2 if args.verb in ("submit", "estimate", "sbatch") and _refused_options(exc) else 1
     except BrokenPipeError:
         # The reader went away (``qm jobs | head``): stop quietly, as Unix tools do, and
         # keep the interpreter's final flush of stdout from complaining too.

@@ -66,13 +66,53 @@ def _job_file(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(f"cannot bring {path}: {exc}") from None
 
 
-def _add_shared_options(parser: argparse.ArgumentParser, *, walltime_required: bool) -> None:
-    """Options a job's request and an edit have alike."""
-    parser.add_argument("--name", help="job name (default: the command's first word)")
-    parser.add_argument("--qos", "-q")
+class _AsSbatch(argparse.Action):
+    """A Slurm spelling, sent as written in the body's ``sbatch_options``: the portal
+    reads it as sbatch would (``-t 60`` is 60 minutes), or refuses it by name."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        given = [str(option_string)] + ([values] if isinstance(values, str) else [])
+        namespace.sbatch_options = [*(getattr(namespace, "sbatch_options", None) or []), *given]
+
+
+#: sbatch's spellings ``qm submit`` and ``qm estimate`` take as sbatch does, beside
+#: qm's own options: each with its help. Options qm already spelt the same way
+#: (``-A``, ``-q``, ``-N``, ``-a``, ``-d``, ``-D``, ``--nice``, ``--reservation``) keep
+#: theirs; qm's ``-e`` stays ``--env`` and its ``-G/--gpus`` GPUs per node.
+SLURM_SPELLINGS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("-J", "--job-name"), "the job's name (sbatch's)"),
+    (("-t", "--time"), "time limit as sbatch takes it: minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]; or 2h, 90m"),
+    (("--gres",), "gpu[:type][:N], GPUs per node"),
+    (("--gpus-per-node",), "[type:]N"),
+    (("--mem",), "memory per node with a unit: 16G, 512M (MiB without one)"),
+    (("-c", "--cpus-per-task"), "CPUs per node (jobs run one task per node)"),
+    (("-C", "--constraint"), "node labels every node must carry: 'rack=r1&net=ib'"),
+    (("-n", "--ntasks"), "tasks in all: one per node"),
+    (("--ntasks-per-node",), "1: jobs run one task per node"),
+    (("-p", "--partition"), "refused by the portal, which says what to use instead"),
+    (("-o", "--output"), "refused by the portal: the output is in 'qm log ID'"),
+    (("--error",), "refused by the portal: errors are in 'qm log ID'"),
+    (("--mail-type",), "refused by the portal: notifications are your settings' (profile page)"),
+    (("--mail-user",), "refused by the portal: notifications are your settings' (profile page)"),
+)
+
+
+def _add_slurm_spellings(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(sbatch_options=[])
+    for names, help_text in SLURM_SPELLINGS:
+        dest = "slurm_" + names[-1].lstrip("-").replace("-", "_")  # apart from qm's own options
+        parser.add_argument(*names, action=_AsSbatch, dest=dest, metavar="VALUE", help=help_text)
     parser.add_argument(
-        "--walltime", "-t", type=_walltime, required=walltime_required, help="2h, 90m, 1:30:00 or seconds"
+        "-H", "--hold", action=_AsSbatch, nargs=0, dest="slurm_hold", help="submit it held, until 'qm release ID'"
     )
+
+
+def _add_shared_options(parser: argparse.ArgumentParser, *, walltime: tuple[str, ...]) -> None:
+    """Options a job's request and an edit have alike (``walltime``: the spellings of
+    qm's own walltime option)."""
+    parser.add_argument("--name", help="job name (default: the script's -J, else the command's first word)")
+    parser.add_argument("--qos", "-q")
+    parser.add_argument(*walltime, type=_walltime, dest="walltime", help="2h, 90m, 1:30:00 or seconds")
     parser.add_argument("--gpu-model", help="e.g. H100-80GB, or A100-40GB/3g.20gb for MIG slices")
     parser.add_argument("--nice", type=int, help="lower the job's priority by this much")
     parser.add_argument("--dependency", "-d", type=_dependencies, help="afterok:12,afterany:13 (sbatch's --dependency)")
@@ -86,8 +126,10 @@ def _add_shared_options(parser: argparse.ArgumentParser, *, walltime_required: b
 
 
 def add_request_options(parser: argparse.ArgumentParser) -> None:
-    """The options of a submission (``qm submit``, ``qm estimate``)."""
-    _add_shared_options(parser, walltime_required=True)
+    """The options of a submission (``qm submit``, ``qm estimate``): qm's own and
+    sbatch's spellings (:data:`SLURM_SPELLINGS`)."""
+    _add_shared_options(parser, walltime=("--walltime",))
+    _add_slurm_spellings(parser)
     parser.add_argument("--account", "-A", help="default: your default account (GET /api/v1/me/)")
     parser.add_argument(
         "--array", "-a", help="a job array, one job per index (sbatch --array): 0-999, 1,3,5-7, 0-15:4, 0-999%%50"
@@ -106,7 +148,7 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reservation", help="run in this reservation (sbatch --reservation)")
     parser.add_argument("--env", "-e", type=_pair("--env", "KEY=value"), action="append", default=[], help="KEY=value")
     parser.add_argument("--script", type=argparse.FileType("r"), help="a script file to run instead of a command")
-    parser.add_argument("--workdir", "-D", help="where it starts on the cluster (sbatch --chdir)")
+    parser.add_argument("--workdir", "--chdir", "-D", help="where it starts on the cluster (sbatch --chdir)")
     parser.add_argument(
         "--file",
         "-f",
@@ -138,7 +180,7 @@ def job_ref(text: str) -> tuple[int, int | None]:
 def add_edit_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``qm edit`` (what ``PATCH /api/v1/jobs/{id}/`` may change)."""
     parser.add_argument("id", type=job_ref, help="a job id, or ARRAY_TASK (42_7)")
-    _add_shared_options(parser, walltime_required=False)
+    _add_shared_options(parser, walltime=("--walltime", "-t"))
 
 
 #: Options sent as they are, under the API's name for them.
@@ -189,12 +231,14 @@ def request_body(args: argparse.Namespace) -> dict[str, Any]:
         body["files"] = dict(args.files)
     if args.script is not None:
         body["script"] = args.script.read()
+    options = list(args.sbatch_options)
     if args.wrap is not None:
-        body["command"] = args.wrap
+        options += ["--wrap", args.wrap]  # as sbatch --wrap: the portal names it "wrap" unless told otherwise
     elif command:  # words, as a shell would have split them: quoted again, run as they are
         body["command"] = " ".join(shlex.quote(c) for c in command)
-    default = os.path.basename(command[0]) if command else "wrap" if args.wrap is not None else "script"
-    body["name"] = (args.name or default)[:128]
+    if options:
+        body["sbatch_options"] = options
+    # No name: the portal's default is the script's -J, else the command's program.
     return body
 
 

@@ -99,7 +99,8 @@ def _answers(url: str) -> bool:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    """Ctrl-C, as the reader stops it (which also ends the demo's jobs), then SIGKILL."""
+    for sig in (signal.SIGINT, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
         try:
@@ -121,23 +122,20 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     _manage(env, "seed_demo", "--no-jobs")  # the demo's own jobs sleep for minutes and outlive the test
     token = _manage(env, "shell", "-c", MAKE_TOKEN).strip().splitlines()[-1]
     url = f"http://127.0.0.1:{_free_port()}"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=env,
-            stdout=(var / f"{args[0]}.log").open("wb"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        for args in (["run_scheduler"], ["runserver", "--noreload", url.removeprefix("http://")])
-    ]
+    # make demo's last step: the scheduler loop and the web server, stopped together.
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "run_demo", url.removeprefix("http://")],
+        cwd=ROOT,
+        env=env,
+        stdout=(var / "run_demo.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: _answers(url), timeout=120, interval=0.5, what=f"the demo portal at {url}")
         yield Demo(url, token, var)
     finally:
-        for proc in procs:
-            _stop(proc)
+        _stop(proc)
 
 
 def run_block(demo: Demo, name: str) -> subprocess.CompletedProcess[str]:

@@ -4,18 +4,23 @@ hands validated data to ``scheduler.jobs`` (submit and the verbs)."""
 from __future__ import annotations
 
 import math
+import os
 import re
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import QueryDict
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 from common.api.fields import SlugRelatedField, TextField
+from common.api.parsers import as_object
 from common.api.shared_fields import FieldsBuiltOnce
 from common.api.strict import RejectUnknownFields
 from common.api.validators import plain_name
@@ -34,6 +39,7 @@ from scheduler.jobs.array_spec import MAX_SPEC_LENGTH, ArraySpec, ArraySpecError
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.files import files_size
 from scheduler.jobs.request import REQUEST_FIELDS, parse_cpus
+from scheduler.jobs.sbatch import SbatchError, fields_of, merge, read_options, script_directives, with_arguments
 from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
 from scheduler.reads.arrays import display_id
@@ -231,6 +237,11 @@ def _not_yet(what: str) -> str:
     return f"Not supported yet: {what}. The job was not submitted."
 
 
+_NOTIFICATIONS = (
+    "Notifications are chosen per user here, not per job: set the events and channels in your notification "
+    "settings (the profile page, or PATCH /api/v1/notifications/preferences/). The job was not submitted."
+)
+
 #: What a Slurm (or Kubernetes) user may write on submit, and what it is here.
 SUBMIT_FIELD_HINTS: dict[str, str] = {
     "gpus": _slurm_name("gpus_per_node"),
@@ -245,11 +256,11 @@ SUBMIT_FIELD_HINTS: dict[str, str] = {
     "dependency": _slurm_name("dependencies") + ' ([{"type": "afterok", "job": 12}])',
     "job_name": _slurm_name("name"),
     "comment": "Not a field here: put notes in 'name' or in the script.",
-    "mail_type": _not_yet("e-mail notifications (Slurm's --mail-type)"),
-    "mail_user": _not_yet("e-mail notifications (Slurm's --mail-user)"),
+    "mail_type": _NOTIFICATIONS,
+    "mail_user": _NOTIFICATIONS,
     "exclusive": _not_yet("exclusive nodes (Slurm's --exclusive)"),
     "begin": _not_yet("a deferred start (Slurm's --begin)"),
-    "chdir": _not_yet("a working directory (Slurm's --chdir)"),
+    "chdir": _slurm_name("workdir") + " (an absolute path under JOB_WORKDIR_ROOTS)",
     "output": _not_yet("choosing the output file (Slurm's --output); read it with GET .../log/"),
     "error": _not_yet("choosing the error file (Slurm's --error); stderr is in the job's log"),
     "partition": "The scheduler chooses where a job runs; ask for hardware with gpu_model and node_labels.",
@@ -267,7 +278,12 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
 
     field_hints = SUBMIT_FIELD_HINTS
 
-    name = serializers.CharField(max_length=128, validators=[plain_name])
+    name = serializers.CharField(
+        required=False,
+        max_length=128,
+        validators=[plain_name],
+        help_text="Omitted: the script's #SBATCH --job-name, else the command's program, else 'script'.",
+    )
     account = SlugRelatedField(
         slug_field="name",
         queryset=Account.objects.all(),
@@ -350,6 +366,93 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
         "0-999%50 (at most 50 run at once). Each task gets QM_ARRAY_JOB_ID, QM_ARRAY_TASK_ID and "
         "QM_ARRAY_TASK_COUNT; the answer is the first task, whose id is the array's. Empty: one job.",
     )
+
+    sbatch_options = serializers.ListField(
+        child=serializers.CharField(max_length=10_000, trim_whitespace=False),
+        required=False,
+        default=list,
+        max_length=1000,
+        help_text='sbatch\'s options, as on its command line ("--time=1:00:00", "-J", "train", '
+        '"--gres=gpu:a100:2"), applied over the script\'s #SBATCH lines as sbatch applies its command line. '
+        "The script's directives fill the fields this body leaves out; a field given both here and as a JSON "
+        "field is refused. Every option that maps to a field is applied (-J -A -q -t -N --gres --gpus "
+        "--gpus-per-node -c --mem -a -d --nice --reservation -C -D -H --wrap); any other is refused by name.",
+    )
+    script_args = serializers.ListField(
+        child=serializers.CharField(max_length=10_000, allow_blank=True, trim_whitespace=False),
+        required=False,
+        default=list,
+        max_length=1000,
+        help_text="What the script is run with as $1, $2... (sbatch SCRIPT ARGS): written into it as a "
+        "'set --' line where its #SBATCH lines end.",
+    )
+    hold = serializers.BooleanField(
+        default=False, help_text="Submit it held (sbatch --hold): it waits until released (POST .../release/)."
+    )
+
+    def run_validation(self, data: Any = empty) -> Any:
+        """The body with its sbatch options and its script's ``#SBATCH`` lines applied
+        (:meth:`with_sbatch`), validated; a refused value that came from an option is
+        named as it was written (``--mem=lots (#SBATCH line 4): ...``)."""
+        body, sources = self.with_sbatch(data)
+        if isinstance(body, Mapping) and "name" not in body:
+            body = {**as_object(body), "name": default_name(body.get("command"), body.get("script"))}
+        try:
+            values = super().run_validation(body)
+        except serializers.ValidationError as exc:
+            if not sources or not isinstance(exc.detail, dict):
+                raise
+            raise serializers.ValidationError(
+                {field: _named(sources.get(field), problems) for field, problems in exc.detail.items()}
+            ) from None
+        for applied in ("sbatch_options", "script_args"):  # in the fields and the script now
+            values.pop(applied, None)
+        return values
+
+    def with_sbatch(self, data: Any) -> tuple[Any, dict[str, str]]:
+        """``data`` as a body of fields only: its ``sbatch_options`` and its script's
+        ``#SBATCH`` directives (``scheduler.jobs.sbatch``) turned into the fields they
+        stand for, under the fields it gives itself (sbatch's precedence: this body's
+        fields, then its options, then the script's); its ``script_args`` put into its
+        script. Also which option each such field came from. A body that is not an object,
+        or whose options are not a list of text, is left to the fields' own checks.
+        Raises ``ValidationError`` naming each option refused, and each field given both
+        as a field and as an option."""
+        if not isinstance(data, Mapping):
+            return data, {}
+        options, arguments = (
+            (data.getlist(name) if isinstance(data, QueryDict) else data.get(name, []))
+            for name in ("sbatch_options", "script_args")
+        )
+        script = data.get("script", "")
+        if not (_texts(options) and _texts(arguments) and isinstance(script, str)):
+            return data, {}
+        script_given, script_problems = script_directives(script)
+        options_given, options_problems = read_options(options)
+        if not (script_given or script_problems or options or arguments):
+            return data, {}
+        data = {**as_object(data), "sbatch_options": options, "script_args": arguments}
+        try:
+            request = fields_of(merge(script_given, options_given), given=data)
+        except SbatchError as exc:
+            script_problems, options_problems = script_problems + exc.script, options_problems + exc.command_line
+            request = None
+        twice = [
+            f"{said.where} says {field}, which this body gives as a field too; say it once"
+            for field, said in (request.sources.items() if request else ())
+            if field in data and not said.in_script
+        ]
+        problems = {"script": script_problems, "sbatch_options": options_problems + twice}
+        if arguments and not script:
+            problems["script_args"] = ["Arguments are for a script; this job has none."]
+        if any(problems.values()) or request is None:
+            raise serializers.ValidationError({field: lines for field, lines in problems.items() if lines})
+        body = {**request.fields, **data}
+        if "command" in request.sources and "name" not in body:
+            body["name"] = "wrap"  # sbatch's name for a --wrap job
+        if arguments:
+            body["script"] = with_arguments(script, arguments)
+        return body, {field: said.where for field, said in request.sources.items() if field not in data}
 
     def validate_array(self, value: str | None) -> ArraySpec | None:
         if not value:
@@ -442,6 +545,33 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
             except ValueError as exc:
                 raise serializers.ValidationError(str(exc)) from None
         return value
+
+
+def default_name(command: Any, script: Any) -> str:
+    """A job's name when its request gives none (not even ``#SBATCH -J``): its command's
+    program (``python`` for ``python train.py``), else ``script``, as qm has named them."""
+    if isinstance(command, str) and command.split():
+        return os.path.basename(command.split()[0])[:128] or "job"
+    return "script" if isinstance(script, str) and script else "job"
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _named(where: str | None, problems: Any) -> Any:
+    """A field's problems, said of the option its value came from (``where``; ``None``:
+    the body gave the field itself), as lines."""
+    return problems if where is None else [f"{where}: {line}" for line in _lines(problems)]
+
+
+def _lines(problems: Any) -> list[str]:
+    """DRF's nested errors (a list per item, a dict per field) as lines."""
+    if isinstance(problems, dict):
+        return [f"{key}: {line}" for key, value in problems.items() for line in _lines(value)]
+    if isinstance(problems, list):
+        return [line for item in problems for line in _lines(item)]
+    return [str(problems)]
 
 
 class JobSubmitSerializer(JobRequestSerializer):

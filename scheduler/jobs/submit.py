@@ -16,18 +16,30 @@ from django.utils import timezone
 
 from common.db.sql import Inserts, quoted_table
 from people.models import Account, Qos
-from scheduler.choices import EventKind
+from scheduler.choices import EventKind, JobState
 from scheduler.jobs.admission import quota_refusals, tasks
 from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.files import store_files
 from scheduler.jobs.transitions import EVENTS, record_event
+from scheduler.jobs.verbs import held_fields
 from scheduler.models import Job, JobEvent
 
 _JOBS = Inserts(Job)
+#: What a job submitted held says in its submitted event.
+HELD_WORDS = ", held until released (sbatch --hold)"
 
 
-def submit_job(*, owner: Any, account: Account, qos: Qos | None, array: ArraySpec | None = None, **fields: Any) -> Job:
-    """Create a PENDING job (or, with ``array``, one PENDING job per task) after checking
+def submit_job(
+    *,
+    owner: Any,
+    account: Account,
+    qos: Qos | None,
+    array: ArraySpec | None = None,
+    hold: bool = False,
+    **fields: Any,
+) -> Job:
+    """Create a PENDING job (or, with ``array``, one PENDING job per task; with ``hold``,
+    HELD ones, as ``sbatch --hold``, until released) after checking
     the quotas that depend on the queue: admission's second stage. The first, the
     standing rules (``scheduler.jobs.admission.admit``), is the caller's: the API's
     serializer and the submit form ask it before they call this.
@@ -46,11 +58,16 @@ def submit_job(*, owner: Any, account: Account, qos: Qos | None, array: ArraySpe
             raise ValidationError(errors)
         if files:
             fields["file_set"] = store_files(owner, files, now)
+        if hold:
+            fields.update(state=JobState.HELD, **held_fields(str(owner)))
         if array is not None:
             return _create_array(array, owner=owner, account=account, qos=qos, submitted_at=now, **fields)
         job = Job(owner=owner, account=account, qos=qos, submitted_at=now, **fields)
         event = JobEvent(
-            at=now, kind=EventKind.SUBMITTED, message=f"submitted by {owner}", data={"total_gpus": job.total_gpus}
+            at=now,
+            kind=EventKind.SUBMITTED,
+            message=f"submitted by {owner}{HELD_WORDS if hold else ''}",
+            data={"total_gpus": job.total_gpus},
         )
         return _JOBS.save_with(job, EVENTS, event, "job")
 
@@ -80,7 +97,8 @@ def _create_array(array: ArraySpec, **fields: Any) -> Job:
     record_event(
         first.pk,
         EventKind.SUBMITTED,
-        f"submitted by {owner} as array {first.pk} of {array.count} tasks ({array.text})",
+        f"submitted by {owner} as array {first.pk} of {array.count} tasks ({array.text})"
+        + (HELD_WORDS if first.state == JobState.HELD else ""),
         {"total_gpus": first.total_gpus, "array_job": first.pk, "tasks": array.count},
     )
     return first

@@ -101,6 +101,8 @@ def what_if(
     4. Run the cycle (would it start now, else why it waits; its priority) and the
        estimate (when it starts at the latest).
     """
+    if fields.pop("hold", False):
+        raise ValidationError({"hold": "A held job starts only once released: ask for an estimate without hold."})
     now = now or timezone.now()
     refusals = quota_refusals(owner, account, int(fields["walltime_seconds"]), adding=tasks(array))
     if refusals:

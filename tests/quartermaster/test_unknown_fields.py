@@ -21,7 +21,7 @@ JOB = {"name": "train", "command": "true", "walltime_seconds": 600}
         ({"gpus": 8}, "gpus", "Slurm's name for it; here it is 'gpus_per_node'"),
         ({"gpu_modle": "H100-80GB"}, "gpu_modle", "did you mean 'gpu_model'?"),
         ({"begin": "now+1hour"}, "begin", "Not supported yet: a deferred start"),
-        ({"mail_type": "END"}, "mail_type", "Not supported yet: e-mail notifications"),
+        ({"mail_type": "END"}, "mail_type", "set the events and channels in your notification settings"),
         ({"walltime": "2h"}, "walltime", "'walltime_seconds'"),
         ({"colour": "blue"}, "colour", "this endpoint takes:"),
     ],

@@ -1,0 +1,43 @@
+"""The submit form reads a script's ``#SBATCH`` lines as the API does (it shapes its body
+with the API's serializer): what the form leaves empty comes from the script, what it
+fills wins, and a directive the portal does not apply is an error on the script."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from scheduler.choices import JobState
+from scheduler.models import Job
+
+pytestmark = pytest.mark.django_db
+
+SCRIPT = """#!/bin/bash
+#SBATCH --gres=gpu:2 --cpus-per-task=4 --mem=16G
+#SBATCH --array=0-3 --time=30 --hold
+python3 train.py
+"""
+
+
+def post(user, **fields: str):
+    client = Client()
+    client.force_login(user)
+    return client.post("/jobs/new/", {"name": "train", "account": "lab", "walltime_seconds": "1h", **fields})
+
+
+def test_the_form_applies_the_directives_of_the_fields_it_leaves_empty(world):
+    response = post(world.alice, script=SCRIPT)
+
+    assert response.status_code == 302, response.context["form"].errors
+    tasks = Job.objects.filter(name="train").order_by("array_task_id")
+    assert [t.array_task_id for t in tasks] == [0, 1, 2, 3]
+    shapes = {(t.gpus_per_node, t.cpus_per_node, t.memory_mib_per_node, t.walltime_seconds, t.state) for t in tasks}
+    assert shapes == {(2, 4, 16384, 3600, JobState.HELD)}  # the form's walltime over the script's
+
+
+def test_a_directive_the_portal_does_not_apply_is_an_error_on_the_script(world):
+    response = post(world.alice, script="#!/bin/bash\n#SBATCH --partition=gpu\ntrue\n")
+
+    assert response.status_code == 200
+    assert "--partition=gpu (#SBATCH line 2) is not supported" in response.context["form"].errors["script"][0]
+    assert not Job.objects.exists()
