@@ -16,7 +16,7 @@ WIDTHS = {"desktop": 1400, "narrow": 390}
 #: One mistake per field, of different kinds: the form's own check, the parser of a
 #: typed field, and the API serializer's rules.
 MISTAKES = {
-    "name": "",
+    "nodes": "-1",
     "gpus_per_node": "abc",
     "walltime_seconds": "soon",
     "gpu_share": "2",

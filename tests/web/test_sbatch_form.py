@@ -41,3 +41,25 @@ def test_a_directive_the_portal_does_not_apply_is_an_error_on_the_script(world):
     assert response.status_code == 200
     assert "--partition=gpu (#SBATCH line 2) is not supported" in response.context["form"].errors["script"][0]
     assert not Job.objects.exists()
+
+
+def test_a_script_alone_names_pays_and_times_the_job_and_the_options_field_wins(world):
+    """A Slurm user pastes a script and nothing else: its -J, -A and -t apply; the form's
+    *Slurm options* are sbatch's command line, over the script's lines."""
+    client = Client()
+    client.force_login(world.alice)
+    script = "#!/bin/bash\n#SBATCH -J resnet -A lab -t 2:00:00 --gres=gpu:2\npython3 train.py\n"
+    response = client.post("/jobs/new/", {"script": script, "sbatch_options": "-t 30 -H"})
+
+    assert response.status_code == 302, response.context["form"].errors
+    job = Job.objects.get()
+    assert (job.name, job.account.name, job.walltime_seconds, job.gpus_per_node) == ("resnet", "lab", 1800, 2)
+    assert job.state == JobState.HELD
+
+
+def test_unreadable_slurm_options_are_an_error_on_their_field(world):
+    client = Client()
+    client.force_login(world.alice)
+    response = client.post("/jobs/new/", {"name": "x", "command": "true", "sbatch_options": "-J 'unclosed"})
+    assert "Cannot read the options" in response.context["form"].errors["sbatch_options"][0]
+    assert not Job.objects.exists()

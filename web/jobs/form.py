@@ -13,6 +13,7 @@ across fields); their problems are shown against the form field they name.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -213,8 +214,13 @@ class JobForm(forms.Form):
     """What the submit page posts; :meth:`clean` shapes it as the API does and asks
     admission's standing rules (the quotas are asked by the submission or what-if)."""
 
-    name = forms.CharField(max_length=128)
-    account = forms.ChoiceField(help_text="The account the GPU-hours are charged to.")
+    name = forms.CharField(
+        max_length=128, required=False, help_text="Empty: the script's #SBATCH -J, else the command's program."
+    )
+    account = forms.ChoiceField(
+        required=False,
+        help_text="The account the GPU-hours are charged to; empty: the script's #SBATCH -A, else yours.",
+    )
     qos = forms.ChoiceField(label="QOS", required=False)
     nodes = _number("Nodes", "Gang: all nodes start together.", "1")
     gpus_per_node = _number("GPUs per node", "0 for a CPU-only job.", "1")
@@ -225,7 +231,9 @@ class JobForm(forms.Form):
     gpu_memory_mib_share = _number("GPU memory of the share (MiB)", "", "0")
     cpus_per_node = _number("CPUs per node", "Part of a CPU (0.5 or 500m) where the cluster allows it.", "1")
     memory_mib_per_node = _number("Memory per node (MiB)", "", "0")
-    walltime_seconds = forms.CharField(label="Walltime", help_text="2h, 90m, 1:30:00 or seconds.")
+    walltime_seconds = forms.CharField(
+        label="Walltime", required=False, help_text="2h, 90m, 1:30:00 or seconds; empty: the script's #SBATCH -t."
+    )
     array = _text(
         "Job array",
         "One job per index, each told its $QM_ARRAY_TASK_ID: 0-99, 1,3,5-7 or 0-15:4; "
@@ -247,6 +255,12 @@ class JobForm(forms.Form):
     node_labels = _text(
         "Node labels", "Labels every node must carry: rack=r1, network=infiniband.", widget=forms.TextInput()
     )
+    sbatch_options = _text(
+        "Slurm options",
+        "sbatch's options, over the script's #SBATCH lines: -t 60 --gres=gpu:2",
+        widget=forms.TextInput(),
+    )
+    hold = forms.BooleanField(required=False, label="Hold", help_text="Submit it held until released (sbatch -H).")
     #: The built-in template the form started from: its example files go with the job.
     template = forms.ChoiceField(
         required=False,
@@ -261,10 +275,10 @@ class JobForm(forms.Form):
         accounts = Account.objects.all() if user.is_staff else Account.objects.filter(memberships__user=user)
         names = list(accounts.order_by("name").values_list("name", flat=True))
         account_field: Any = self.fields["account"]
-        account_field.choices = [(n, n) for n in names]
         default = default_account(user)
-        if default is not None and default.name in names:
-            account_field.initial = default.name
+        # Empty by default, so that a script's #SBATCH -A applies; the API then takes the user's.
+        yours = f"default ({default.name})" if default is not None else "default"
+        account_field.choices = [("", yours)] + [(n, n) for n in names]
         qos_field: Any = self.fields["qos"]
         qos_field.choices = [("", "default")] + [(n, n) for n in _offered_qos(user, accounts)]
         self.inventory = load_inventory()
@@ -276,7 +290,14 @@ class JobForm(forms.Form):
         """Build the API body, shape it with ``JobRequestSerializer``, then admit it
         (``scheduler.jobs.admission.admit``)."""
         data = super().clean() or {}
-        body: dict[str, Any] = {"name": data.get("name", ""), "account": data.get("account", "")}
+        body: dict[str, Any] = {key: data[key] for key in ("name", "account") if data.get(key)}
+        if data.get("hold"):
+            body["hold"] = True
+        if data.get("sbatch_options"):
+            try:
+                body["sbatch_options"] = shlex.split(data["sbatch_options"])
+            except ValueError as exc:
+                self.add_error("sbatch_options", f"Cannot read the options: {exc}.")
         for name in _OPTIONAL:
             if data.get(name) not in (None, ""):
                 body[name] = data[name]
