@@ -31,6 +31,9 @@ def seed_history(accounts: Mapping[str, Account], users: Mapping[str, Any], qos:
     """Write :data:`JOBS` finished jobs over the :data:`DAYS` before ``now``; returns how many."""
     rng = random.Random(2026)
     nodes = _nodes_by_model()
+    memory = dict(
+        Gpu.objects.filter(node__cluster__name="demo", parent__isnull=True).values_list("model", "memory_mib")
+    )
     people = [(owner, account) for owner, account, weight in PEOPLE for _ in range(weight)]
     for i in range(JOBS):
         owner, account = rng.choice(people)
@@ -66,8 +69,23 @@ def seed_history(accounts: Mapping[str, Account], users: Mapping[str, Any], qos:
             samples=int(run.total_seconds() // 10) if measured else 0,
             gpu_util_mean=rng.uniform(15, 95) if measured else None,
             computed_at=started + run,
+            **(_memory_and_peaks(random.Random(i), memory[model]) if measured else {}),
         )
     return JOBS
+
+
+def _memory_and_peaks(rng: random.Random, memory_mib: int) -> dict[str, float]:
+    """The rest of what the monitoring pass writes for a measured job (its peak
+    utilization, its memory used of its GPUs' ``memory_mib``), so the job page and ``qm
+    show`` read a demo job as they read a real one. Its own ``rng``: the history's times
+    stay what they were."""
+    mean = rng.uniform(0.2, 0.8) * memory_mib
+    return {
+        "gpu_util_peak": rng.uniform(95, 100),
+        "memory_used_mean_mib": mean,
+        "memory_used_peak_mib": min(memory_mib, mean * rng.uniform(1.0, 1.3)),
+        "memory_total_mib": memory_mib,
+    }
 
 
 def _nodes_by_model() -> dict[str, list[str]]:

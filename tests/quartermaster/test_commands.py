@@ -108,8 +108,10 @@ def test_the_demos_history_gives_its_pages_and_a_preview_something_to_show(clien
     from datetime import UTC, datetime, timedelta
 
     from django.contrib.auth import get_user_model
+    from django.db.models import F, Q
     from django.utils import timezone
 
+    from monitoring.models import JobEfficiency
     from scheduler.previews import preview
 
     call_command("seed_demo", stdout=io.StringIO())
@@ -122,5 +124,14 @@ def test_the_demos_history_gives_its_pages_and_a_preview_something_to_show(clien
     )
     assert {row["group"] for row in rows} == {"nlp", "vision"}
     assert all(row["used_gpu_hours"] > 0 and row["unmeasured_gpu_hours"] > 0 for row in rows)
+    # Measured as the monitoring pass measures: every figure (qm show and the job page read them).
+    measured = JobEfficiency.objects.filter(samples__gt=0)
+    assert (
+        measured.exists()
+        and not measured.filter(
+            Q(gpu_util_peak__isnull=True) | Q(memory_used_peak_mib__isnull=True) | Q(memory_total_mib__isnull=True)
+        ).exists()
+    )
+    assert not measured.filter(gpu_util_peak__lt=F("gpu_util_mean")).exists()
     result = preview("nlp", shares=300, limits=None, days=7, now=timezone.now())
     assert any(row.wait_change_s != 0 for row in result.rows)
