@@ -8,6 +8,7 @@ queue at the moment of submission, are asked here, under row locks.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -26,7 +27,15 @@ from scheduler.models import Job, JobEvent
 _JOBS = Inserts(Job)
 
 
-def submit_job(*, owner: Any, account: Account, qos: Qos | None, array: ArraySpec | None = None, **fields: Any) -> Job:
+def submit_job(
+    *,
+    owner: Any,
+    account: Account,
+    qos: Qos | None,
+    array: ArraySpec | None = None,
+    now: datetime | None = None,
+    **fields: Any,
+) -> Job:
     """Create a PENDING job (or, with ``array``, one PENDING job per task) after checking
     the quotas that depend on the queue: admission's second stage. The first, the
     standing rules (``scheduler.jobs.admission.admit``), is the caller's: the API's
@@ -36,9 +45,10 @@ def submit_job(*, owner: Any, account: Account, qos: Qos | None, array: ArraySpe
     the job (:func:`scheduler.jobs.admission.quota_refusals`, asked here with its
     quotas' row locks) or its ``files`` would pass the owner's cap (``scheduler.jobs.files``: stored once, however
     many tasks run them). Returns the job, or an array's first task, whose id is the
-    array's.
+    array's. ``now``: when it is submitted (its ``submitted_at`` and its event); now,
+    unless the caller writes a submission of the past (the demo's history).
     """
-    now = timezone.now()
+    now = now or timezone.now()
     files = fields.pop("files", None) or {}
     with transaction.atomic():
         errors = quota_refusals(owner, account, int(fields["walltime_seconds"]), lock=True, adding=tasks(array))
