@@ -12,7 +12,7 @@ from one seeded generator, so the same arguments give the same snapshot.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from scheduler.core.fairshare import AccountNode, FairShareTree
@@ -78,10 +78,10 @@ def _nodes(count: int, rng: random.Random) -> tuple[NodeView, ...]:
                 gpus = tuple(GpuView(g, model, memory, cc) for g in range(8))
                 break
         else:
-            gpus = tuple(GpuView(g, MIG_MODEL, MIG_MEMORY_MIB, (8, 0)) for g in range(16))
+            gpus = tuple(GpuView(g, MIG_MODEL, MIG_MEMORY_MIB, (8, 0), mig_slice=True) for g in range(16))
         if rng.random() < 0.01:  # a few broken GPUs, as on any real site
             broken = rng.randrange(len(gpus))
-            gpus = tuple(GpuView(g.index, g.model, g.memory_mib, g.compute_capability, g.index != broken) for g in gpus)
+            gpus = tuple(replace(g, healthy=g.index != broken) for g in gpus)
         nodes.append(
             NodeView(
                 name=f"gpu{i:05d}",

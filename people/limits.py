@@ -10,7 +10,9 @@ Every limit is optional: empty (``None``, or no entry for a GPU model) means no 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +96,29 @@ _BY_NAME = {limit.name: limit for limit in QUOTA_LIMITS}
 def quota_limit(name: str) -> QuotaLimit:
     """The limit called ``name``. Raises ``KeyError`` for a name that is not a limit."""
     return _BY_NAME[name]
+
+
+def contradictions(values: Mapping[str, Any]) -> dict[str, str]:
+    """Limit name -> why, for each limit of one quota (``values``: name -> value, missing
+    or ``None`` for none) that its other limits make impossible: a guarantee above the
+    cap on all GPUs could never be used, and a borrowing limit that reaches past that cap
+    could never be reached. The API's serializer (and through it the staff form) refuses
+    a quota with any, so what is saved means what it says."""
+    max_gpus = values.get("max_gpus")
+    guaranteed = values.get("guaranteed_gpus")
+    borrowing = values.get("borrowing_limit_gpus")
+    if max_gpus is None or guaranteed is None:
+        return {}
+    if guaranteed > max_gpus:
+        return {
+            "guaranteed_gpus": f"{guaranteed} guaranteed GPUs is more than the {max_gpus} GPUs it may use at most "
+            f"(max GPUs), so the guarantee could never be used: guarantee at most {max_gpus}, or raise max GPUs."
+        }
+    if borrowing is not None and guaranteed + borrowing > max_gpus:
+        room = max_gpus - guaranteed
+        return {
+            "borrowing_limit_gpus": f"{guaranteed} guaranteed plus {borrowing} borrowed GPUs is more than the "
+            f"{max_gpus} GPUs it may use at most (max GPUs), so it could borrow {room} at most: "
+            f"set the borrowing limit to at most {room}, or raise max GPUs."
+        }
+    return {}

@@ -391,18 +391,21 @@ class Cli:
 
 
 def _efficiency(figures: dict[str, Any], walltime: int) -> str:
-    """``seff``'s lines for a finished job."""
+    """``seff``'s lines for a finished job. Any of its utilization and memory figures may
+    be null (the API's schema: what was not measured, such as a MIG slice's utilization):
+    each shows as ``-``, never fails the whole command."""
     lines = [
         f"  efficiency: {figures['gpu_hours']:.2f} GPU-hours; elapsed {figures['elapsed_seconds']} s of {walltime} s"
         f" ({100 * figures['walltime_used']:.0f}% of the walltime)"
     ]
-    if figures["samples"]:
-        mean, peak, total = (figures[k] for k in ("memory_used_mean_mib", "memory_used_peak_mib", "memory_total_mib"))
-        memory = f"  GPU memory: mean {mean:.0f} MiB, peak {peak:.0f} MiB" + (f" of {total:.0f} MiB" if total else "")
-        utilization = f"  GPU utilization: mean {figures['gpu_util_mean']:.0f}%, peak {figures['gpu_util_peak']:.0f}%"
-        lines += [utilization, memory]
-    else:
+    if not figures["samples"]:
         lines.append("  GPU utilization: unmeasured (no GPU samples were reported while it ran)")
+        return "\n".join(lines)
+    mean, peak = (_whole(figures[k], "%") for k in ("gpu_util_mean", "gpu_util_peak"))
+    lines.append(f"  GPU utilization: mean {mean}, peak {peak}")
+    mean, peak = (_whole(figures[k], " MiB") for k in ("memory_used_mean_mib", "memory_used_peak_mib"))
+    total = figures["memory_total_mib"]
+    lines.append(f"  GPU memory: mean {mean}, peak {peak}" + (f" of {_whole(total, ' MiB')}" if total else ""))
     return "\n".join(lines)
 
 
@@ -413,6 +416,11 @@ _SLURM_WORDS = frozenset({"sbatch_options", "script", "script_args"})
 def _refused_options(exc: ApiError) -> bool:
     """Whether the API refused the Slurm options or ``#SBATCH`` lines it was given."""
     return exc.status == 400 and isinstance(exc.body, dict) and bool(_SLURM_WORDS & set(exc.body))
+
+
+def _whole(value: float | None, unit: str) -> str:
+    """A measured figure rounded, with its unit; ``-`` if it was not measured."""
+    return "-" if value is None else f"{value:.0f}{unit}"
 
 
 def _number(value: Any) -> str:

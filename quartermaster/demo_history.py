@@ -2,8 +2,10 @@
 utilization-weighted chargeback and an account preview have a history to show.
 
 Seeded (the same history every time), written through the real submit and state
-transitions (which record each attempt for accounting), with the efficiency figures the
-monitoring pass would have written: most jobs measured, some not (no agent then).
+transitions (which record each attempt for accounting), each at the time it happened
+(the job's events and rows say when it was submitted, started and ended, not when the
+demo was seeded), with the efficiency figures the monitoring pass would have written:
+most jobs measured, some not (no agent then).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from people.models import Account, Qos
 from scheduler.choices import EventKind, JobState
 from scheduler.jobs.submit import submit_job
 from scheduler.jobs.transitions import claim_many, transition
-from scheduler.models import Gpu, Job
+from scheduler.models import Gpu
 
 #: Who runs what: (owner, account, weight).
 PEOPLE = (("alice", "nlp", 3), ("bob", "nlp", 2), ("alice", "vision", 3))
@@ -31,6 +33,9 @@ def seed_history(accounts: Mapping[str, Account], users: Mapping[str, Any], qos:
     """Write :data:`JOBS` finished jobs over the :data:`DAYS` before ``now``; returns how many."""
     rng = random.Random(2026)
     nodes = _nodes_by_model()
+    memory = dict(
+        Gpu.objects.filter(node__cluster__name="demo", parent__isnull=True).values_list("model", "memory_mib")
+    )
     people = [(owner, account) for owner, account, weight in PEOPLE for _ in range(weight)]
     for i in range(JOBS):
         owner, account = rng.choice(people)
@@ -50,13 +55,16 @@ def seed_history(accounts: Mapping[str, Account], users: Mapping[str, Any], qos:
             gpus_per_node=gpus,
             gpu_model=model,
             walltime_seconds=int(run.total_seconds() * 1.5) // 3600 * 3600 + 3600,
+            now=submitted,
         )
         node = rng.choice(nodes[model])
-        Job.objects.filter(pk=job.pk).update(submitted_at=submitted)
         placed = [{"node": node, "gpu_indices": list(range(gpus)), "cpus": gpus * 4, "memory_mib": 0}]
         claim_many([job.pk], {"allocations": [placed]}, [(job.pk, f"scheduled on {node}", {})], now=started)
-        transition(job.id, [JobState.DISPATCHING], JobState.RUNNING, event=EventKind.DISPATCHED, started_at=started)
-        transition(job.id, [JobState.RUNNING], JobState.COMPLETED, ended_at=started + run, exit_code=0)
+        transition(
+            job.id, [JobState.DISPATCHING], JobState.RUNNING, event=EventKind.DISPATCHED, started_at=started, at=started
+        )
+        ended = started + run
+        transition(job.id, [JobState.RUNNING], JobState.COMPLETED, ended_at=ended, exit_code=0, at=ended)
         measured = rng.random() < 0.8
         JobEfficiency.objects.create(
             job=job,
@@ -66,8 +74,23 @@ def seed_history(accounts: Mapping[str, Account], users: Mapping[str, Any], qos:
             samples=int(run.total_seconds() // 10) if measured else 0,
             gpu_util_mean=rng.uniform(15, 95) if measured else None,
             computed_at=started + run,
+            **(_memory_and_peaks(random.Random(i), memory[model]) if measured else {}),
         )
     return JOBS
+
+
+def _memory_and_peaks(rng: random.Random, memory_mib: int) -> dict[str, float]:
+    """The rest of what the monitoring pass writes for a measured job (its peak
+    utilization, its memory used of its GPUs' ``memory_mib``), so the job page and ``qm
+    show`` read a demo job as they read a real one. Its own ``rng``: the history's times
+    stay what they were."""
+    mean = rng.uniform(0.2, 0.8) * memory_mib
+    return {
+        "gpu_util_peak": rng.uniform(95, 100),
+        "memory_used_mean_mib": mean,
+        "memory_used_peak_mib": min(memory_mib, mean * rng.uniform(1.0, 1.3)),
+        "memory_total_mib": memory_mib,
+    }
 
 
 def _nodes_by_model() -> dict[str, list[str]]:

@@ -85,6 +85,9 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # A body over DATA_UPLOAD_MAX_MEMORY_SIZE: a 413 (JSON under /api/), DEBUG or not;
+    # before the CSRF check, which is the first to read a form's body.
+    "common.api.errors.BodyLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -59,12 +59,27 @@ class PreviewRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ImpossibleJob:
+    """A job of the history that the change would never let start, and why in words."""
+
+    job_id: int
+    account: str
+    gpus: int
+    why: str
+    #: Whether the limits as they are already keep it out (then both replays leave it out).
+    also_today: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Preview:
     days: int
     jobs: int
     rows: tuple[PreviewRow, ...]
     jain_today: float
     jain_proposed: float
+    #: The history's jobs the change would never let start: left out of the replay with
+    #: the change (their account's ``proposed`` figures are of the rest), listed here.
+    impossible: tuple[ImpossibleJob, ...] = ()
 
 
 def site_history(now: datetime, days: int) -> list[TraceJob]:
@@ -144,7 +159,12 @@ def preview(
         PreviewRow(name, _side(today.get(name)), _side(proposed.get(name)))
         for name in sorted(today.keys() | proposed.keys())
     )
-    return Preview(days, len(trace), rows, measure(results[0]).jain_fairness, measure(results[1]).jain_fairness)
+    today_out = {job.id for job, _ in results[0].refused}
+    impossible = tuple(
+        ImpossibleJob(job.id, job.account, job.gpus, why, job.id in today_out) for job, why in results[1].refused
+    )
+    jain_today, jain_proposed = (measure(r).jain_fairness for r in results)
+    return Preview(days, len(trace), rows, jain_today, jain_proposed, impossible)
 
 
 def _side(figures: AccountFigures | None) -> Side:

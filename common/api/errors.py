@@ -41,6 +41,8 @@ class Unavailable(exceptions.APIException):
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, RequestDataTooBig):  # the body, read as the view asked for request.data
+        return Response(too_large(), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         exc = exceptions.ValidationError(detail)
@@ -83,12 +85,24 @@ def _limit() -> str:
     return f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE / 1_000_000:g} MB"
 
 
+def too_large() -> dict[str, Any]:
+    """The API's answer to a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (with a 413): the
+    limit in words and in bytes. Which field made it too large cannot be known: the
+    body is refused before it is parsed."""
+    title, explanation, _ = ERROR_PAGES[413]
+    return {
+        "detail": f"{title}: {explanation.format(limit=_limit())}",
+        "limit_bytes": settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+    }
+
+
 def error_page(request: HttpRequest, status_code: int) -> HttpResponse:
     """A styled error page that says what happened and what to do; JSON under ``/api/``."""
     title, explanation, what_to_do = ERROR_PAGES[status_code]
     explanation = explanation.format(limit=_limit())
     if request.path.startswith("/api/"):
-        return JsonResponse({"detail": f"{title}: {explanation}"}, status=status_code)
+        body = too_large() if status_code == 413 else {"detail": f"{title}: {explanation}"}
+        return JsonResponse(body, status=status_code)
     context = {"title": title, "explanation": explanation, "what_to_do": what_to_do}
     return render(request, "error.html", context, status=status_code)
 
@@ -97,6 +111,39 @@ def bad_request_handler(request: HttpRequest, exception: Exception) -> HttpRespo
     """Django's 400 handler. A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413 saying
     the limit; anything else (too many fields, a bad header) a 400."""
     return error_page(request, 413 if isinstance(exception, RequestDataTooBig) else 400)
+
+
+class BodyLimitMiddleware:
+    """A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413 (JSON under ``/api/``, the
+    styled page elsewhere) however the portal runs.
+
+    Why a middleware: Django raises ``RequestDataTooBig`` wherever the body is first
+    read, and only its production 400 handler (:func:`bad_request_handler`) turns that
+    into our 413; under DEBUG (the demo) its technical page answers instead. A form body
+    is first read by the CSRF check, before any view, so this reads it first (placed
+    before ``CsrfViewMiddleware``: the same parse the CSRF check would make, kept by
+    the request); a view that reads a body itself (a JSON body, read by DRF as the view
+    asks for it) raises in the view, which :meth:`process_exception` answers (DRF's
+    views answer through :func:`exception_handler` before that)."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response: HttpResponse = self.get_response(request)
+        return response
+
+    def process_view(self, request: HttpRequest, *args: Any) -> HttpResponse | None:
+        if request.method != "POST":
+            return None  # Django parses a form body only for POST
+        try:
+            request.POST  # noqa: B018  (parsed now: a form content type; others are not read)
+        except RequestDataTooBig:
+            return error_page(request, 413)
+        return None
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        return error_page(request, 413) if isinstance(exception, RequestDataTooBig) else None
 
 
 def forbidden(request: HttpRequest, exception: Exception) -> HttpResponse:

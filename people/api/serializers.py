@@ -10,7 +10,7 @@ from common.api.fields import SlugRelatedField
 from common.api.strict import RejectUnknownFields
 from common.api.validators import no_nul_characters, plain_name
 from people.choices import IdentitySource
-from people.limits import LIMIT_NAMES, WHOLE_LIMITS, quota_limit
+from people.limits import LIMIT_NAMES, WHOLE_LIMITS, contradictions, quota_limit
 from people.models import Account, ApiToken, ClusterIdentity, Membership, Qos, Quota
 
 MAX_INT = 2**31 - 1
@@ -154,6 +154,9 @@ class QuotaSerializer(RejectUnknownFields, serializers.ModelSerializer):
             raise serializers.ValidationError(
                 {"borrowing_limit_gpus": "A borrowing limit needs a guarantee (guaranteed_gpus) to borrow beyond."}
             )
+        limits = {name: attrs.get(name, getattr(self.instance, name, None)) for name in LIMIT_NAMES}
+        if problems := contradictions(limits):
+            raise serializers.ValidationError(problems)
         others = Quota.objects.all() if self.instance is None else Quota.objects.exclude(pk=self.instance.pk)
         if account is not None and others.filter(account=account).exists():
             raise serializers.ValidationError({"account": f"Account {account.name} already has a quota."})

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from common.db.bulk import update_matching_rows
 from scheduler.backends.base import BackendError, PollResult, RemoteState
 from scheduler.choices import JobState
 from scheduler.clusters import reconcile
@@ -69,23 +70,36 @@ def _apply_poll_result(job_id: int, result: PollResult, external_id: str, config
     )
 
 
-def _record_starts(running: dict[str, tuple[int, datetime | None]], results: dict[str, PollResult]) -> int:
+#: What the poll read of each running job, by backend id: (job id, attempt, started_at).
+Running = dict[str, tuple[int, int, datetime | None]]
+
+
+def _record_starts(running: Running, results: dict[str, PollResult]) -> int:
     """Set each running job's ``started_at`` to when its workload manager says it started
     (Slurm's StartTime, the pod's start, the local runner's record), where that differs
     from what the portal wrote at dispatch (the dispatch batch's time, or a re-dispatch's
     after a worker died). Accounting, fair-share usage and estimates then count from the
-    real start. Guarded by the attempt polled; returns how many jobs were corrected."""
-    corrected = 0
-    for external_id, (job_id, stored) in running.items():
+    real start. One statement for them all (``common.db.bulk``), each row only while the
+    job still runs as the attempt and backend id polled; returns how many were corrected."""
+    ids, attempts, external_ids, starts = [], [], [], []
+    for external_id, (job_id, attempt, stored) in running.items():
         result = results.get(external_id)
         if result is None or result.started_at is None or result.state is not RemoteState.RUNNING:
             continue
         if stored is not None and abs((result.started_at - stored).total_seconds()) < START_TOLERANCE_SECONDS:
             continue
-        corrected += Job.objects.filter(pk=job_id, state=JobState.RUNNING, external_id=external_id).update(
-            started_at=result.started_at
-        )
-    return corrected
+        ids.append(job_id)
+        attempts.append(attempt)
+        external_ids.append(external_id)
+        starts.append(result.started_at)
+    corrected = update_matching_rows(
+        Job,
+        ids,
+        {"started_at": starts},
+        match={"attempt": attempts, "external_id": external_ids},
+        where={"state": JobState.RUNNING},
+    )
+    return len(corrected)
 
 
 def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int]:
@@ -102,17 +116,17 @@ def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int
     config = current_config()
     backend = backend_for(cluster)
     nodes_seen = sync_nodes(cluster, backend, now)
-    running = {
-        external_id: (job_id, started)
-        for external_id, job_id, started in Job.objects.filter(cluster=cluster, state=JobState.RUNNING)
+    running: Running = {
+        external_id: (job_id, attempt, started)
+        for external_id, job_id, attempt, started in Job.objects.filter(cluster=cluster, state=JobState.RUNNING)
         .exclude(external_id="")
-        .values_list("external_id", "id", "started_at")
+        .values_list("external_id", "id", "attempt", "started_at")
     }
     ended = 0
     if running:
         results = backend.poll(list(running))
         _record_starts(running, results)
-        for external_id, (job_id, _) in running.items():
+        for external_id, (job_id, _, _) in running.items():
             result = results.get(external_id)
             if result is not None and _apply_poll_result(job_id, result, external_id, config):
                 ended += 1

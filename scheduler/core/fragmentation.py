@@ -60,14 +60,14 @@ NodeState = tuple[int, int, tuple[GpuState, ...]]
 #: CPUs, memory MiB, GPU model or ``A|B`` set ("" any), fractional?).
 Shape = tuple[int, int, int, int, str, bool]
 
-_kind_ids: dict[tuple[str, int, tuple[int, int], bool, str, bool], int] = {}
+_kind_ids: dict[tuple[str, int, tuple[int, int], bool, str, bool, bool], int] = {}
 _kinds: list[GpuView] = []
 
 
 def gpu_kind(gpu: GpuView) -> int:
     """A small integer standing for every property of ``gpu`` but its index: GPUs of one
     kind are interchangeable for placement."""
-    key = (gpu.model, gpu.memory_mib, gpu.compute_capability, gpu.healthy, gpu.sharing, gpu.exclusive)
+    key = (gpu.model, gpu.memory_mib, gpu.compute_capability, gpu.healthy, gpu.sharing, gpu.exclusive, gpu.mig_slice)
     kind = _kind_ids.get(key)
     if kind is None:
         kind = _kind_ids[key] = len(_kinds)
@@ -166,6 +166,8 @@ def _accepts(shape: Shape, gpu: GpuView) -> bool:
         return False
     if not shape[5] and not gpu.exclusive:
         return False
+    if gpu.mig_slice and not model:
+        return False  # as ``PendingJob.accepts``: a slice serves only a request naming it
     if model and gpu.model != model and gpu.model not in gpu_model_choices(model):
         return False
     return gpu.healthy

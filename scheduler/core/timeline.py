@@ -179,7 +179,8 @@ def gpu_list_key(gpus: tuple[GpuView, ...]) -> tuple[object, ...]:
     lists' own equality and hash are the dataclass's, which run as interpreted code even
     in the compiled core; for a thousand nodes that was ~3% of a cycle."""
     return tuple(
-        (g.index, g.model, g.memory_mib, g.compute_capability, g.healthy, g.sharing, g.exclusive) for g in gpus
+        (g.index, g.model, g.memory_mib, g.compute_capability, g.healthy, g.sharing, g.exclusive, g.mig_slice)
+        for g in gpus
     )
 
 

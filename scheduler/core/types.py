@@ -100,6 +100,10 @@ class GpuView:
     #: a pod asking ``nvidia.com/gpu: 1`` gets a replica that others may share), so a
     #: whole-GPU job there would not run alone.
     exclusive: bool = True
+    #: A MIG slice of a GPU (its ``model`` is then the label ``<model>/<profile>``): a
+    #: fraction of a GPU, so only a request that names its label takes it (see
+    #: :meth:`PendingJob.accepts`); a request for N GPUs means N whole ones.
+    mig_slice: bool = False
 
     @property
     def shared(self) -> bool:
@@ -262,6 +266,8 @@ class PendingJob:
                 return False
         elif not gpu.exclusive:
             return False
+        if gpu.mig_slice and not self.gpu_model:
+            return False  # "any GPU" is any whole GPU; a slice only by its name (checked next)
         if (
             self.gpu_model
             and gpu.model != self.gpu_model

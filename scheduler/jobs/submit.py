@@ -8,6 +8,7 @@ queue at the moment of submission, are asked here, under row locks.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -36,6 +37,7 @@ def submit_job(
     qos: Qos | None,
     array: ArraySpec | None = None,
     hold: bool = False,
+    now: datetime | None = None,
     **fields: Any,
 ) -> Job:
     """Create a PENDING job (or, with ``array``, one PENDING job per task; with ``hold``,
@@ -48,9 +50,10 @@ def submit_job(
     the job (:func:`scheduler.jobs.admission.quota_refusals`, asked here with its
     quotas' row locks) or its ``files`` would pass the owner's cap (``scheduler.jobs.files``: stored once, however
     many tasks run them). Returns the job, or an array's first task, whose id is the
-    array's.
+    array's. ``now``: when it is submitted (its ``submitted_at`` and its event); now,
+    unless the caller writes a submission of the past (the demo's history).
     """
-    now = timezone.now()
+    now = now or timezone.now()
     files = fields.pop("files", None) or {}
     with transaction.atomic():
         errors = quota_refusals(owner, account, int(fields["walltime_seconds"]), lock=True, adding=tasks(array))
@@ -100,6 +103,7 @@ def _create_array(array: ArraySpec, **fields: Any) -> Job:
         f"submitted by {owner} as array {first.pk} of {array.count} tasks ({array.text})"
         + (HELD_WORDS if first.state == JobState.HELD else ""),
         {"total_gpus": first.total_gpus, "array_job": first.pk, "tasks": array.count},
+        at=fields["submitted_at"],
     )
     return first
 

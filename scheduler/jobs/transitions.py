@@ -49,8 +49,11 @@ FRESH_ATTEMPT: dict[str, Any] = {
 EVENTS = Inserts(JobEvent)
 
 
-def record_event(job_id: int, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
-    EVENTS.save(JobEvent(job_id=job_id, at=timezone.now(), kind=kind, message=message, data=data or {}))
+def record_event(
+    job_id: int, kind: str, message: str, data: dict[str, Any] | None = None, *, at: datetime | None = None
+) -> None:
+    """One event of the job, at ``at`` (when it happened; now unless told)."""
+    EVENTS.save(JobEvent(job_id=job_id, at=at or timezone.now(), kind=kind, message=message, data=data or {}))
 
 
 def record_events(kind: str, events: Iterable[tuple[int, str, dict[str, Any]]], *, at: datetime) -> None:
@@ -76,9 +79,14 @@ def transition(
     message: str = "",
     data: dict[str, Any] | None = None,
     where: dict[str, Any] | None = None,
+    at: datetime | None = None,
     **fields: Any,
 ) -> bool:
     """Move one job from any of ``from_states`` to ``to_state`` if it is still there.
+
+    ``at`` is when the move happened: now, unless the caller writes one that happened
+    before (the demo's history of finished jobs); its event carries it, and an attempt
+    it ends without an ``ended_at`` ends then.
 
     ``where`` pins more of what the caller saw (the attempt, the backend id), so news
     about an old attempt never moves the job's new one. Returns ``True`` when this call
@@ -105,9 +113,9 @@ def transition(
                 fields["ended_at"] = attempt_end(before["started_at"], fields["ended_at"])
         changed = matching.update(state=to_state, **fields)
         if changed:
-            record_event(job_id, event, message or f"-> {to_state}", {"to": to_state, **(data or {})})
+            record_event(job_id, event, message or f"-> {to_state}", {"to": to_state, **(data or {})}, at=at)
             if before is not None and before["state"] in ACTIVE_STATES:
-                ended = attempt_end(before["started_at"], fields.get("ended_at") or timezone.now())
+                ended = attempt_end(before["started_at"], fields.get("ended_at") or at or timezone.now())
                 hours.record_attempt(before, ended)
                 attempts.record(before, before["started_at"], ended)
     return changed == 1

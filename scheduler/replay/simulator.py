@@ -6,15 +6,18 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import cast
 
+from scheduler.core.borrowing import GuaranteeBook
 from scheduler.core.carry import Carry
 from scheduler.core.cycle import schedule
 from scheduler.core.fairshare import AccountNode, FairShareTree, UsageInterval, UsagePolicy, charge, decay_usage_map
+from scheduler.core.limits import LimitBook, caps_anything, duration_text
 from scheduler.core.placement import IdleCluster
 from scheduler.core.prediction import RuntimePredictor
 from scheduler.core.priority import PriorityWeights
 from scheduler.core.queue import PendingQueue
-from scheduler.core.types import Allocation, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
+from scheduler.core.types import Allocation, Blocker, Limits, NodeView, PendingJob, Policy, RunningJob, Snapshot
 from scheduler.replay.trace import EPOCH, SimulationError, TraceJob, request_for
 
 #: Shortness and stretch (see ``scheduler.core.priority``) over fair-share: jobs
@@ -160,6 +163,10 @@ class Replay:
     #: restart.
     preemptions: int = 0
     lost_gpu_s: int = 0
+    #: Jobs the limits would never let start, even alone on an idle cluster, each with
+    #: why in words (see :func:`_never_allowed`): set aside like ``unplaceable`` ones, in
+    #: no other figure. A preview of a cut below an account's largest jobs has some.
+    refused: tuple[tuple[TraceJob, str], ...] = ()
 
 
 def guarantees_for(trace: Sequence[TraceJob], capacity_gpus: int) -> dict[str, Limits]:
@@ -171,6 +178,56 @@ def guarantees_for(trace: Sequence[TraceJob], capacity_gpus: int) -> dict[str, L
         demand[job.account] = demand.get(job.account, 0.0) + job.gpus * job.duration_s
     total = sum(demand.values()) or 1.0
     return {a: Limits(guaranteed_gpus=int(capacity_gpus * d / total)) for a, d in sorted(demand.items())}
+
+
+class _LimitsAlone:
+    """The limits as they stand for a job with nothing else running: what
+    :func:`_never_allowed` asks (built once per replay; ``None`` where nothing caps)."""
+
+    def __init__(
+        self, nodes: tuple[NodeView, ...], limits: Mapping[str, Limits], parents: Mapping[str, str | None]
+    ) -> None:
+        self.caps = LimitBook(nodes, (), limits, {}, parents) if caps_anything(limits) else None
+        borrowing = any(lim.borrowing_limit_gpus is not None for lim in limits.values())
+        self.guarantees = GuaranteeBook((), limits, parents) if borrowing else None
+
+    def blockers(self, request: PendingJob) -> list[Blocker]:
+        found = self.caps.blockers(request) if self.caps is not None else []
+        beyond = self.guarantees.blocker(request) if self.guarantees is not None else None
+        return [*found, beyond] if beyond is not None else found
+
+
+def _never_allowed(request: PendingJob, alone: _LimitsAlone) -> str:
+    """Why the limits would keep ``request`` waiting forever ("" if they would not): each
+    limit it breaks with nothing else of its account running, in words for an admin
+    (a cap on GPUs or running jobs below the job, a walltime cap below its walltime, a
+    guarantee plus borrowing limit below its GPUs)."""
+    return "; ".join(_never_words(blocker, request) for blocker in alone.blockers(request))
+
+
+def _never_words(blocker: Blocker, request: PendingJob) -> str:
+    evidence = blocker.evidence
+    who, limit, cap = f"{evidence['scope']} {evidence['name']}", str(evidence["limit"]), _whole(evidence["cap"])
+    if limit == "max_walltime_seconds":
+        return (
+            f"{who} would allow at most {duration_text(cap)} of walltime; "
+            f"it asks for {duration_text(request.walltime_seconds)}"
+        )
+    if limit == "max_running_jobs":
+        return f"{who} would run no jobs at all (max running jobs {cap})"
+    needs = evidence["requested"]
+    if limit == "borrowing_limit_gpus":
+        guaranteed = _whole(evidence["guaranteed"])
+        borrowed = cap - guaranteed
+        held = f"{cap} GPUs (its guarantee of {guaranteed} plus {borrowed} borrowed)"
+        return f"{who} would hold at most {held}; it needs {needs}"
+    model = limit.removeprefix("max_gpus_per_model[").removesuffix("]") + " " if limit != "max_gpus" else ""
+    return f"{who} would allow at most {cap} {model}GPUs at once; it needs {needs}"
+
+
+def _whole(figure: object) -> int:
+    """A limit's figure from a blocker's evidence: limits are whole numbers."""
+    return cast(int, figure)
 
 
 class _Runs:
@@ -226,7 +283,8 @@ def replay(  # noqa: C901, PLR0915
     Steps:
     1. Order jobs by submit time, keeping row order for ties; shape each request
        (rule 2) with ``G`` = the largest GPU count of a node; set aside the jobs no
-       idle cluster could hold (``unplaceable``).
+       idle cluster could hold (``unplaceable``) and those the limits would never let
+       start (``refused``, with why).
     2. Take the next event time ``t``: the earliest pending submission or end.
     3. Release every job ending at ``t``; queue every job submitted at ``t``.
     4. If any job is pending, build the snapshot and call ``schedule()`` with
@@ -262,13 +320,17 @@ def replay(  # noqa: C901, PLR0915
     jobs: list[TraceJob] = []
     requests: list[PendingJob] = []
     unplaceable: list[TraceJob] = []
+    refused: list[tuple[TraceJob, str]] = []
+    alone = _LimitsAlone(nodes, guarantees or {}, parents)
     for job in ordered:
         request = request_for(job, gpus_per_node, sim_id=len(jobs))
-        if idle.fits(request):
+        if not idle.fits(request):
+            unplaceable.append(job)
+        elif why := _never_allowed(request, alone):
+            refused.append((job, why))
+        else:
             jobs.append(job)
             requests.append(request)
-        else:
-            unplaceable.append(job)
 
     usage = _UsageBook(jobs, accounts) if policy.priority is not None else None
     #: Learns from jobs as they end, so a cycle sees only what had ended before it.
@@ -371,7 +433,7 @@ def replay(  # noqa: C901, PLR0915
         for i, job in enumerate(jobs)
     )
     capacity = sum(len(n.gpus) for n in nodes if n.schedulable)
-    return Replay(records, tuple(unplaceable), capacity, cycles, preemptions, lost_gpu_s)
+    return Replay(records, tuple(unplaceable), capacity, cycles, preemptions, lost_gpu_s, tuple(refused))
 
 
 class _UsageBook:

@@ -148,7 +148,8 @@ def _build_node_views(node_rows: list[tuple[Any, ...]], unhealthy: AbstractSet[i
         if capability is None:
             capability = capabilities[cc] = compute_capability(cc)
         healthy = gpu_id not in unhealthy and parent not in unhealthy
-        gpus_by_node[node_id].append(GpuView(index, label, memory, capability, healthy, sharing, exclusive))
+        view = GpuView(index, label, memory, capability, healthy, sharing, exclusive, mig_slice=bool(profile))
+        gpus_by_node[node_id].append(view)
     return tuple(
         NodeView(
             name=name,

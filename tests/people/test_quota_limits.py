@@ -30,8 +30,10 @@ NOT_LIMITS = {"id", "account", "user"}
 
 
 def every_limit_set() -> dict[str, Any]:
-    """A value for every limit, each different (11, 12, ...; the per-model map one model)."""
-    return {limit.name: {"H100-80GB": 11 + i} if limit.per_model else 11 + i for i, limit in enumerate(QUOTA_LIMITS)}
+    """A value for every limit, each different (11, 12, ...; the per-model map one model),
+    and max GPUs above the guarantee and borrowing together (as a quota must have them)."""
+    values = {limit.name: {"H100-80GB": 11 + i} if limit.per_model else 11 + i for i, limit in enumerate(QUOTA_LIMITS)}
+    return {**values, "max_gpus": 100}
 
 
 def staff(world) -> Client:  # type: ignore[no-untyped-def]
@@ -125,3 +127,60 @@ def test_the_account_pages_preview_form_offers_previewable_limits_only():
     form = PreviewForm(data={"days": 7, **dict.fromkeys(offered, 5)})
     assert form.is_valid(), form.errors
     assert form.body()["limits"] == dict.fromkeys(offered, 5)
+
+
+CONTRADICTIONS = [
+    pytest.param(
+        {"max_gpus": 8, "guaranteed_gpus": 24, "borrowing_limit_gpus": 16},
+        "guaranteed_gpus",
+        "24 guaranteed GPUs is more than the 8 GPUs it may use at most (max GPUs), so the guarantee could never be "
+        "used: guarantee at most 8, or raise max GPUs.",
+        id="guarantee above the cap (the issue's 8 / 24 / 16)",
+    ),
+    pytest.param(
+        {"max_gpus": 8, "guaranteed_gpus": 6, "borrowing_limit_gpus": 4},
+        "borrowing_limit_gpus",
+        "6 guaranteed plus 4 borrowed GPUs is more than the 8 GPUs it may use at most (max GPUs), so it could "
+        "borrow 2 at most: set the borrowing limit to at most 2, or raise max GPUs.",
+        id="borrowing past the cap",
+    ),
+]
+
+
+@pytest.mark.parametrize(("limits", "field", "reason"), CONTRADICTIONS)
+def test_the_api_refuses_limits_that_contradict_each_other_and_says_why(world, client_for, limits, field, reason):
+    response = client_for(world.admin).post("/api/v1/quotas/", {"account": "lab", **limits}, format="json")
+    assert response.status_code == 400 and response.json() == {field: [reason]}
+    assert not Quota.objects.exists()
+
+
+def test_a_change_that_contradicts_the_saved_limits_is_refused_too(world, client_for):
+    quota = Quota.objects.create(account=world.lab, max_gpus=8, guaranteed_gpus=4)
+    response = client_for(world.admin).patch(f"/api/v1/quotas/{quota.id}/", {"max_gpus": 2}, format="json")
+    assert response.status_code == 400 and "guaranteed_gpus" in response.json()
+    quota.refresh_from_db()
+    assert quota.max_gpus == 8
+
+
+@pytest.mark.parametrize(("limits", "field", "reason"), CONTRADICTIONS)
+def test_the_staff_form_shows_the_reason_on_the_field(world, limits, field, reason):
+    response = staff(world).post(
+        f"/manage/accounts/{world.lab.id}/", {"form": "quota", **{k: str(v) for k, v in limits.items()}}
+    )
+    assert response.status_code == 200
+    assert response.context["quota_form"].errors[field] == [reason]
+    assert not Quota.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"max_gpus": 8, "guaranteed_gpus": 8},
+        {"max_gpus": 8, "guaranteed_gpus": 4, "borrowing_limit_gpus": 4},
+        {"max_gpus": 8, "guaranteed_gpus": 4},  # borrowing: up to what is idle, within the cap
+        {"guaranteed_gpus": 24, "borrowing_limit_gpus": 16},  # no cap
+    ],
+)
+def test_limits_that_agree_are_saved(world, limits):
+    serializer = QuotaSerializer(data={"account": "lab", **limits})
+    assert serializer.is_valid(), serializer.errors

@@ -9,11 +9,15 @@ from datetime import timedelta
 import pytest
 
 from monitoring.efficiency import record_efficiencies
+from monitoring.models import JobEfficiency
 from people.services import create_api_token
 from qm.api import Api
 from qm.cli import _new_part, main
 from qm.request import parse_walltime
+from scheduler.choices import JobState
 from scheduler.clusters.poll import poll_backends
+from scheduler.jobs.transitions import transition
+from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Job
 from scheduler.tick.run import run_tick
 from tests.builders import T0, run_attempt, submit
@@ -279,3 +283,65 @@ def test_a_job_reference_is_an_id_or_an_array_task(capsys):
         main(["cancel", "12x"])
     assert usage.value.code == 2
     assert "'12x' is not a job id (42) or an array task (42_7)" in capsys.readouterr().err
+
+
+def _finished(world, state: str, exit_code: int):
+    job = submit(world.alice, world.lab, walltime_seconds=1200)
+    run_attempt(job, T0, None)
+    transition(job.id, [JobState.RUNNING], state, ended_at=T0 + timedelta(minutes=10), exit_code=exit_code)
+    return job
+
+
+def _measured_in_part(world):
+    """A finished job whose figures hold only what was measured (each may be null in the
+    API), as the demo's history wrote them: utilization's mean, nothing of its memory."""
+    job = _finished(world, JobState.COMPLETED, 0)
+    JobEfficiency.objects.create(
+        job=job, attempt=0, gpu_hours=0.17, elapsed_seconds=600, samples=60, gpu_util_mean=42.0, computed_at=T0
+    )
+    return job
+
+
+def _unmeasured(world):
+    job = _finished(world, JobState.COMPLETED, 0)
+    record_efficiencies(T0 + timedelta(hours=1))  # no samples: unmeasured
+    return job
+
+
+def _cancelled_while_waiting(world):
+    job = submit(world.alice, world.lab)
+    cancel_job(job, by="alice")
+    return job
+
+
+def _running(world):
+    job = submit(world.alice, world.lab)
+    run_attempt(job, T0, None)
+    return job
+
+
+JOB_SHAPES = {
+    "pending": (lambda world: submit(world.alice, world.lab), "[PENDING]"),
+    "running": (_running, "on h100-01 GPUs 0"),
+    "failed": (lambda world: _finished(world, JobState.FAILED, 3), "exit code 3"),
+    "cancelled while waiting": (_cancelled_while_waiting, "[CANCELLED]"),
+    "unmeasured": (_unmeasured, "GPU utilization: unmeasured"),
+    "measured in part": (_measured_in_part, "GPU utilization: mean 42%, peak -"),
+}
+
+
+@pytest.mark.parametrize("shape", JOB_SHAPES)
+def test_show_prints_every_shape_of_job(qm, world, shape):
+    make, expected = JOB_SHAPES[shape]
+    job = make(world)
+    code, out, err = qm("show", str(job.id))
+    assert (code, err) == (0, "")
+    assert out.startswith(f"Job {job.id}: job  [") and expected in out
+
+
+def test_show_prints_an_array_task_and_its_array(qm, world):
+    code, _, _ = qm("submit", "--name", "sweep", "-t", "1h", "--array", "0-2", "--", "true")
+    first = Job.objects.get(name="sweep", array_task_id=0)
+    code, out, err = qm("show", f"{first.id}_2")
+    assert (code, err) == (0, "")
+    assert f"task 2 of array {first.id} (0-2): 3 PENDING" in out

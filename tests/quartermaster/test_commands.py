@@ -124,8 +124,10 @@ def test_the_demos_history_gives_its_pages_and_a_preview_something_to_show(clien
     from datetime import UTC, datetime, timedelta
 
     from django.contrib.auth import get_user_model
+    from django.db.models import F, Q
     from django.utils import timezone
 
+    from monitoring.models import JobEfficiency
     from scheduler.previews import preview
 
     call_command("seed_demo", stdout=io.StringIO())
@@ -138,5 +140,28 @@ def test_the_demos_history_gives_its_pages_and_a_preview_something_to_show(clien
     )
     assert {row["group"] for row in rows} == {"nlp", "vision"}
     assert all(row["used_gpu_hours"] > 0 and row["unmeasured_gpu_hours"] > 0 for row in rows)
+    # Measured as the monitoring pass measures: every figure (qm show and the job page read them).
+    measured = JobEfficiency.objects.filter(samples__gt=0)
+    assert (
+        measured.exists()
+        and not measured.filter(
+            Q(gpu_util_peak__isnull=True) | Q(memory_used_peak_mib__isnull=True) | Q(memory_total_mib__isnull=True)
+        ).exists()
+    )
+    assert not measured.filter(gpu_util_peak__lt=F("gpu_util_mean")).exists()
     result = preview("nlp", shares=300, limits=None, days=7, now=timezone.now())
     assert any(row.wait_change_s != 0 for row in result.rows)
+
+
+def test_the_demos_history_events_carry_their_own_times():
+    """Each finished job of the history was submitted, started and ended in the past week;
+    its events say so (the job page's timeline), not the moment the demo was seeded."""
+    from scheduler.models import JobEvent
+
+    call_command("seed_demo", stdout=io.StringIO())
+    history = Job.objects.filter(name__startswith="history-")
+    times = {job.id: job for job in history}
+    events = JobEvent.objects.filter(job__in=history).values_list("job_id", "kind", "at")
+    when = {"submitted": "submitted_at", "scheduled": "started_at", "dispatched": "started_at", "state": "ended_at"}
+    wrong = [(job_id, kind) for job_id, kind, at in events if at != getattr(times[job_id], when[kind])]
+    assert len(times) == 240 and len(events) == 4 * 240 and wrong == []

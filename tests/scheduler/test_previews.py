@@ -67,6 +67,37 @@ def test_a_tighter_quota_makes_the_account_wait_longer(world):
     assert rows["lab"].wait_change_s > 0 and rows["other"].wait_change_s < 0
 
 
+@pytest.mark.parametrize(
+    ("limits", "why"),
+    [
+        ({"max_gpus": 4}, "account lab would allow at most 4 GPUs at once; it needs 8"),
+        ({"max_walltime_seconds": 3600}, "account lab would allow at most 1 h of walltime; it asks for 2 h"),
+        ({"max_running_jobs": 0}, "account lab would run no jobs at all (max running jobs 0)"),
+        (
+            {"guaranteed_gpus": 2, "borrowing_limit_gpus": 2},
+            "account lab would hold at most 4 GPUs (its guarantee of 2 plus 2 borrowed); it needs 8",
+        ),
+    ],
+    ids=["GPU cap below its jobs", "walltime cap below theirs", "no running jobs", "guarantee and borrowing"],
+)
+def test_a_change_no_history_job_of_the_account_could_run_under_says_which_and_why_and_previews_the_rest(
+    world, limits, why
+):
+    history(world)
+    result = preview("lab", shares=None, limits=limits, days=7, now=timezone.now())
+    lab_jobs = set(Job.objects.filter(account=world.lab).values_list("id", flat=True))
+    assert {job.job_id for job in result.impossible} == lab_jobs
+    assert {(job.account, job.gpus, job.why) for job in result.impossible} == {("lab", 8, why)}
+    rows = {row.account: row for row in result.rows}
+    assert (rows["lab"].today.jobs, rows["lab"].proposed.jobs) == (15, 0)
+    assert rows["other"].proposed.jobs == 15 and rows["other"].wait_change_s < 0  # the rest, previewed
+
+
+def test_the_jobs_a_change_leaves_runnable_are_not_listed(world):
+    history(world)
+    assert preview("lab", shares=None, limits={"max_gpus": 8}, days=7, now=timezone.now()).impossible == ()
+
+
 # --- Asked for, run, read back -----------------------------------------------------------
 
 
@@ -102,6 +133,24 @@ def test_a_bad_preview_request_is_a_400_naming_the_field(world, client_for, body
     response = ask(client_for(world.admin), world.lab, **body)
     assert response.status_code == 400 and field in response.json(), response.json()
     assert not Simulation.objects.exists()
+
+
+def test_a_preview_of_a_cut_below_the_largest_jobs_is_done_and_lists_them(
+    world, client_for, django_capture_on_commit_callbacks
+):
+    history(world)
+    client = client_for(world.admin)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = ask(client, world.lab, days=7, limits={"max_gpus": 4})
+    shown = client.get(f"/api/v1/simulations/{response.json()['id']}/").json()
+    assert (shown["state"], shown["error"]) == ("done", "")
+    impossible = shown["result"]["impossible"]
+    assert len(impossible) == 15 and {job["why"] for job in impossible} == {
+        "account lab would allow at most 4 GPUs at once; it needs 8"
+    }
+    page = client.get(f"/manage/simulations/{response.json()['id']}/").content.decode()
+    assert "15 jobs of the history could never run with this change" in page
+    assert "account lab would allow at most 4 GPUs at once; it needs 8" in page
 
 
 def test_only_staff_preview_or_read_previews(world, client_for):

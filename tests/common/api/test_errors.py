@@ -7,7 +7,9 @@ import html
 from typing import Any
 
 import pytest
+from rest_framework.test import APIClient
 
+from people.services import create_api_token
 from scheduler.models import Job
 
 pytestmark = pytest.mark.django_db
@@ -15,16 +17,39 @@ pytestmark = pytest.mark.django_db
 JOB = {"name": "train", "command": "true", "walltime_seconds": 600}
 
 
-def test_an_api_body_over_the_limit_is_a_json_413_saying_the_limit(world, client_for, settings):
-    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
-    response = client_for(world.alice).post("/api/v1/jobs/", {**JOB, "script": "x" * 20_000}, format="json")
+TOO_LARGE = {
+    "detail": "Too large: What you sent is larger than the portal accepts (0.01 MB).",
+    "limit_bytes": 10_000,
+}
 
-    assert response.status_code == 413
-    assert response.json() == {"detail": "Too large: What you sent is larger than the portal accepts (0.01 MB)."}
+
+@pytest.fixture(params=[False, True], ids=["production", "DEBUG (the demo)"])
+def debug(request, settings):
+    """Both ways the portal runs: Django answers an escaped error with its handlers in
+    production and with its technical page under DEBUG, so each answer is made before that."""
+    settings.DEBUG = request.param
+    return request.param
+
+
+@pytest.mark.parametrize("body_format", ["json", "multipart"])
+@pytest.mark.parametrize("auth", ["session", "token"])
+def test_an_api_body_over_the_limit_is_a_json_413_saying_the_limit(
+    world, client_for, settings, debug, body_format, auth
+):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    if auth == "token":
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {create_api_token(world.alice, 'cli')[1]}")
+    else:
+        client = client_for(world.alice)
+    response = client.post("/api/v1/jobs/", {**JOB, "script": "x" * 20_000}, format=body_format)
+
+    assert response.status_code == 413 and response["Content-Type"] == "application/json"
+    assert response.json() == TOO_LARGE
     assert not Job.objects.exists()
 
 
-def test_a_form_over_the_limit_is_a_styled_413_page_that_says_what_to_do(world, client, settings):
+def test_a_form_over_the_limit_is_a_styled_413_page_that_says_what_to_do(world, client, settings, debug):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
     client.force_login(world.alice)
     response = client.post("/jobs/new/", {"name": "big", "script": "x" * 20_000})

@@ -12,10 +12,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from scheduler.backends.base import PollResult, RemoteState
 from scheduler.choices import JobState
 from scheduler.clusters import dispatch
-from scheduler.clusters.poll import poll_cluster
+from scheduler.clusters.poll import _record_starts, poll_cluster
 from scheduler.jobs.remote import backend_for
 from scheduler.models import Job, JobAttempt
 from scheduler.tick.run import run_tick
@@ -95,3 +98,36 @@ def test_an_attempt_never_ends_before_it_starts(world):
     attempt = JobAttempt.objects.get(job_id=job.pk)
     assert job.ended_at == job.started_at == at
     assert attempt.ended_at == attempt.started_at == at
+
+
+def _running_jobs(world, count: int, at: datetime) -> list[Job]:  # type: ignore[no-untyped-def]
+    return [start(submit(world.alice, world.lab), at) for _ in range(count)]
+
+
+def _polled(jobs: list[Job], started: datetime) -> dict[str, PollResult]:
+    return {job.external_id: PollResult(job.external_id, RemoteState.RUNNING, started_at=started) for job in jobs}
+
+
+def test_the_polled_starts_are_written_only_on_the_attempt_polled(world):
+    marked, real = datetime(2026, 12, 1, 12, tzinfo=UTC), datetime(2026, 12, 1, 11, 59, 58, tzinfo=UTC)
+    jobs = _running_jobs(world, 3, marked)
+    polled = {job.external_id: (job.id, job.attempt, job.started_at) for job in jobs}
+    # Between the read and the write, one job was requeued and runs again as attempt 1
+    # (under the same backend id here, which only the attempt tells apart).
+    Job.objects.filter(pk=jobs[0].pk).update(attempt=1, started_at=marked + timedelta(minutes=5))
+
+    assert _record_starts(polled, _polled(jobs, real)) == 2
+
+    starts = dict(Job.objects.values_list("id", "started_at"))
+    assert starts == {jobs[0].id: marked + timedelta(minutes=5), jobs[1].id: real, jobs[2].id: real}
+
+
+@pytest.mark.postgres
+def test_the_polled_starts_are_written_in_one_statement(world):
+    marked, real = datetime(2026, 12, 1, 12, tzinfo=UTC), datetime(2026, 12, 1, 11, 59, 58, tzinfo=UTC)
+    jobs = _running_jobs(world, 20, marked)
+    polled = {job.external_id: (job.id, job.attempt, job.started_at) for job in jobs}
+    with CaptureQueriesContext(connection) as queries:
+        assert _record_starts(polled, _polled(jobs, real)) == 20
+    assert [q["sql"].split()[0] for q in queries.captured_queries] == ["UPDATE"]
+    assert set(Job.objects.values_list("started_at", flat=True)) == {real}

@@ -21,7 +21,7 @@ from people.models import Qos, Quota
 from scheduler.jobs.admission import admission_problems
 from scheduler.models import Cluster, Job
 from scheduler.reads.inventory import load_inventory
-from tests.builders import job_request, make_user, submit
+from tests.builders import job_request, local_node_group, make_local_cluster, make_user, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -54,6 +54,14 @@ def _small_arrays(world: Any, settings: Any) -> dict[str, Any]:
 
 def _cluster_running_jobs_as_owners(world: Any, settings: Any) -> dict[str, Any]:
     Cluster.objects.create(name="hpc", kind="slurm", config={})
+    return {}
+
+
+def _mig_cluster(world: Any, settings: Any) -> dict[str, Any]:
+    """A second cluster with the demo's a100-04: eight A100s, each split into two slices."""
+    group = local_node_group("a100-04", model="A100-40GB")
+    group["gpus"]["mig"] = ["3g.20gb", "3g.20gb"]
+    make_local_cluster("mig", [group])
     return {}
 
 
@@ -144,6 +152,18 @@ CASES = [
         "9 GPUs on one node where the largest node has 8",
         job_request(gpus_per_node=9),
         {"gpus_per_node": ["No node has 9 GPUs; the most on one node is 8."]},
+    ),
+    Case(
+        "9 GPUs on one node where a node has 16 MIG slices: slices are not GPUs",
+        job_request(gpus_per_node=9),
+        {"gpus_per_node": ["No node has 9 GPUs; the most on one node is 8."]},
+        _mig_cluster,
+    ),
+    Case(
+        "17 slices on one node where the most is 16: a slice is asked for by its label",
+        job_request(gpus_per_node=17, gpu_model="A100-40GB/3g.20gb"),
+        {"gpus_per_node": ["No node has 17 GPUs matching model A100-40GB/3g.20gb; the most on one node is 16."]},
+        _mig_cluster,
     ),
     Case(
         "8 L4 GPUs on one node where the L4 node has 4",
