@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import json
 from datetime import datetime, timedelta
 
@@ -282,3 +283,23 @@ def test_a_job_array_is_told_once_when_its_last_task_ends(world, receiver):
     told = json.loads(body)
     assert told["subject"] == f"Ended: array {first.id} (sweep)"
     assert "every task of your array" in told["text"].lower() and "2 completed, 1 failed" in told["text"]
+
+
+def test_the_demos_mail_to_a_demo_address_lands_in_a_file_and_the_profile_says_where(world, settings, tmp_path):
+    """What ``run_demo`` sets up: the file backend, and users at the never-existing demo.invalid."""
+    from quartermaster.management.commands.run_demo import demo_environment
+
+    settings.EMAIL_BACKEND = demo_environment({})["EMAIL_BACKEND"]
+    settings.EMAIL_FILE_PATH = str(tmp_path / "mail")
+    world.alice.email = "alice@demo.invalid"
+    world.alice.save(update_fields=["email"])
+    run_and_end(submit(world.alice, world.lab, name="train"))
+
+    assert pump(later())["sent"] == 2
+
+    written = "".join(path.read_text() for path in (tmp_path / "mail").iterdir())
+    assert written.count("To: alice@demo.invalid") == 2 and "Started: job" in written
+    client = Client()
+    client.force_login(world.alice)
+    page = html.unescape(client.get("/profile/").content.decode())
+    assert f"This site's e-mail is written to files in {tmp_path / 'mail'}, not sent to inboxes." in page
