@@ -258,6 +258,20 @@ def test_bad_choices_are_a_400_naming_the_field(world, client_for, body, field):
     assert not Preference.objects.exists()
 
 
+def test_by_email_is_refused_through_the_api_while_the_user_has_no_address(world, client_for):
+    world.alice.email = ""
+    world.alice.save(update_fields=["email"])
+    client = client_for(world.alice)
+
+    refused = client.patch("/api/v1/notifications/preferences/", {"email": True}, format="json")
+    off = client.patch("/api/v1/notifications/preferences/", {"email": False}, format="json")
+
+    assert refused.status_code == 400 and "You have no e-mail address" in refused.json()["email"][0]
+    assert off.status_code == 200 and Preference.objects.get(user=world.alice).email is False
+    client.patch("/api/v1/me/", {"email": "alice@lab.example"}, format="json")
+    assert client.patch("/api/v1/notifications/preferences/", {"email": True}, format="json").status_code == 200
+
+
 def test_a_job_array_is_told_once_when_its_last_task_ends(world, receiver):
     webhook(world.alice, receiver.url)
     first = submit_job(
