@@ -26,6 +26,20 @@ class PreferenceSerializer(RejectUnknownFields, serializers.ModelSerializer):
         model = Preference
         fields = ["events", "email", "webhook_url", "webhook_format", "webhook_secret"]
         read_only_fields = ["webhook_secret"]
+        extra_kwargs = {
+            "email": {
+                "help_text": "By e-mail, to the address of GET /api/v1/me/. true is refused while you have none: "
+                "no e-mail is made for a user without an address."
+            }
+        }
+
+    def validate_email(self, value: bool) -> bool:
+        if value and not cast(Preference, self.instance).user.email:
+            raise serializers.ValidationError(
+                "You have no e-mail address, so no e-mail can be sent: set one first "
+                '(PATCH /api/v1/me/ {"email": ...}).'
+            )
+        return value
 
     def validate_events(self, value: list[str]) -> list[str]:
         return sorted(set(value))

@@ -36,6 +36,23 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+#: Django's mail backends that send to no inbox, and what becomes of their mail.
+MAIL_KEPT_ELSEWHERE = {
+    "django.core.mail.backends.console.EmailBackend": "is printed on the portal's console",
+    "django.core.mail.backends.filebased.EmailBackend": "is written to files in {EMAIL_FILE_PATH}",
+    "django.core.mail.backends.locmem.EmailBackend": "is kept in the portal's memory (a test setting)",
+    "django.core.mail.backends.dummy.EmailBackend": "is thrown away (Django's dummy backend)",
+}
+
+
+def mail_kept_elsewhere() -> str | None:
+    """What becomes of this site's e-mail when it goes to no inbox ("is written to files
+    in /srv/qm/var/mail"), for the pages to tell users; None when it is sent (SMTP, or a
+    provider's backend). A mail server that is down shows in each delivery's last error."""
+    fate = MAIL_KEPT_ELSEWHERE.get(settings.EMAIL_BACKEND)
+    return fate.format(EMAIL_FILE_PATH=getattr(settings, "EMAIL_FILE_PATH", "")) if fate else None
+
+
 def deliver(delivery: Delivery, pref: Preference | None) -> None:
     """Send ``delivery`` once; raises ``Undeliverable`` saying why not."""
     if delivery.channel == Channel.EMAIL:

@@ -1,11 +1,12 @@
-"""Writes on the people side: API tokens, and accounts, quotas and memberships, each
-saved with its audit entry (:func:`record_audit`) in one transaction."""
+"""Writes on the people side: API tokens, a user's e-mail address, and accounts, quotas
+and memberships, each saved with its audit entry (:func:`record_audit`) in one transaction."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from django.contrib.auth import get_user_model
 from django.db import models, transaction
 from django.utils import timezone
 
@@ -115,6 +116,19 @@ def set_default_account(actor: Any, membership: Membership) -> None:
             _save_audited(actor, old, {"is_default": False})
         if not membership.is_default:
             _save_audited(actor, membership, {"is_default": True})
+
+
+def set_email(actor: Any, user: Any, address: str) -> None:
+    """Set ``user``'s e-mail address (one :func:`people.email.clean_address` passed; ""
+    clears it), and audit the change. Setting the address it has changes nothing."""
+    with transaction.atomic():
+        stored = get_user_model().objects.select_for_update().get(pk=user.pk)
+        old = stored.email
+        if old == address:
+            return
+        stored.email = user.email = address
+        stored.save(update_fields=["email"])
+        record_audit(actor, "update", stored, {"email": [old, address]})
 
 
 def save_identity(actor: Any, identity: ClusterIdentity | None = None, **fields: Any) -> ClusterIdentity:

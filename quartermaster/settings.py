@@ -377,6 +377,8 @@ QM_WORK_DIR = Path(env_str("QM_WORK_DIR", str(VAR_DIR / "work")))
 PORTAL_URL = env_str("PORTAL_URL", "http://127.0.0.1:8000")
 #: Mail: Django's SMTP backend by default (any server; EMAIL_BACKEND for others).
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+#: Where Django's file backend (the demo's, ``run_demo``) writes each message.
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH") or str(VAR_DIR / "mail")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")

@@ -40,9 +40,20 @@ def plain_name(value: str) -> None:
     """Refuse control characters (tabs and newlines too), line and paragraph separators
     and bidirectional controls in a name others will read: on pages, in ``qm jobs``, in
     Slurm's job name. Raises Django's ``ValidationError`` (DRF and forms both take it)."""
+    _refuse_unplain(value, "names must be plain text")
+
+
+def plain_address(value: str) -> None:
+    """As :func:`plain_name`, for an e-mail address. Django's ``EmailValidator`` lets
+    control characters through a quoted local part (``"a\\x01b"@example.org``) and
+    text-direction controls through an internationalised domain; an address is shown
+    on pages and goes into a mail header."""
+    _refuse_unplain(value, "an e-mail address must be plain text")
+
+
+def _refuse_unplain(value: str, rule: str) -> None:
     for position, char in enumerate(value):
         if char in BIDI_CONTROLS or unicodedata.category(char) in ("Cc", "Zl", "Zp"):
             raise DjangoValidationError(
-                f"Character {position + 1} (U+{ord(char):04X}) is a control or text-direction character; "
-                "names must be plain text."
+                f"Character {position + 1} (U+{ord(char):04X}) is a control or text-direction character; {rule}."
             )

@@ -6,10 +6,11 @@ from django.contrib.auth import get_user_model
 from rest_framework import serializers
 from rest_framework.validators import UniqueValidator
 
-from common.api.fields import SlugRelatedField
+from common.api.fields import NulFreeCharField, SlugRelatedField
 from common.api.strict import RejectUnknownFields
 from common.api.validators import no_nul_characters, plain_name
 from people.choices import IdentitySource
+from people.email import clean_address
 from people.limits import LIMIT_NAMES, WHOLE_LIMITS, contradictions, quota_limit
 from people.models import Account, ApiToken, ClusterIdentity, Membership, Qos, Quota
 
@@ -243,7 +244,13 @@ class MeIdentitySerializer(serializers.ModelSerializer):
 
 class MeSerializer(serializers.Serializer):
     username = serializers.CharField()
-    email = serializers.CharField(allow_blank=True)
+    email = serializers.CharField(
+        allow_blank=True,
+        help_text=(
+            "Where your notifications by e-mail go (empty: you get no e-mail). Set it with PATCH, "
+            "unless your organisation's directory sets it at each sign-in (LDAP, OIDC)."
+        ),
+    )
     is_staff = serializers.BooleanField()
     memberships = MeMembershipSerializer(many=True)
     cluster_identity = MeIdentitySerializer(
@@ -255,8 +262,22 @@ class MeSerializer(serializers.Serializer):
 
 
 class MeUpdateSerializer(RejectUnknownFields, serializers.Serializer):
+    """What ``PATCH /api/v1/me/`` changes: your default account, your e-mail address, or
+    both; each change is audited, and a body with either field wrong changes neither."""
+
     default_account = serializers.CharField(
-        max_length=64, help_text="One of your accounts: jobs that name no account go there (Slurm's DefaultAccount)."
+        max_length=64,
+        required=False,
+        help_text="One of your accounts: jobs that name no account go there (Slurm's DefaultAccount).",
+    )
+    email = NulFreeCharField(
+        max_length=254,
+        required=False,
+        allow_blank=True,
+        help_text=(
+            "Your e-mail address, where notifications by e-mail go; an empty string clears it. "
+            "Refused (400) when your organisation's directory sets it at each sign-in (LDAP, OIDC)."
+        ),
     )
 
     def validate_default_account(self, value: str) -> Membership:
@@ -265,3 +286,11 @@ class MeUpdateSerializer(RejectUnknownFields, serializers.Serializer):
         if membership is None:
             raise serializers.ValidationError(f"You are not a member of account {value!r}.")
         return membership
+
+    def validate_email(self, value: str) -> str:
+        return clean_address(self.context["request"].user, value)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError("Send default_account, email or both.")
+        return attrs

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from django.db import transaction
 from django.db.models import Model, QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, mixins, status, viewsets
@@ -176,8 +177,13 @@ class MeView(generics.GenericAPIView):
 
     @extend_schema(request=MeUpdateSerializer, responses=MeSerializer)
     def patch(self, request: Request) -> Response:
-        """Set your default account."""
+        """Set your default account, your e-mail address, or both (each change audited)."""
         body = MeUpdateSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
-        services.set_default_account(request.user, body.validated_data["default_account"])
+        changes = body.validated_data
+        with transaction.atomic():
+            if "default_account" in changes:
+                services.set_default_account(request.user, changes["default_account"])
+            if "email" in changes:
+                services.set_email(request.user, request.user, changes["email"])
         return self.get(request)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import json
 from datetime import datetime, timedelta
 
@@ -257,6 +258,20 @@ def test_bad_choices_are_a_400_naming_the_field(world, client_for, body, field):
     assert not Preference.objects.exists()
 
 
+def test_by_email_is_refused_through_the_api_while_the_user_has_no_address(world, client_for):
+    world.alice.email = ""
+    world.alice.save(update_fields=["email"])
+    client = client_for(world.alice)
+
+    refused = client.patch("/api/v1/notifications/preferences/", {"email": True}, format="json")
+    off = client.patch("/api/v1/notifications/preferences/", {"email": False}, format="json")
+
+    assert refused.status_code == 400 and "You have no e-mail address" in refused.json()["email"][0]
+    assert off.status_code == 200 and Preference.objects.get(user=world.alice).email is False
+    client.patch("/api/v1/me/", {"email": "alice@lab.example"}, format="json")
+    assert client.patch("/api/v1/notifications/preferences/", {"email": True}, format="json").status_code == 200
+
+
 def test_a_job_array_is_told_once_when_its_last_task_ends(world, receiver):
     webhook(world.alice, receiver.url)
     first = submit_job(
@@ -282,3 +297,23 @@ def test_a_job_array_is_told_once_when_its_last_task_ends(world, receiver):
     told = json.loads(body)
     assert told["subject"] == f"Ended: array {first.id} (sweep)"
     assert "every task of your array" in told["text"].lower() and "2 completed, 1 failed" in told["text"]
+
+
+def test_the_demos_mail_to_a_demo_address_lands_in_a_file_and_the_profile_says_where(world, settings, tmp_path):
+    """What ``run_demo`` sets up: the file backend, and users at the never-existing demo.invalid."""
+    from quartermaster.management.commands.run_demo import demo_environment
+
+    settings.EMAIL_BACKEND = demo_environment({})["EMAIL_BACKEND"]
+    settings.EMAIL_FILE_PATH = str(tmp_path / "mail")
+    world.alice.email = "alice@demo.invalid"
+    world.alice.save(update_fields=["email"])
+    run_and_end(submit(world.alice, world.lab, name="train"))
+
+    assert pump(later())["sent"] == 2
+
+    written = "".join(path.read_text() for path in (tmp_path / "mail").iterdir())
+    assert written.count("To: alice@demo.invalid") == 2 and "Started: job" in written
+    client = Client()
+    client.force_login(world.alice)
+    page = html.unescape(client.get("/profile/").content.decode())
+    assert f"This site's e-mail is written to files in {tmp_path / 'mail'}, not sent to inboxes." in page

@@ -53,6 +53,45 @@ def test_seed_demo_says_what_isolation_the_demo_jobs_have():
         assert "without filesystem isolation" in out.getvalue() and "single-user" in out.getvalue()
 
 
+def test_seed_demo_gives_its_users_addresses_that_reach_no_one_and_keeps_one_a_user_set():
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects
+    call_command("seed_demo", stdout=io.StringIO())
+    assert dict(users.values_list("username", "email")) == {
+        "admin": "admin@demo.invalid",
+        "alice": "alice@demo.invalid",
+        "bob": "bob@demo.invalid",
+    }
+    users.filter(username="alice").update(email="")  # seeded before demo users had addresses
+    users.filter(username="bob").update(email="bob@lab.example")  # set on his profile
+
+    call_command("seed_demo", stdout=io.StringIO())
+
+    assert users.get(username="alice").email == "alice@demo.invalid"
+    assert users.get(username="bob").email == "bob@lab.example"
+
+
+@pytest.mark.parametrize(
+    ("environ", "backend"),
+    [
+        ({}, "django.core.mail.backends.filebased.EmailBackend"),
+        ({"EMAIL_BACKEND": ""}, "django.core.mail.backends.filebased.EmailBackend"),
+        (
+            {"EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend"},
+            "django.core.mail.backends.smtp.EmailBackend",
+        ),
+    ],
+    ids=["unset", "empty", "chosen"],
+)
+def test_the_demos_mail_goes_to_files_unless_the_environment_names_a_backend(environ, backend):
+    from quartermaster.management.commands.run_demo import demo_environment
+
+    children = demo_environment({"PATH": "/usr/bin", **environ})
+
+    assert children["EMAIL_BACKEND"] == backend and children["PATH"] == "/usr/bin"
+
+
 def test_seeded_demo_jobs_can_all_start(django_capture_on_commit_callbacks):
     call_command("seed_demo", stdout=io.StringIO())
     Cluster.objects.filter(name="demo").update(config={**Cluster.objects.get().config, "simulate": 60})

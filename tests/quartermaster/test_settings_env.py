@@ -153,7 +153,10 @@ def test_a_rate_drf_could_not_read_stops_start_up(monkeypatch, raw):
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = ROOT / "quartermaster" / "settings.py"
 #: Read directly from ``os.environ`` by server code, yet deliberately not in .env.example.
-NOT_LISTED = {"QM_FAILPOINTS": "tests only: kills the process at a named place"}
+NOT_LISTED = {
+    "QM_FAILPOINTS": "tests only: kills the process at a named place",
+    "PATH": "the operating system's: where a local cluster's jobs look for programs (scheduler.clusters.software)",
+}
 #: Server-side packages whose direct ``os.environ`` reads belong in .env.example.
 SERVER_PACKAGES = ("quartermaster", "common", "people", "web", "scheduler", "monitoring", "notifications")
 #: Runs on GPU nodes, not in the portal; its variables are flag defaults (``--help``).

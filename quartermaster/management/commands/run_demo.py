@@ -7,13 +7,20 @@ and stop on their own; this command waits for them, asks again (SIGINT, then SIG
 any that lingers, and cancels the jobs still active on the local clusters
 (``scheduler.jobs.verbs.cancel_job``: the job's runner is stopped and the job is recorded
 CANCELLED "by demo-stop", with its timeline). A SIGTERM to this command does the same.
+
+The demo's e-mail (its users are ``<name>@demo.invalid``) is written to files in
+``EMAIL_FILE_PATH`` (Django's file backend) rather than to an SMTP server on localhost
+that a fresh machine does not run; the profile page says so. ``EMAIL_BACKEND`` set in the
+environment is kept.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
@@ -30,6 +37,15 @@ from scheduler.models import Cluster, Job
 #: How long each child has to stop after Ctrl-C before it is asked again, then killed.
 STOP_SECONDS = 10.0
 STOPPED_BY = "demo-stop"
+
+
+#: Where the demo's e-mail goes unless the environment names a backend.
+DEMO_MAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+
+
+def demo_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The children's environment: ``environ``, with the demo's mail backend unless it names one."""
+    return {**environ, "EMAIL_BACKEND": environ.get("EMAIL_BACKEND") or DEMO_MAIL_BACKEND}
 
 
 class Stop(Exception):
@@ -85,9 +101,12 @@ class Command(BaseCommand):
         # ignore SIGINT; Python's own handler here means theirs is the default again.
         signal.signal(signal.SIGINT, signal.default_int_handler)
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+        environ = demo_environment(os.environ)
+        if environ["EMAIL_BACKEND"] == DEMO_MAIL_BACKEND:
+            self.stdout.write(f"The demo's e-mail is written to files in {settings.EMAIL_FILE_PATH}, not sent.")
         children = [
-            subprocess.Popen([*manage, "run_scheduler"]),
-            subprocess.Popen([*manage, "runserver", "--noreload", options["addrport"]]),
+            subprocess.Popen([*manage, "run_scheduler"], env=environ),
+            subprocess.Popen([*manage, "runserver", "--noreload", options["addrport"]], env=environ),
         ]
         interrupted = False
         try:

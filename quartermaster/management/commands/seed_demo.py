@@ -40,6 +40,11 @@ USERS = [
     ("bob", False, [("nlp", Role.COORDINATOR)]),
 ]
 
+#: The demo users' e-mail addresses are ``<username>@demo.invalid``: a domain that can never
+#: exist (RFC 2606), so nothing leaves the machine even where a site's mail server is set;
+#: the demo (``run_demo``) writes its mail to files in ``EMAIL_FILE_PATH``.
+DEMO_MAIL_DOMAIN = "demo.invalid"
+
 #: Which QOS each part of the tree may use (the rest inherit): only the research side may
 #: use "high", which preempts "low".
 QOS_ACCESS = {"root": ["low", "normal"], "ai-research": ["low", "normal", "high"]}
@@ -135,9 +140,13 @@ class Command(BaseCommand):
         user_model = get_user_model()
         passwords: dict[str, str] = {}
         for username, staff, memberships in USERS:
+            address = f"{username}@{DEMO_MAIL_DOMAIN}"
             user, created = user_model.objects.get_or_create(
-                username=username, defaults={"is_staff": staff, "is_superuser": staff}
+                username=username, defaults={"is_staff": staff, "is_superuser": staff, "email": address}
             )
+            if not user.email:  # seeded before demo users had addresses; one a user set stays
+                user.email = address
+                user.save(update_fields=["email"])
             if created or reset:
                 password = secrets.token_urlsafe(9)
                 user.set_password(password)
