@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
+from scheduler.models import Job
 from tests.builders import submit
 
 pytestmark = [pytest.mark.slow]
@@ -137,3 +139,20 @@ def test_files_are_uploaded_with_the_form_and_a_binary_one_is_refused_under_its_
     page.click("button[value=submit]")
     page.wait_for_url("**/jobs/*/")
     assert Job.objects.get(name="with-files").files == {"train.py": train.read_text()}
+
+
+def test_text_too_big_for_one_request_is_said_under_its_field_and_nothing_typed_is_lost(world, login, shot):
+    """Over DATA_UPLOAD_MAX_MEMORY_SIZE the server could only refuse the whole body (413)
+    and the form's contents would be gone: the page says so first, under the field."""
+    page = login("alice")
+    page.goto("/jobs/new/")
+    page.fill("#id_name", "big")
+    page.fill("#id_walltime_seconds", "1h")
+    script = "#!/bin/bash\n" + "echo " + "x" * 80 + "\n" * 1 + ("# " + "y" * 98 + "\n") * 30_000  # ~3 MB
+    page.eval_on_selector("#id_script", "(e, text) => { e.value = text; }", script)  # pasted
+    page.click("button[value=submit]")
+    expect(page.locator("#field-script .errorlist.too-large")).to_contain_text("at most 2.6 MB")
+    assert page.url.endswith("/jobs/new/")
+    assert page.eval_on_selector("#id_script", "e => e.value.length") == len(script)
+    shot(page, "submit-form-too-big")
+    assert not Job.objects.filter(name="big").exists()

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -76,6 +77,7 @@ def _page(request: HttpRequest, form: JobForm, **extra: Any) -> HttpResponse:
         "gpu_models": form.gpu_models,
         "preset": preset,
         "missing": missing_commands(preset.requires) if preset else {},
+        "max_body_bytes": settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
         **extra,
     }
     return render(request, "web/jobs/submit.html", context)
