@@ -206,3 +206,26 @@ def run_attempt(job: Any, start: datetime, end: datetime | None, node: str = "h1
     transition(job.id, [JobState.DISPATCHING], JobState.RUNNING, event=EventKind.DISPATCHED, started_at=start)
     if end is not None:
         transition(job.id, [JobState.RUNNING], JobState.COMPLETED, ended_at=end, exit_code=0)
+
+
+#: The states a job ends in.
+ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"})
+
+
+def run_until_ended(job: Any, tick: Any = None, *, timeout: float = 60) -> Any:
+    """Tick and poll, as the scheduler loop does, until ``job`` (on a local cluster, whose
+    jobs really run) has ended; returns it fresh. ``tick``: the ``tick`` fixture in a test
+    whose transaction never commits (it runs the after-commit dispatches), else a plain
+    ``run_tick``."""
+    from scheduler.clusters.poll import poll_backends
+    from scheduler.tick.run import run_tick
+    from tests.scheduler.tick.waiting import wait_for
+
+    def ended() -> bool:
+        (tick or run_tick)()
+        poll_backends()
+        job.refresh_from_db()
+        return job.state in ENDED
+
+    wait_for(ended, timeout=timeout, interval=0.2, what=f"job {job.pk} to end")
+    return job

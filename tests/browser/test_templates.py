@@ -8,15 +8,12 @@ import pytest
 from playwright.sync_api import expect
 
 from scheduler.clusters.logs import read_job_log
-from scheduler.clusters.poll import poll_backends
 from scheduler.models import Job
-from scheduler.tick.run import run_tick
-from tests.scheduler.tick.waiting import wait_for
+from tests.builders import run_until_ended
 from web.jobs.presets import PRESETS
 
 pytestmark = [pytest.mark.slow]
 
-ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}
 #: What each runnable template's job prints when it did its work.
 SAYS = {
     "ddp": "rank 0: wrote checkpoint.json",
@@ -55,15 +52,7 @@ def test_a_template_clicked_and_submitted_completes(transactional_db, world, log
     shot(page, f"template-{slug}-form")
     page.click("button[value=submit]")
     expect(page.locator(".messages")).to_contain_text("submitted")
-    job = Job.objects.latest("id")
-
-    def ended() -> bool:
-        run_tick()
-        poll_backends()
-        job.refresh_from_db()
-        return job.state in ENDED
-
-    wait_for(ended, timeout=60, interval=0.2, what=f"the {slug} job to end")
+    job = run_until_ended(Job.objects.latest("id"))
     assert job.state == "COMPLETED", read_job_log(job)
     page.reload()
     expect(page.locator("h1 .state")).to_have_text("COMPLETED")

@@ -15,12 +15,9 @@ from django.test import Client
 
 from people.models import AuditEntry, JobTemplate, SiteTemplate
 from scheduler.clusters.logs import read_job_log
-from scheduler.clusters.poll import poll_backends
 from scheduler.models import Job
-from tests.scheduler.tick.waiting import wait_for
+from tests.builders import run_until_ended
 from web.jobs.presets import EXAMPLES, PRESETS, PRESETS_BY_SLUG
-
-ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}
 
 
 def logged_in(user) -> Client:  # type: ignore[no-untyped-def]
@@ -38,17 +35,6 @@ def submitted(client: Client, body: dict[str, str]) -> Job:
     response = client.post("/jobs/new/", {**body, "action": "submit"})
     assert response.status_code == 302, response.content.decode()[-2000:]
     return Job.objects.get(pk=int(response["Location"].rstrip("/").rsplit("/", 1)[1]))
-
-
-def run_to_end(tick, job: Job) -> Job:  # type: ignore[no-untyped-def]
-    def ended() -> bool:
-        tick()
-        poll_backends()
-        job.refresh_from_db()
-        return job.state in ENDED
-
-    wait_for(ended, timeout=60, interval=0.2, what=f"job {job.pk} to end")
-    return job
 
 
 # --- What each example program does ----------------------------------------------------------
@@ -150,7 +136,7 @@ def test_the_batch_inference_example_fails_on_an_unreadable_input(tmp_path: Path
     ],
 )
 def test_a_template_submitted_as_it_comes_completes_and_does_its_work(world, tick, slug, says):
-    job = run_to_end(tick, submitted(logged_in(world.alice), form_post(slug)))
+    job = run_until_ended(submitted(logged_in(world.alice), form_post(slug)), tick)
     log = read_job_log(job)
     assert job.state == "COMPLETED", log
     assert says in log
