@@ -47,6 +47,14 @@ def starts_in(at: datetime | None, now: datetime) -> str:
     return "now" if at <= now else "in " + about((at - now).total_seconds())
 
 
+def signed(value: float) -> str:
+    """``+5``, ``-5`` (with a minus sign, U+2212, not a hyphen), ``0``: a change with one sign,
+    never a signed zero."""
+    if not value:
+        return "0"
+    return f"+{value:g}" if value > 0 else f"\N{MINUS SIGN}{-value:g}"
+
+
 def request_shape(nodes: int, gpus_per_node: int, gpu_model: str, gpu_share: float = 0.0) -> str:
     """``2 nodes x 8 H100-80GB GPUs``, ``1 x 0.25 of a shared GPU``, ``1 node, CPU only``."""
     what = f"{gpu_model} GPU" if gpu_model else "GPU"

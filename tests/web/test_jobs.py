@@ -284,6 +284,24 @@ def test_job_detail_explains_a_waiting_job(world, tick):
     assert 'id="job-gpu-charts"' in html  # the reserved chart slot
 
 
+@pytest.mark.parametrize(("nice", "shown"), [(0, "<td>0</td>"), (5, "<td>\u22125</td>"), (-5, "<td>+5</td>")])
+def test_job_detail_shows_what_nice_does_to_the_priority_with_one_sign(world, tick, nice, shown):
+    submit(world.bob, world.lab, nodes=2, gpus_per_node=8, gpu_model="H100-80GB")
+    tick()
+    job = submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB", nice=nice)
+    tick()
+    html = page(logged_in(world.alice), f"/jobs/{job.id}/")
+    assert re.search(r"<th>Nice</th>\s*" + re.escape(shown), html), html[html.find("<th>Nice") :][:80]
+
+
+def test_the_profile_says_who_set_the_cluster_identity_once(world):
+    from people.models import ClusterIdentity
+
+    ClusterIdentity.objects.create(user=world.alice, username="alice", uid=20001)
+    html = page(logged_in(world.alice), "/profile/")
+    assert "set by staff." in html and "Set by staff" not in html
+
+
 def test_job_detail_of_a_running_job_shows_placement_and_refreshes_its_log(world, tick):
     job = submit(world.alice, world.lab, gpus_per_node=2)
     tick()

@@ -28,7 +28,7 @@ from scheduler.reads.arrays import (
 )
 from scheduler.reads.sharing import share_costs
 from web.jobs.submit import shown_blockers
-from web.words import request_shape, starts_in
+from web.words import request_shape, signed, starts_in
 
 
 def visible_job(request: HttpRequest, job_id: int) -> Job:
@@ -53,6 +53,8 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "events": job.events.order_by("id"),
             "blockers": blockers,
             "priority": priority,
+            # nice lowers the priority by itself (a negative nice raises it)
+            "nice_effect": signed(-priority.nice) if priority else "",
             "starts_in": starts_in(job.estimated_start_at, now) if job.state == JobState.PENDING else "",
             "shape": request_shape(job.nodes, job.gpus_per_node, job.gpu_model, job.gpu_share),
             "log": read_job_log(job, 16_384) if job.external_id else "",
