@@ -59,3 +59,12 @@ def test_admin_job_actions_go_through_services(busy_world, client):
     job.refresh_from_db()
     assert job.state == "CANCELLED"
     assert job.events.filter(kind="cancelled", message__contains="root").exists()
+
+
+def test_favicon_ico_answers_with_the_portals_icon(client):
+    from django.contrib.staticfiles import finders
+
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("/favicon.svg")
+    assert finders.find("favicon.svg")
+    assert 'rel="icon"' in client.get("/login/").content.decode()
