@@ -312,6 +312,20 @@ def test_job_detail_of_a_running_job_shows_placement_and_refreshes_its_log(world
     assert log["state"] == job.state
 
 
+def test_job_detail_of_a_waiting_job_refreshes_when_why_or_when_it_starts_changes(world, tick):
+    submit(world.bob, world.lab, nodes=2, gpus_per_node=8, gpu_model="H100-80GB")
+    tick()
+    job = submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB")
+    tick()
+    client = logged_in(world.alice)
+    assert 'data-live="1"' in page(client, f"/jobs/{job.id}/")
+    before = client.get(f"/jobs/{job.id}/log/").json()
+    estimates.refresh_estimates()  # now it has an estimated start
+    after = client.get(f"/jobs/{job.id}/log/").json()
+    assert before["state"] == after["state"] == "PENDING" and before["watch"] != after["watch"]
+    assert f'data-watch="{after["watch"]}"' in page(client, f"/jobs/{job.id}/")
+
+
 @pytest.mark.parametrize(
     ("who", "status"), [("alice", 200), ("bob", 200), ("admin", 200), ("dora", 404), ("charlie", 404)]
 )
