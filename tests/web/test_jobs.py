@@ -132,6 +132,28 @@ def test_bad_input_is_an_inline_error_on_its_field_never_a_500(world, change, fi
     assert not Job.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(14400, "4h"), (1800, "30m"), (5400, "1:30:00"), (90, "0:01:30"), (90061, "25:01:01")]
+)
+def test_walltimes_read_as_the_form_takes_them(seconds, shown):
+    from web.jobs.form import format_walltime, parse_walltime
+
+    assert format_walltime(seconds) == shown and parse_walltime(shown) == seconds
+
+
+def test_pages_show_walltimes_as_the_form_takes_them_not_in_seconds(world):
+    job = submit(world.alice, world.lab, walltime_seconds=14400)
+    Quota.objects.create(user=world.alice, max_walltime_seconds=28800)
+    assert "walltime 4h" in page(logged_in(world.alice), f"/jobs/{job.id}/")
+    assert "≤ 8h" in page(logged_in(world.admin), "/manage/users/")
+
+
+def test_a_walltime_refusal_reads_in_hours_to_whoever_typed_hours(world):
+    Quota.objects.create(account=world.lab, max_walltime_seconds=7200)
+    errors = logged_in(world.alice).post("/jobs/new/", {**FORM, "walltime_seconds": "3h"}).context["form"].errors
+    assert errors["walltime_seconds"] == ["3 h exceeds the Account lab quota maximum of 2 h."]
+
+
 def test_the_form_refuses_what_the_api_refuses_with_the_same_message(world, client_for):
     body = {"name": "x", "account": "lab", "command": "true", "gpus_per_node": 64, "walltime_seconds": 60}
     api = client_for(world.alice).post("/api/v1/jobs/", body, format="json").json()
