@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from common.labels import field_label
 from scheduler.core.reason_words import reason_words
 
 
@@ -15,8 +16,8 @@ def blocker_title(code: str) -> str:
 
 
 def evidence_items(evidence: dict[str, Any]) -> list[tuple[str, str]]:
-    """Evidence as ``(label, value)`` pairs: ``used_gpus`` -> ``used gpus``."""
-    return [(str(key).replace("_", " "), _value(value)) for key, value in sorted(evidence.items())]
+    """Evidence as ``(label, value)`` pairs: ``used_gpus`` -> ``used GPUs``."""
+    return [(field_label(str(key)), _value(value)) for key, value in sorted(evidence.items())]
 
 
 def _value(value: Any) -> str:

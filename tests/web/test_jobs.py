@@ -348,6 +348,25 @@ def test_job_detail_of_a_waiting_job_refreshes_when_why_or_when_it_starts_change
     assert f'data-watch="{after["watch"]}"' in page(client, f"/jobs/{job.id}/")
 
 
+def test_editing_a_job_says_what_changed_in_words_not_field_names(world):
+    job = submit(world.alice, world.lab, name="before", walltime_seconds=7200)
+    response = logged_in(world.alice).post(
+        f"/jobs/{job.id}/edit/", {"name": "after", "walltime_seconds": "1h", "qos": "", "nice": "0"}, follow=True
+    )
+    assert f"Job {job.id}: changed name, walltime." in response.content.decode()
+    assert job.events.get(kind="edited").message == "edited by alice: name, walltime"
+
+
+def test_why_it_waits_names_its_figures_in_words():
+    from web.words import evidence_items
+
+    assert evidence_items({"best_node_free_gpus": 3, "max_gpus": 16, "memory_mib_per_node": 1024}) == [
+        ("free GPUs on the best node", "3"),
+        ("max GPUs", "16"),
+        ("memory per node (MiB)", "1024"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("who", "status"), [("alice", 200), ("bob", 200), ("admin", 200), ("dora", 404), ("charlie", 404)]
 )

@@ -144,7 +144,8 @@ def test_audit_log_page_lists_who_changed_what(world):
     client = logged_in(world.admin)
     client.post(f"/manage/accounts/{world.lab.id}/", {"form": "quota", "max_running_jobs": "3"})
     html = client.get("/manage/audit/").content.decode()
-    assert "admin" in html and "quota for lab" in html and "max_running_jobs" in html
+    assert "admin" in html and "quota for lab" in html and "<code>max running jobs</code>" in html
+    assert "max_running_jobs" not in html  # the field's label, not its name in the code
 
 
 def test_nodes_page_drain_needs_a_reason_and_resume_is_audited(world, tick):
