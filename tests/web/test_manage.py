@@ -83,6 +83,27 @@ def test_bad_account_input_is_a_form_error(world, post, field):
     assert not AuditEntry.objects.exists()
 
 
+def test_an_accounts_allowed_and_default_qos_are_set_on_its_page_with_the_apis_rules(world):
+    from people.models import Qos
+
+    normal, premium = Qos.objects.create(name="normal"), Qos.objects.create(name="premium", priority=10)
+    client = logged_in(world.admin)
+    url = f"/manage/accounts/{world.lab.id}/"
+    base = {"form": "account", "name": "lab", "shares": "1"}
+    html = client.get(url).content.decode()
+    assert 'name="allowed_qos"' in html and 'name="default_qos"' in html
+    response = client.post(url, {**base, "allowed_qos": ["normal"], "default_qos": "premium"})
+    assert "is not in allowed_qos" in str(response.context["account_form"].errors["default_qos"])
+    response = client.post(url, {**base, "allowed_qos": ["normal", "premium"], "default_qos": "premium"})
+    assert response.status_code == 302
+    world.lab.refresh_from_db()
+    assert set(world.lab.allowed_qos.all()) == {normal, premium} and world.lab.default_qos == premium
+    assert 'value="premium" selected' in client.get(url).content.decode()  # the form shows what is set
+    client.post(url, {**base, "default_qos": ""})  # nothing ticked: the parent's, then the site's
+    world.lab.refresh_from_db()
+    assert not world.lab.allowed_qos.exists() and world.lab.default_qos is None
+
+
 def test_an_account_cannot_move_under_its_own_child(world):
     child = Account.objects.create(name="child", parent=world.lab)
     response = logged_in(world.admin).post(
