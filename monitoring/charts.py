@@ -248,6 +248,11 @@ def allocated_utilization_figure(cells: Sequence[CellRow], idle_below: float, wi
     )
 
 
+#: A legend in rows across the bottom of the figure (``yref`` container: measured from
+#: the figure's bottom edge, so it stays under the time axis's labels whatever the height).
+QUEUE_LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": 0, "yanchor": "bottom"}
+
+
 @dataclass(frozen=True, slots=True)
 class QueueRow:
     """An account's queue at one instant (or its mean over a bucket)."""
@@ -292,7 +297,11 @@ def queue_figure(rows: Sequence[QueueRow], span: Span | None = None) -> dict[str
     return _figure(
         data,
         "Queue by account: pending (top) and running jobs",
-        height=420,
+        height=460,
+        # The accounts under the time axis, across: beside the plots they took a column
+        # of their width, and Plotly placed them over the data when the chart was narrow.
+        legend=QUEUE_LEGEND,
+        margin={**MARGIN, "b": 100},
         xaxis=_time_axis(span, anchor="y", showticklabels=False, matches="x2"),
         yaxis={"domain": [0.55, 1], "title": {"text": "pending"}, "rangemode": "tozero"},
         xaxis2=_time_axis(span, anchor="y2"),
