@@ -75,3 +75,30 @@ def test_the_queue_charts_legend_stays_off_the_data(transactional_db, world, log
             assert legend["y"] >= box["y"] + box["height"] - 0.5, (width, legend, box)
         chart = page.locator("#chart-queue").bounding_box()
         assert legend["y"] + legend["height"] <= chart["y"] + chart["height"] + 0.5  # and not cut off
+
+
+def test_mig_slices_do_not_stretch_the_heatmaps_gpu_axis(transactional_db, world, login, shot):
+    node = Node.objects.create(cluster=world.cluster, name="a100-mig", cpus=64, memory_mib=512_000)
+    for i in range(8):
+        gpu = Gpu.objects.create(node=node, index=i, uuid=f"GPU-m{i}", model="A100-40GB", memory_mib=40960)
+        Gpu.objects.bulk_create(
+            Gpu(
+                node=node,
+                index=8 + 2 * i + j,
+                uuid=f"MIG-{i}-{j}",
+                model="A100-40GB",
+                memory_mib=20480,
+                mig_profile="3g.20gb",
+                parent=gpu,
+            )
+            for j in range(2)
+        )
+    page = login("admin")
+    page.goto("/manage/cluster/")
+    page.wait_for_function("() => document.querySelector('#chart-gpu-heatmap')?.data?.length > 1")
+    page.locator("#chart-gpu-heatmap").scroll_into_view_if_needed()
+    shot(page, "cluster-heatmap-mig")
+    ticks = page.evaluate(
+        "() => [...document.querySelectorAll('#chart-gpu-heatmap .ytick text')].map(t => t.textContent)"
+    )
+    assert sorted(ticks, key=int) == [str(i) for i in range(8)]  # GPUs 0-7 on every node, slices within them
