@@ -154,62 +154,119 @@ class GpuCell(NamedTuple):
     utilization: float | None = None  # recent mean, % (None: no recent samples)
     job: int | None = None
     account: str = ""
+    parent: int | None = None  # a MIG slice's GPU (its index on the node); None for a whole GPU
 
 
 #: A ``GpuCell``'s fields as a plain tuple, which is what a page builds for each of its
 #: 8,000 GPUs: a plain tuple of plain values is cheaper to build and, unlike a named
 #: tuple or a dataclass, the garbage collector stops tracking it (so the cells do not
 #: bring on full collections). A ``GpuCell`` is one; ``GpuCell._make(row)`` names one.
-CellRow = tuple[str, int, str, float | None, int | None, str]
+CellRow = tuple[str, int, str, float | None, int | None, str, int | None]
+
+
+def _cell_words(state: str, utilization: float | None, job: int | None, account: str) -> str:
+    words = state if job is None else f"{state}, job {job} ({account})"
+    return words if utilization is None else f"{words}, {utilization:.0f}% busy"
+
+
+def _slice_places(cells: Sequence[CellRow]) -> dict[tuple[str, int], tuple[int, int]]:
+    """(node, slice index) -> (its rank among its GPU's slices, how many slices that GPU has)."""
+    siblings: dict[tuple[str, int], list[int]] = {}
+    for node, index, _, _, _, _, parent in cells:
+        if parent is not None:
+            siblings.setdefault((node, parent), []).append(index)
+    places: dict[tuple[str, int], tuple[int, int]] = {}
+    for (node, _), indices in siblings.items():
+        for rank, index in enumerate(sorted(indices)):
+            places[(node, index)] = (rank, len(indices))
+    return places
 
 
 def allocation_heatmap(cells: Sequence[CellRow], nodes: Sequence[str]) -> dict[str, Any]:
-    """Nodes across (in the given order), GPU indices down; each cell coloured by its state
-    (free, allocated, allocated but idle, unavailable); hover names job and utilization."""
+    """Nodes across (in the given order), GPUs down; each cell coloured by its state (free,
+    allocated, allocated but idle, unavailable); hover names job and utilization.
+
+    The GPU axis is the GPU's position on its node. A GPU split into MIG slices is drawn
+    as its slices side by side within its own row (a trace per slice count), so slice
+    indices (numbered after the node's GPUs) never stretch the axis past the GPUs."""
     column = {name: i for i, name in enumerate(nodes)}
-    depth = max((index for _, index, _, _, _, _ in cells), default=-1) + 1
-    z: list[list[int | None]] = [[None] * len(nodes) for _ in range(depth)]
-    text: list[list[str]] = [[""] * len(nodes) for _ in range(depth)]
+    places = _slice_places(cells)
+    depth = max((index if parent is None else parent for _, index, _, _, _, _, parent in cells), default=-1) + 1
+    parts = sorted({1} | {k for _, k in places.values()})
+    z: dict[int, list[list[int | None]]] = {k: [[None] * len(nodes) for _ in range(depth * k)] for k in parts}
+    text = {k: [[""] * len(nodes) for _ in range(depth * k)] for k in parts}
     code = {state: i for i, state in enumerate(GPU_STATES)}
     counts = dict.fromkeys(GPU_STATES, 0)
-    for node, index, state, utilization, job, account in cells:  # one pass: a cell per GPU
+    for node, index, state, utilization, job, account, parent in cells:  # one pass: a cell per GPU
         counts[state] += 1
         x = column.get(node)
         if x is None:
             continue
-        z[index][x] = code[state]
-        words = state if job is None else f"{state}, job {job} ({account})"
-        text[index][x] = words if utilization is None else f"{words}, {utilization:.0f}% busy"
+        words = _cell_words(state, utilization, job, account)
+        if parent is None:
+            z[1][index][x] = code[state]
+            text[1][index][x] = words
+        else:
+            rank, k = places[(node, index)]
+            z[k][parent * k + rank][x] = code[state]
+            text[k][parent * k + rank][x] = f"MIG slice {rank + 1} of {k} (GPU {index}): {words}"
     n = len(GPU_STATES)
     scale = [[edge / n, color] for i, color in enumerate(GPU_COLORS) for edge in (i, i + 1)]
     named = len(nodes) <= LABELLED_NODES
     # Up to a few nodes, nodes go across; more, and their names (across, they would run
     # over each other) go down the side, one row each, where they always fit.
     down = ACROSS_NODES < len(nodes) <= LABELLED_NODES
-    trace = {
+    traces = [
+        _heatmap_trace(z[k], text[k], nodes, depth, k, down, named, scale, first=k == 1)
+        for k in parts
+        if k == 1 or any(v is not None for row in z[k] for v in row)
+    ]
+    nodes_axis = {"type": "category", "showticklabels": named, "automargin": True}
+    gpus_axis = {"title": {"text": "GPU"}, "dtick": 1, "automargin": True, "zeroline": False, "showgrid": False}
+    return _figure(
+        traces,
+        f"GPU allocation by node and GPU ({len(nodes)} nodes)",
+        height=120 + 20 * len(nodes) if down else 160 + 22 * depth,
+        xaxis={**gpus_axis, "range": [-0.5, depth - 0.5]} if down else nodes_axis,
+        yaxis={**nodes_axis, "autorange": "reversed"} if down else {**gpus_axis, "range": [depth - 0.5, -0.5]},
+        meta={"counts": counts, "nodes_down": down, "gpus_per_node": depth},
+    )
+
+
+def _heatmap_trace(
+    z: list[list[int | None]],
+    text: list[list[str]],
+    nodes: Sequence[str],
+    depth: int,
+    parts: int,
+    down: bool,
+    named: bool,
+    scale: list[list[Any]],
+    *,
+    first: bool,
+) -> dict[str, Any]:
+    """One heatmap of the cells split ``parts`` ways per GPU (1: whole GPUs): each GPU's
+    row holds its ``parts`` slices at even steps, centred on the GPU's position."""
+    gpus = (
+        list(range(depth)) if parts == 1 else [p - 0.5 + (j + 0.5) / parts for p in range(depth) for j in range(parts)]
+    )
+    n = len(GPU_STATES)
+    where = "%{y} GPU %{x}" if down else "%{x} GPU %{y}"
+    return {
         "type": "heatmap",
-        "x": list(range(depth)) if down else list(nodes),
-        "y": list(nodes) if down else list(range(depth)),
+        "x": gpus if down else list(nodes),
+        "y": list(nodes) if down else gpus,
         "z": [list(row) for row in zip(*z, strict=True)] if down and z else z,
         "text": [list(row) for row in zip(*text, strict=True)] if down and text else text,
-        "hovertemplate": ("%{y} GPU %{x}" if down else "%{x} GPU %{y}") + ": %{text}<extra></extra>",
+        "hovertemplate": (where if parts == 1 else "%{y}" if down else "%{x}") + ": %{text}<extra></extra>",
         "zmin": -0.5,
         "zmax": n - 0.5,
         "colorscale": scale,
+        "showscale": first,
         "xgap": 1 if named else 0,
         "ygap": 1,
         "colorbar": {"tickvals": list(range(n)), "ticktext": list(GPU_STATES), "thickness": 12},
     }
-    nodes_axis = {"type": "category", "showticklabels": named, "automargin": True}
-    gpus_axis = {"title": {"text": "GPU"}, "dtick": 1, "automargin": True}
-    return _figure(
-        [trace],
-        f"GPU allocation by node and GPU ({len(nodes)} nodes)",
-        height=120 + 20 * len(nodes) if down else 160 + 22 * depth,
-        xaxis=gpus_axis if down else nodes_axis,
-        yaxis={**nodes_axis, "autorange": "reversed"} if down else {**gpus_axis, "autorange": "reversed"},
-        meta={"counts": counts, "nodes_down": down},
-    )
 
 
 def allocated_utilization_figure(cells: Sequence[CellRow], idle_below: float, window: str) -> dict[str, Any]:
@@ -219,7 +276,7 @@ def allocated_utilization_figure(cells: Sequence[CellRow], idle_below: float, wi
     edges = list(range(0, 100, 10))
     counts = [0] * len(edges)
     allocated = known = idle = 0
-    for _, _, state, u, _, _ in cells:  # one pass over every GPU: bars of 10%, 100% and over in the last
+    for _, _, state, u, _, _, _ in cells:  # one pass over every GPU: bars of 10%, 100% and over in the last
         if state not in ("allocated", "allocated, idle"):
             continue
         allocated += 1
@@ -246,6 +303,11 @@ def allocated_utilization_figure(cells: Sequence[CellRow], idle_below: float, wi
         yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
         meta={"allocated": allocated, "idle": idle, "without_samples": unknown},
     )
+
+
+#: A legend in rows across the bottom of the figure (``yref`` container: measured from
+#: the figure's bottom edge, so it stays under the time axis's labels whatever the height).
+QUEUE_LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": 0, "yanchor": "bottom"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +354,11 @@ def queue_figure(rows: Sequence[QueueRow], span: Span | None = None) -> dict[str
     return _figure(
         data,
         "Queue by account: pending (top) and running jobs",
-        height=420,
+        height=460,
+        # The accounts under the time axis, across: beside the plots they took a column
+        # of their width, and Plotly placed them over the data when the chart was narrow.
+        legend=QUEUE_LEGEND,
+        margin={**MARGIN, "b": 100},
         xaxis=_time_axis(span, anchor="y", showticklabels=False, matches="x2"),
         yaxis={"domain": [0.55, 1], "title": {"text": "pending"}, "rangemode": "tozero"},
         xaxis2=_time_axis(span, anchor="y2"),

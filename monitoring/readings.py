@@ -71,7 +71,7 @@ def job_series(job: Job, now: datetime | None = None) -> list[Series]:
 
 def gpu_grid(now: datetime, occupancy: Occupancy | None = None) -> tuple[list[str], list[CellRow]]:
     """Node names (by cluster, then name) and one cell per schedulable unit (a GPU, or each
-    MIG slice of a split one): who holds it, its mean utilization over the recent window,
+    MIG slice of a split one, with its GPU's index): who holds it, its mean utilization over the recent window,
     and its state. Two queries (the samples grouped by GPU in the database, the unhealthy
     GPUs) on the page's ``occupancy``, four more to read it when not given.
 
@@ -84,15 +84,17 @@ def gpu_grid(now: datetime, occupancy: Occupancy | None = None) -> tuple[list[st
     recent = recent_utilization(now)
     unhealthy = unhealthy_gpu_ids(now)
     cells: list[CellRow] = []
+    parents = occupancy.slice_parents
     for gpu_id, node, index, _, holder in occupancy.gpus:
         utilization = recent.get(gpu_id)
         if holder is not None:
             job, account = holder
             idle = utilization is not None and utilization < IDLE_BELOW_PCT
-            cells.append((node, index, "allocated, idle" if idle else "allocated", utilization, job, account))
+            state = "allocated, idle" if idle else "allocated"
+            cells.append((node, index, state, utilization, job, account, parents.get(gpu_id)))
         else:
             state = "unavailable" if node not in schedulable or gpu_id in unhealthy else "free"
-            cells.append((node, index, state, utilization, None, ""))
+            cells.append((node, index, state, utilization, None, "", parents.get(gpu_id)))
     return [name for name, _ in occupancy.nodes], cells
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Avg, Max, Min, QuerySet
 
 from monitoring.models import AllGpuRollup, GpuRollup, GpuSample, Resolution
@@ -43,6 +44,9 @@ class Series:
     #: Seconds each point covers (at least the resolution; more after downsampling).
     bucket_seconds: int
     points: tuple[Point, ...]
+    #: Where the series was read from: the range's start, or later where the site's
+    #: readings begin later (a fresh site), so a chart can start its time axis there.
+    since: datetime | None = None
 
 
 def choose_resolution(span: timedelta, gpus: int, *, max_points: int, raw_interval: float, row_budget: int) -> int:
@@ -97,13 +101,24 @@ def series(
     ids: Any = gpu_ids if gpu_ids is None or isinstance(gpu_ids, QuerySet) else list(gpu_ids)
     which = {} if ids is None else {"gpu_id__in": ids}
     count = len(ids) if isinstance(ids, list) else (ids if ids is not None else Gpu.objects).count()
-    resolution = choose_resolution(
-        end - start,
-        count,
-        max_points=max_points,
-        raw_interval=settings.MONITORING_SAMPLE_SECONDS,
-        row_budget=settings.MONITORING_CHART_ROW_BUDGET,
-    )
+
+    def fitting(since: datetime) -> int:
+        return choose_resolution(
+            end - since,
+            count,
+            max_points=max_points,
+            raw_interval=settings.MONITORING_SAMPLE_SECONDS,
+            row_budget=settings.MONITORING_CHART_ROW_BUDGET,
+        )
+
+    resolution = fitting(start)
+    if resolution != RAW:
+        # A long range: if the readings begin inside it, the resolution fits the time
+        # they cover (a week-long chart of a site up for an hour: its minutes, not one
+        # hourly mean). One query, only for ranges too long for raw samples.
+        origin = readings_origin()
+        if origin is not None and start < origin < end:
+            start, resolution = origin, fitting(origin)
     if resolution == RAW:
         bucket = max(1, math.ceil((end - start).total_seconds() / max_points))
         points = _raw_points(which, start, end, METRICS[metric], bucket)
@@ -128,7 +143,24 @@ def series(
         )
         points = [Point(r["at"], r["low"], r["mean"], r["high"]) for r in rows]
     points, bucket = downsample(points, bucket, max_points)
-    return Series(metric, resolution, bucket, tuple(points))
+    return Series(metric, resolution, bucket, tuple(points), since=start)
+
+
+def readings_origin() -> datetime | None:
+    """When the oldest GPU reading still kept was taken: the first combined hour (hour
+    rollups outlive raw samples) or the first raw sample, whichever is earlier; ``None``
+    without any. One query of two index lookups."""
+    quote = connection.ops.quote_name
+    first = "(SELECT MIN({at}) FROM {table})"
+    parts = [first.format(at=quote("at"), table=quote(model._meta.db_table)) for model in (AllGpuRollup, GpuSample)]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts))
+        row = cursor.fetchone()
+    field = GpuSample._meta.get_field("at")
+    # PostgreSQL answers aware datetimes; SQLite the stored UTC text, read here as UTC.
+    times = [field.to_python(value) for value in row if value is not None]
+    aware = [t if t.tzinfo is not None else t.replace(tzinfo=UTC) for t in times]
+    return min(aware) if aware else None
 
 
 def _raw_points(which: dict[str, Any], start: datetime, end: datetime, column: str, bucket: int) -> list[Point]:

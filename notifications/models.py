@@ -91,6 +91,7 @@ class Delivery(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_due")]
+        verbose_name_plural = "deliveries"
 
     def __str__(self) -> str:
         return f"{self.channel} to {self.user}: {self.subject}"

@@ -7,7 +7,8 @@ class IdentitySource(models.TextChoices):
     """Where a user's cluster identity came from: set by staff, or read at login from the
     directory (LDAP) or the identity provider's claims (OIDC), which then own it."""
 
-    STAFF = "staff", "Set by staff"
+    # Read after "set by" ("set by staff"), so not "Set by staff" itself.
+    STAFF = "staff", "staff"
     LDAP = "ldap", "LDAP directory"
     OIDC = "oidc", "OIDC claims"
 

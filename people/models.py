@@ -242,6 +242,7 @@ class ClusterIdentity(models.Model):
     class Meta:
         ordering = ["username"]
         constraints = [models.UniqueConstraint(fields=["uid"], name="cluster_identity_unique_uid")]
+        verbose_name_plural = "cluster identities"
 
     def __str__(self) -> str:
         return f"{self.user} as {self.username}"

@@ -183,6 +183,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # the pages' own filters (walltime), in every template without a load
+            "builtins": ["web.template_filters"],
         },
     },
 ]

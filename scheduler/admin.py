@@ -77,9 +77,14 @@ class JobEventInline(admin.TabularInline):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    """Jobs are read-only here; state changes go through the actions (services)."""
+    """Jobs are read-only here; state changes go through the actions (services), and
+    none is deleted here: a job leaves through cancel, which tells its backend (a deleted
+    row would leave its processes running and its GPUs unaccounted for).
 
-    list_display = ["id", "name", "owner", "account", "state", "pending_reason", "total_gpus", "submitted_at"]
+    The list shows what fits beside the admin's sidebars at a desktop width; the job's
+    pending reason is on its page."""
+
+    list_display = ["id", "name", "owner", "account", "state", "total_gpus", "submitted"]
     list_filter = ["state", "account", "cluster"]
     search_fields = ["name", "uuid", "owner__username", "external_id"]
     list_select_related = ["owner", "account"]
@@ -91,6 +96,13 @@ class JobAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        return False
+
+    @admin.display(description="submitted (UTC)", ordering="submitted_at")
+    def submitted(self, job: Job) -> str:
+        return f"{job.submitted_at:%Y-%m-%d %H:%M}"
 
     def _apply(self, request: HttpRequest, queryset: QuerySet[Job], verb: str) -> None:
         action = getattr(verbs, f"{verb}_job")
@@ -119,9 +131,14 @@ class JobAdmin(admin.ModelAdmin):
 
 @admin.register(JobEvent)
 class JobEventAdmin(admin.ModelAdmin):
+    """A job's history, written by the state machine only: read here, never edited or deleted."""
+
     list_display = ["at", "job", "kind", "message"]
     list_filter = ["kind"]
     list_select_related = ["job"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

@@ -11,6 +11,7 @@ app_name = "web"
 
 urlpatterns = [
     path("", home.dashboard, name="home"),
+    path("favicon.ico", home.favicon, name="favicon"),
     path("login/", signin.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("profile/", profile.profile, name="profile"),

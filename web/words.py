@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from common.labels import field_label
 from scheduler.core.reason_words import reason_words
 
 
@@ -15,8 +16,8 @@ def blocker_title(code: str) -> str:
 
 
 def evidence_items(evidence: dict[str, Any]) -> list[tuple[str, str]]:
-    """Evidence as ``(label, value)`` pairs: ``used_gpus`` -> ``used gpus``."""
-    return [(str(key).replace("_", " "), _value(value)) for key, value in sorted(evidence.items())]
+    """Evidence as ``(label, value)`` pairs: ``used_gpus`` -> ``used GPUs``."""
+    return [(field_label(str(key)), _value(value)) for key, value in sorted(evidence.items())]
 
 
 def _value(value: Any) -> str:
@@ -45,6 +46,14 @@ def starts_in(at: datetime | None, now: datetime) -> str:
     if at is None:
         return ""
     return "now" if at <= now else "in " + about((at - now).total_seconds())
+
+
+def signed(value: float) -> str:
+    """``+5``, ``-5`` (with a minus sign, U+2212, not a hyphen), ``0``: a change with one sign,
+    never a signed zero."""
+    if not value:
+        return "0"
+    return f"+{value:g}" if value > 0 else f"\N{MINUS SIGN}{-value:g}"
 
 
 def request_shape(nodes: int, gpus_per_node: int, gpu_model: str, gpu_share: float = 0.0) -> str:

@@ -19,6 +19,7 @@ from rest_framework import serializers
 
 from common.api.parsers import as_object
 from scheduler.api.serializers import JobSubmitSerializer
+from scheduler.core.limits import duration_text
 from scheduler.jobs.edit import EDITABLE_FIELDS
 from scheduler.jobs.request import request_values
 from scheduler.models import Job
@@ -89,8 +90,8 @@ def validate_edit(job: Job, data: Any, editor: Any) -> dict[str, Any]:
     errors: dict[str, str] = {}
     if values["walltime_seconds"] > job.walltime_seconds and not editor.is_staff:
         errors["walltime_seconds"] = (
-            f"Only staff may raise a waiting job's walltime (it asks for {job.walltime_seconds}s); lower it, or "
-            "resubmit as a copy with the longer one."
+            "Only staff may raise a waiting job's walltime "
+            f"(it asks for {duration_text(job.walltime_seconds)}); lower it, or resubmit as a copy with the longer one."
         )
     if any(d["job"] == job.id for d in values["dependencies"]):
         errors["dependencies"] = "A job cannot depend on itself."

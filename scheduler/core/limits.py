@@ -250,11 +250,9 @@ def gpu_count(amount: float) -> int | float:
 
 
 def duration_text(seconds: int) -> str:
-    """``5400`` -> ``"1 h 30 min"``: walltimes the way people read them."""
-    hours, rest = divmod(seconds, 3600)
-    minutes = rest // 60
-    if hours and minutes:
-        return f"{hours} h {minutes} min"
-    if hours:
-        return f"{hours} h"
-    return f"{minutes} min" if minutes else f"{seconds} s"
+    """``5400`` -> ``"1 h 30 min"``, ``301`` -> ``"5 min 1 s"``: walltimes the way people
+    read them in a sentence, exact (a refusal of 1 h 0 min 1 s must not read "1 h")."""
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{n} {unit}" for n, unit in ((hours, "h"), (minutes, "min"), (secs, "s")) if n]
+    return " ".join(parts) or "0 s"

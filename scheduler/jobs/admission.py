@@ -35,6 +35,7 @@ from common.db.sql import JoinedRows, prepared_cursor, quoted_table
 from people.access import default_account, may_submit_to, usable_qos
 from people.models import Account, Qos, Quota
 from scheduler.choices import QUEUED_STATES
+from scheduler.core.limits import duration_text
 from scheduler.core.types import PendingJob
 from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.files import files_size
@@ -141,7 +142,8 @@ def admit(
     if qos is not None and qos.max_walltime_seconds and walltime > qos.max_walltime_seconds:
         problem(
             "walltime_seconds",
-            f"{walltime}s exceeds the maximum of QOS {qos.name!r} ({qos.max_walltime_seconds}s).",
+            f"{duration_text(walltime)} exceeds the maximum of QOS {qos.name!r} "
+            f"({duration_text(qos.max_walltime_seconds)}).",
         )
     # 3.
     if (message := _array_too_large(values)) is not None:
@@ -233,7 +235,10 @@ def reservation_problem(name: str, user: Any, account: Any, walltime_seconds: in
         return f"Reservation {name!r} is not for you or account {getattr(account, 'name', '?')!r}."
     span = (reservation.end_at - max(reservation.start_at, now)).total_seconds()
     if walltime_seconds > span:
-        return f"Reservation {name!r} lasts {int(span)} s more; the walltime ({walltime_seconds} s) must fit inside it."
+        return (
+            f"Reservation {name!r} lasts {duration_text(int(span))} more; "
+            f"the walltime ({duration_text(walltime_seconds)}) must fit inside it."
+        )
     return None
 
 
@@ -253,7 +258,8 @@ def _check_quota(
         errors[field] = f"{who} already has {queued} pending jobs{asked}; the quota allows {quota.max_pending_jobs}."
     if quota.max_walltime_seconds is not None and walltime_seconds > quota.max_walltime_seconds:
         errors["walltime_seconds"] = (
-            f"{walltime_seconds}s exceeds the {who} quota maximum of {quota.max_walltime_seconds}s."
+            f"{duration_text(walltime_seconds)} exceeds the {who} quota maximum of "
+            f"{duration_text(quota.max_walltime_seconds)}."
         )
     return errors
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db import transaction
 
+from common.labels import field_labels
 from scheduler.choices import EventKind, JobState
 from scheduler.jobs.transitions import JobStateConflict, record_event
 from scheduler.models import Job
@@ -54,7 +55,7 @@ def edit_job(job: Job, changes: dict[str, Any], *, by: str) -> dict[str, list[An
         # The tick recomputes the reason and the estimate from the new request.
         if not Job.objects.filter(pk=job.id, state__in=EDITABLE_STATES).update(**differ, estimated_start_at=None):
             raise JobStateConflict(f"Job {job.id} started or ended meanwhile; it can no longer be edited.")
-        names = ", ".join(field for field in EDITABLE_FIELDS if field in differ)
+        names = field_labels([field for field in EDITABLE_FIELDS if field in differ])
         record_event(job.id, EventKind.EDITED, f"edited by {by}: {names}", {"changes": report})
     for field, value in differ.items():
         setattr(job, field, value)

@@ -10,7 +10,7 @@ plain values are the one kind the garbage collector stops tracking.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduler.choices import ACTIVE_STATES, NodeState
 from scheduler.jobs.allocations import decode
@@ -36,6 +36,8 @@ class Occupancy:
     #: dispatched or running job holds it whole or a share of it; of several jobs sharing
     #: it, the row names the earliest submitted.
     gpus: list[GpuRow]
+    #: GPU id of each MIG slice -> the index of the GPU it is a slice of, on its node.
+    slice_parents: dict[int, int] = field(default_factory=dict)
 
     def schedulable(self) -> frozenset[str]:
         """Names of the nodes a job may be placed on: up, on an enabled cluster."""
@@ -50,7 +52,12 @@ def read_occupancy() -> Occupancy:
     holders = _holders()
     # The split GPUs in a query of their own (an index scan; usually none): cheaper than
     # the parent id of every GPU, or an anti-join.
-    split = set(Gpu.objects.filter(parent__isnull=False).order_by().values_list("parent_id", flat=True))
+    slices = Gpu.objects.filter(parent__isnull=False).order_by().values_list("id", "parent_id", "parent__index")
+    split: set[int] = set()
+    slice_parents: dict[int, int] = {}
+    for pk, parent_id, parent_index in slices:
+        split.add(parent_id)
+        slice_parents[pk] = parent_index
     gpus: list[GpuRow] = []
     for pk, node_id, index, model, mig in Gpu.objects.order_by().values_list(
         "id", "node_id", "index", "model", "mig_profile"
@@ -62,6 +69,7 @@ def read_occupancy() -> Occupancy:
         nodes=[(name, state) for _, name, state, _ in nodes],
         enabled=frozenset(name for _, name, _, enabled in nodes if enabled),
         gpus=gpus,
+        slice_parents=slice_parents,
     )
 
 

@@ -1,4 +1,5 @@
-// Job detail: refresh the log tail while the job runs; reload the page when its state changes.
+// Job detail: while the job waits or runs, refresh its log tail, and reload the page when
+// what it shows of the job changes (its state, why it waits, its estimate: data-watch).
 (function () {
   "use strict";
   const log = document.getElementById("log");
@@ -12,7 +13,7 @@
       const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
       log.textContent = data.log || "(no output yet)";
       if (atBottom) log.scrollTop = log.scrollHeight;
-      if (data.state !== log.dataset.state) { window.location.reload(); return; }
+      if (data.state !== log.dataset.state || data.watch !== log.dataset.watch) { window.location.reload(); return; }
     } catch (e) { /* the next tick retries */ }
     window.setTimeout(refresh, every);
   }

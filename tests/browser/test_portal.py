@@ -158,7 +158,7 @@ def test_admin_changes_a_quota_and_sees_the_audit_entry(site, login, shot, conso
     page.click("#quota-form button[type=submit]")
     expect(page.locator(".messages")).to_contain_text("Quota of lab saved.")
     expect(page.locator(".audit")).to_contain_text("quota for lab")
-    expect(page.locator(".audit")).to_contain_text("max_gpus")
+    expect(page.locator(".audit")).to_contain_text("max GPUs")
     shot(page, "11-admin-account-quota")
     page.click("header >> text=Audit log")
     expect(page.locator("#audit-log")).to_contain_text("admin")

@@ -66,9 +66,28 @@ def test_heatmap_puts_nodes_across_gpus_down_and_codes_each_state():
     assert figure["layout"]["meta"]["counts"] == {"free": 1, "allocated": 2, "allocated, idle": 1, "unavailable": 1}
 
 
+def test_heatmap_draws_mig_slices_within_their_gpus_row_not_past_the_gpus():
+    """A node of 8 whole GPUs beside one whose 8 GPUs are split in two (slices numbered
+    8-23, after the GPUs): the GPU axis runs 0-7 for both, each slice inside its GPU."""
+    whole = [GpuCell("whole", i, "free") for i in range(8)]
+    split = [
+        GpuCell("mig", 8 + 2 * gpu + j, "allocated", job=5, account="lab", parent=gpu)
+        for gpu in range(8)
+        for j in range(2)
+    ]
+    figure = valid(charts.allocation_heatmap(whole + split, ["whole", "mig"]))
+    gpus, slices = figure["data"]
+    assert figure["layout"]["yaxis"]["range"] == [7.5, -0.5]
+    assert gpus["y"] == list(range(8)) and [row[0] for row in gpus["z"]] == [0] * 8
+    assert all(-0.5 < y < 7.5 for y in slices["y"]) and slices["y"][2:4] == [0.75, 1.25]  # GPU 1's two halves
+    assert [row[1] for row in slices["z"]] == [1] * 16 and [row[0] for row in slices["z"]] == [None] * 16
+    assert slices["text"][3][1].startswith("MIG slice 2 of 2 (GPU 11): allocated, job 5 (lab)")
+    assert gpus["showscale"] and not slices["showscale"]  # one colour bar
+
+
 def test_heatmap_of_a_few_dozen_nodes_names_them_down_the_side():
     nodes = [f"node-{i:02d}" for i in range(30)]
-    cells = [(node, gpu, "free", None, None, "") for node in nodes for gpu in range(4)]
+    cells = [(node, gpu, "free", None, None, "", None) for node in nodes for gpu in range(4)]
     figure = valid(charts.allocation_heatmap(cells, nodes))
     trace = figure["data"][0]
     assert trace["y"] == nodes and trace["x"] == [0, 1, 2, 3] and len(trace["z"]) == 30

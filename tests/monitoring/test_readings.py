@@ -129,3 +129,26 @@ def test_gpus_without_recent_samples_have_no_utilization(world):
     samples([gpu("h100-01", 0).id], T0 - timedelta(hours=1), 3)  # an hour before: not recent
     _, cells = readings.gpu_grid(T0)
     assert all(GpuCell._make(c).utilization is None for c in cells)
+
+
+def test_gpu_grid_names_the_gpu_each_mig_slice_belongs_to(world):
+    from scheduler.models import Gpu, Node
+
+    node = Node.objects.create(cluster=world.cluster, name="a100-mig", cpus=64, memory_mib=512_000)
+    gpus = [
+        Gpu.objects.create(node=node, index=i, uuid=f"GPU-m{i}", model="A100-40GB", memory_mib=40960) for i in (0, 1)
+    ]
+    for whole in gpus:
+        for j in range(2):
+            Gpu.objects.create(
+                node=node,
+                index=2 + whole.index * 2 + j,
+                uuid=f"MIG-{whole.index}-{j}",
+                model="A100-40GB",
+                memory_mib=20480,
+                mig_profile="3g.20gb",
+                parent=whole,
+            )
+    _, cells = readings.gpu_grid(T0)
+    mine = sorted((c.index, c.parent) for c in map(GpuCell._make, cells) if c.node == "a100-mig")
+    assert mine == [(2, 0), (3, 0), (4, 1), (5, 1)]  # the slices, each with its GPU; not the split GPUs

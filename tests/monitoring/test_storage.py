@@ -185,8 +185,21 @@ def test_every_gpu_by_the_hour_reads_the_hours_combined_as_they_were_rolled_up(g
     assert list(AllGpuRollup.objects.values_list("gpus", flat=True)) == [2, 1]
     span = (T0, T0 + timedelta(days=2))  # long enough for hours
     per_gpu = series([g.id for g in gpus], *span)
-    with django_assert_num_queries(2):  # the GPU count, one row an hour
+    with django_assert_num_queries(3):  # the GPU count, where the readings begin, one row an hour
         everything = series(None, *span)
     assert everything.resolution == Resolution.HOUR
     assert everything.points == per_gpu.points
     assert [(p.low, p.mean, p.high) for p in everything.points] == [(10, 40, 90), (30, 30, 30)]  # mean of the means
+
+
+def test_a_week_long_chart_of_a_fresh_site_draws_the_hours_it_has_not_one_dot(gpus):
+    """A demo up for 90 minutes, charted over 7 days: the points cover those 90 minutes
+    at a resolution that fits them (minutes, not one hourly mean), from where they begin."""
+    for gpu in gpus:
+        store(gpu, T0 + timedelta(minutes=30), [float(i % 100) for i in range(540)])  # 90 min every 10 s
+    services.rollup(Resolution.MINUTE, T0, T0 + timedelta(hours=3))
+    services.rollup(Resolution.HOUR, T0, T0 + timedelta(hours=3))
+    end = T0 + timedelta(hours=2)
+    result = series(None, end - timedelta(days=7), end, max_points=720)
+    assert result.resolution in (RAW, Resolution.MINUTE) and len(result.points) >= 60
+    assert result.since == T0 and result.points[0].at >= T0 + timedelta(minutes=30)

@@ -132,6 +132,28 @@ def test_bad_input_is_an_inline_error_on_its_field_never_a_500(world, change, fi
     assert not Job.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(14400, "4h"), (1800, "30m"), (5400, "1:30:00"), (90, "0:01:30"), (90061, "25:01:01")]
+)
+def test_walltimes_read_as_the_form_takes_them(seconds, shown):
+    from web.jobs.form import format_walltime, parse_walltime
+
+    assert format_walltime(seconds) == shown and parse_walltime(shown) == seconds
+
+
+def test_pages_show_walltimes_as_the_form_takes_them_not_in_seconds(world):
+    job = submit(world.alice, world.lab, walltime_seconds=14400)
+    Quota.objects.create(user=world.alice, max_walltime_seconds=28800)
+    assert "walltime 4h" in page(logged_in(world.alice), f"/jobs/{job.id}/")
+    assert "≤ 8h" in page(logged_in(world.admin), "/manage/users/")
+
+
+def test_a_walltime_refusal_reads_in_hours_to_whoever_typed_hours(world):
+    Quota.objects.create(account=world.lab, max_walltime_seconds=7200)
+    errors = logged_in(world.alice).post("/jobs/new/", {**FORM, "walltime_seconds": "3h"}).context["form"].errors
+    assert errors["walltime_seconds"] == ["3 h exceeds the Account lab quota maximum of 2 h."]
+
+
 def test_the_form_refuses_what_the_api_refuses_with_the_same_message(world, client_for):
     body = {"name": "x", "account": "lab", "command": "true", "gpus_per_node": 64, "walltime_seconds": 60}
     api = client_for(world.alice).post("/api/v1/jobs/", body, format="json").json()
@@ -284,6 +306,24 @@ def test_job_detail_explains_a_waiting_job(world, tick):
     assert 'id="job-gpu-charts"' in html  # the reserved chart slot
 
 
+@pytest.mark.parametrize(("nice", "shown"), [(0, "<td>0</td>"), (5, "<td>\u22125</td>"), (-5, "<td>+5</td>")])
+def test_job_detail_shows_what_nice_does_to_the_priority_with_one_sign(world, tick, nice, shown):
+    submit(world.bob, world.lab, nodes=2, gpus_per_node=8, gpu_model="H100-80GB")
+    tick()
+    job = submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB", nice=nice)
+    tick()
+    html = page(logged_in(world.alice), f"/jobs/{job.id}/")
+    assert re.search(r"<th>Nice</th>\s*" + re.escape(shown), html), html[html.find("<th>Nice") :][:80]
+
+
+def test_the_profile_says_who_set_the_cluster_identity_once(world):
+    from people.models import ClusterIdentity
+
+    ClusterIdentity.objects.create(user=world.alice, username="alice", uid=20001)
+    html = page(logged_in(world.alice), "/profile/")
+    assert "set by staff." in html and "Set by staff" not in html
+
+
 def test_job_detail_of_a_running_job_shows_placement_and_refreshes_its_log(world, tick):
     job = submit(world.alice, world.lab, gpus_per_node=2)
     tick()
@@ -292,6 +332,39 @@ def test_job_detail_of_a_running_job_shows_placement_and_refreshes_its_log(world
     assert job.external_id in html and "GPU 0, 1" in html and 'data-live="1"' in html
     log = logged_in(world.alice).get(f"/jobs/{job.id}/log/").json()
     assert log["state"] == job.state
+
+
+def test_job_detail_of_a_waiting_job_refreshes_when_why_or_when_it_starts_changes(world, tick):
+    submit(world.bob, world.lab, nodes=2, gpus_per_node=8, gpu_model="H100-80GB")
+    tick()
+    job = submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB")
+    tick()
+    client = logged_in(world.alice)
+    assert 'data-live="1"' in page(client, f"/jobs/{job.id}/")
+    before = client.get(f"/jobs/{job.id}/log/").json()
+    estimates.refresh_estimates()  # now it has an estimated start
+    after = client.get(f"/jobs/{job.id}/log/").json()
+    assert before["state"] == after["state"] == "PENDING" and before["watch"] != after["watch"]
+    assert f'data-watch="{after["watch"]}"' in page(client, f"/jobs/{job.id}/")
+
+
+def test_editing_a_job_says_what_changed_in_words_not_field_names(world):
+    job = submit(world.alice, world.lab, name="before", walltime_seconds=7200)
+    response = logged_in(world.alice).post(
+        f"/jobs/{job.id}/edit/", {"name": "after", "walltime_seconds": "1h", "qos": "", "nice": "0"}, follow=True
+    )
+    assert f"Job {job.id}: changed name, walltime." in response.content.decode()
+    assert job.events.get(kind="edited").message == "edited by alice: name, walltime"
+
+
+def test_why_it_waits_names_its_figures_in_words():
+    from web.words import evidence_items
+
+    assert evidence_items({"best_node_free_gpus": 3, "max_gpus": 16, "memory_mib_per_node": 1024}) == [
+        ("free GPUs on the best node", "3"),
+        ("max GPUs", "16"),
+        ("memory per node (MiB)", "1024"),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from django.conf import settings
@@ -28,7 +30,7 @@ from scheduler.reads.arrays import (
 )
 from scheduler.reads.sharing import share_costs
 from web.jobs.submit import shown_blockers
-from web.words import request_shape, starts_in
+from web.words import request_shape, signed, starts_in
 
 
 def visible_job(request: HttpRequest, job_id: int) -> Job:
@@ -43,7 +45,8 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     now = timezone.now()
     blockers = shown_blockers(blockers_for_api(job.state, job.pending_blockers, job.pending_reason))
     priority = reports.priority_of(job, now) if job.state == JobState.PENDING else None
-    live = job.state in ACTIVE_STATES
+    # The page follows a job that waits (its state, why, its estimate) or runs (its log).
+    live = job.state in ACTIVE_STATES | QUEUED_STATES
     metrics = readings.job_series(job, now)
     return render(
         request,
@@ -53,10 +56,13 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "events": job.events.order_by("id"),
             "blockers": blockers,
             "priority": priority,
+            # nice lowers the priority by itself (a negative nice raises it)
+            "nice_effect": signed(-priority.nice) if priority else "",
             "starts_in": starts_in(job.estimated_start_at, now) if job.state == JobState.PENDING else "",
             "shape": request_shape(job.nodes, job.gpus_per_node, job.gpu_model, job.gpu_share),
             "log": read_job_log(job, 16_384) if job.external_id else "",
             "live": live,
+            "watch": watched_fields(job),
             "gpu_figure": charts.job_gpu_figure(metrics, (job.started_at, job.ended_at or now))
             if job.started_at and any(m.points for m in metrics)
             else None,
@@ -95,9 +101,24 @@ def _array_of(request: HttpRequest, job: Job) -> ArraySummary | None:
     return array_summary(tasks, job.array_job_id)
 
 
+def watched_fields(job: Job) -> str:
+    """A short digest of what the page shows of a job and the scheduler changes on its own:
+    its state, why it waits and when it should start. The page reloads when it differs."""
+    estimate = job.estimated_start_at.isoformat() if job.estimated_start_at else None
+    shown = [job.state, job.pending_reason, job.pending_blockers, estimate]
+    return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 @login_required
 @require_GET
 def job_log(request: HttpRequest, job_id: int) -> JsonResponse:
-    """The log tail and state, for the detail page's refresh while the job runs."""
+    """The log tail, state and ``watch`` digest (``watched_fields``), for the detail page's
+    refresh while the job waits or runs."""
     job = visible_job(request, job_id)
-    return JsonResponse({"state": job.state, "log": read_job_log(job, 16_384) if job.external_id else ""})
+    return JsonResponse(
+        {
+            "state": job.state,
+            "watch": watched_fields(job),
+            "log": read_job_log(job, 16_384) if job.external_id else "",
+        }
+    )

@@ -15,9 +15,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from rest_framework.exceptions import ValidationError as ApiValidationError
 
+from common.labels import field_labels
 from people.access import usable_qos, visible_jobs
 from scheduler.api.job_edit import validate_edit
-from scheduler.jobs.edit import EDITABLE_STATES, edit_job
+from scheduler.jobs.edit import EDITABLE_FIELDS, EDITABLE_STATES, edit_job
 from scheduler.jobs.transitions import JobStateConflict
 from scheduler.models import Job
 from web.jobs.form import FIELD_SHAPES, flatten_errors
@@ -88,7 +89,7 @@ def job_edit(request: HttpRequest, job_id: int) -> HttpResponse:
                 messages.error(request, str(exc))
                 return redirect("web:job-detail", job_id=job.id)
             else:
-                what = ", ".join(changed) or "nothing"
+                what = field_labels([field for field in EDITABLE_FIELDS if field in changed]) or "nothing"
                 messages.success(request, f"Job {job.id}: changed {what}.")
                 return redirect("web:job-detail", job_id=job.id)
     return render(request, "web/jobs/edit.html", {"job": job, "form": form})

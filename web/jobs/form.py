@@ -51,7 +51,13 @@ def parse_walltime(text: str) -> int:
 
 
 def format_walltime(seconds: int) -> str:
+    """A walltime as the form takes it (``parse_walltime`` reads it back): ``4h``, ``30m``,
+    else ``h:mm:ss`` (``1:30:00``). What every page shows a walltime as."""
     hours, rest = divmod(int(seconds), 3600)
+    if hours and not rest:
+        return f"{hours}h"
+    if not hours and rest and not rest % 60:
+        return f"{rest // 60}m"
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 

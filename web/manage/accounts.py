@@ -20,7 +20,7 @@ from people import services
 from people.api.serializers import AccountSerializer, MembershipSerializer, QuotaSerializer
 from people.choices import Role
 from people.limits import USER_LIMITS, WHOLE_LIMITS, quota_limit
-from people.models import Account, AuditEntry, Membership, Quota
+from people.models import Account, AuditEntry, Membership, Qos, Quota
 from scheduler.reads import reports
 from scheduler.reads.inventory import load_inventory
 from web.manage.access import blank_none, staff_required, validated
@@ -69,6 +69,13 @@ class AccountForm(forms.Form):
     parent = forms.ChoiceField(required=False, help_text="Empty: a top-level account.")
     shares = forms.CharField(max_length=12, initial="1", help_text="Weight among its siblings (Slurm's Fairshare=).")
     description = forms.CharField(max_length=200, required=False)
+    allowed_qos = forms.MultipleChoiceField(
+        required=False,
+        label="Allowed QOS",
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None ticked: the parent's, and at the root the site's default QOS only.",
+    )
+    default_qos = forms.ChoiceField(required=False, label="Default QOS", help_text="The QOS of a job that names none.")
     idle_below_pct = forms.CharField(
         required=False, label="Idle under (%)", help_text="Empty: the site's default (IDLE_BELOW_PCT)."
     )
@@ -93,6 +100,11 @@ class AccountForm(forms.Form):
         names = others.values_list("name", flat=True)
         parent: Any = self.fields["parent"]
         parent.choices = [("", "(none)")] + [(n, n) for n in names]
+        qos = [(name, name) for name in Qos.objects.order_by("name").values_list("name", flat=True)]
+        allowed: Any = self.fields["allowed_qos"]
+        allowed.choices = qos
+        default: Any = self.fields["default_qos"]
+        default.choices = [("", "the parent's, then the site's"), *qos]
 
 
 class QuotaForm(forms.Form):
@@ -165,6 +177,8 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
             "parent": account.parent.name if account.parent else "",
             "shares": account.shares,
             "description": account.description,
+            "allowed_qos": [q.name for q in account.allowed_qos.all()],
+            "default_qos": account.default_qos.name if account.default_qos else "",
             **{
                 name: "" if getattr(account, name) is None else getattr(account, name)
                 for name in ("idle_below_pct", "idle_minutes", "idle_action", "idle_action_minutes")
@@ -233,7 +247,7 @@ def account_edit(request: HttpRequest, account_id: int | None = None) -> HttpRes
 
 def _save_account(form: AccountForm, account: Account | None, actor: Any) -> Account | None:
     data = form.cleaned_data
-    body = {**data, "parent": blank_none(data["parent"])}
+    body = {**data, "parent": blank_none(data["parent"]), "default_qos": blank_none(data["default_qos"])}
     for name in ("idle_below_pct", "idle_minutes", "idle_action_minutes"):
         body[name] = blank_none(data[name])
     serializer = AccountSerializer(instance=account, data=body)

@@ -80,7 +80,10 @@ def cluster_charts(
         "allocated-utilization": charts.allocated_utilization_figure(
             cells, readings.IDLE_BELOW_PCT, f"last {window.total_seconds() / 60:g} min"
         ),
-        "utilization": charts.band_figure(utilization, "GPU utilization, all GPUs", span=(start, until)),
+        # from where the readings begin within the range (a fresh site: its first hour)
+        "utilization": charts.band_figure(
+            utilization, "GPU utilization, all GPUs", span=(utilization.since or start, until)
+        ),
         "queue": charts.queue_figure(queue_history(start, until, settings.MONITORING_CHART_MAX_POINTS), (start, until)),
         "waits": charts.wait_figure(jobs.waits),
         "gpu-hours": charts.gpu_hours_figure([(h.account, h.gpu_hours) for h in jobs.hours]),

@@ -75,7 +75,7 @@ def test_walltime_over_the_qos_maximum(world, client_for, url):
     Qos.objects.create(name="short", max_walltime_seconds=300)
     response = post(client_for(world.alice), url, qos="short", walltime_seconds=301)
     assert response.status_code == 400
-    assert "QOS 'short' (300s)" in response.json()["walltime_seconds"][0]
+    assert "QOS 'short' (5 min)" in response.json()["walltime_seconds"][0]
 
 
 def test_full_pending_quota(world, client_for):

@@ -112,7 +112,7 @@ CASES = [
     Case(
         "walltime over the QOS limit",
         job_request(walltime_seconds=301),
-        {"walltime_seconds": ["301s exceeds the maximum of QOS 'short' (300s)."]},
+        {"walltime_seconds": ["5 min 1 s exceeds the maximum of QOS 'short' (5 min)."]},
         _qos_short,
     ),
     # Arrays
@@ -213,7 +213,7 @@ CASES = [
     Case(
         "quota refusal: walltime over the user's quota maximum",
         job_request(),
-        {"walltime_seconds": ["600s exceeds the User alice quota maximum of 300s."]},
+        {"walltime_seconds": ["10 min exceeds the User alice quota maximum of 5 min."]},
         _user_walltime_quota,
     ),
     Case(

@@ -44,7 +44,7 @@ def test_a_waiting_job_takes_the_editable_fields_and_the_event_says_what_changed
     )
     assert waiting.dependencies == [{"type": "afterok", "job": other.id}]
     event = JobEvent.objects.get(job=waiting, kind="edited")
-    assert event.message.startswith("edited by alice: name, walltime_seconds")
+    assert event.message.startswith("edited by alice: name, walltime")
     assert event.data["changes"]["walltime_seconds"] == [3600, 1800]
 
 

@@ -1,0 +1,62 @@
+"""Tables as a person sees them at a desktop width (1400 px): every column on the screen,
+one line per row where a value is short (a date), measured from the boxes Chromium lays out."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.tick import estimates
+from tests.builders import submit
+
+pytestmark = [pytest.mark.slow]
+
+
+def test_the_admins_job_list_fits_the_window(transactional_db, world, login, shot):
+    from scheduler.tick.run import run_tick
+
+    world.admin.__class__.objects.create_superuser("root", "root@example.org", "pw-root")
+    for n in range(3):
+        submit(world.alice, world.lab, name=f"a-rather-long-job-name-for-training-run-{n}", gpus_per_node=8, nodes=4)
+    run_tick()  # they wait, each with its pending reason
+    page = login("root")
+    page.goto("/admin/scheduler/job/")
+    shot(page, "admin-job-list")
+    # The admin scrolls a wide table inside its own box: every column shows only when
+    # the table is no wider than that box (and the box within the window).
+    table = page.locator("#result_list").bounding_box()
+    frame = page.locator("#changelist .results").bounding_box()
+    assert table["x"] + table["width"] <= frame["x"] + frame["width"] + 0.5, (table, frame)
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1400
+
+
+#: How many lines each cell of a column takes, by the distinct tops of its text's boxes.
+LINES_PER_CELL = """(column) => [...document.querySelectorAll('#jobs tbody tr')].map(row => {
+    const cell = row.children[column];
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size;
+})"""
+
+
+def test_the_job_lists_dates_stay_on_one_line_at_a_desktop_width(transactional_db, world, login, shot):
+    from scheduler.tick.run import run_tick
+
+    world.cluster.config = {**world.cluster.config, "simulate": 60}
+    world.cluster.save()
+    # Rows as wide as the demo's: long names, a GPU model, a reason with its estimate.
+    for n in range(2):
+        submit(world.alice, world.lab, name=f"llama-finetune-lr3e-4-warmup-sweep-{n}", gpus_per_node=8)
+    run_tick()
+    for n in range(2):
+        submit(
+            world.alice, world.lab, name=f"resnet50-imagenet-baseline-seed-{n}", gpus_per_node=8, gpu_model="H100-80GB"
+        )
+    run_tick()
+    estimates.refresh_estimates()
+    page = login("alice")
+    page.goto("/jobs/")
+    shot(page, "job-list-1400")
+    headers = page.locator("#jobs thead th").all_inner_texts()
+    for title in ("Submitted", "Started", "Ended"):
+        lines = page.evaluate(LINES_PER_CELL, headers.index(title))
+        assert lines and max(lines) <= 1, (title, lines)
