@@ -112,7 +112,7 @@ def test_a_waiting_job_is_edited_on_its_own_page_and_a_raise_is_refused_under_it
     page.fill("#id_name", "edited")
     page.click("#edit-form button[type=submit]")
     page.wait_for_url(f"**/jobs/{job.id}/")
-    assert "changed name, walltime_seconds" in page.locator(".messages").inner_text()
+    assert "changed name, walltime" in page.locator(".messages").inner_text()
     job.refresh_from_db()
     assert (job.name, job.walltime_seconds) == ("edited", 3600)
 
