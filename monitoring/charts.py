@@ -54,6 +54,13 @@ def _figure(data: list[dict[str, Any]], title: str, **layout: Any) -> dict[str, 
     return {"data": data, "layout": {"title": {"text": title}, "margin": MARGIN, **layout}}
 
 
+def _no_data(words: str) -> dict[str, Any]:
+    """The layout of a chart with nothing to draw: its axes stay, the words say why in the
+    middle (an empty frame alone reads as a chart that failed to load)."""
+    note = {"text": words, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False}
+    return {"annotations": [{**note, "font": {"size": 14, "color": "#666"}}]}
+
+
 def _lines(points: int) -> str:
     return "lines+markers" if points <= SPARSE else "lines"
 
@@ -320,6 +327,10 @@ class QueueRow:
     running: float
 
 
+#: What an empty queue chart says.
+NO_QUEUE = "No job waited or ran in this range."
+
+
 def queue_figure(rows: Sequence[QueueRow], span: Span | None = None) -> dict[str, Any]:
     """Pending (top) and running (bottom) jobs over time (the time axis shows ``span``
     when given), stacked by account. An account with no row at a sampled instant had no
@@ -351,14 +362,15 @@ def queue_figure(rows: Sequence[QueueRow], span: Span | None = None) -> dict[str
                     "hovertemplate": f"{account}: %{{y}} {what}<extra></extra>",
                 }
             )
+    # The accounts under the time axis, across: beside the plots they took a column of
+    # their width, and Plotly placed them over the data when the chart was narrow. With no
+    # account there is no legend, and no room is kept for one.
+    under = {"legend": QUEUE_LEGEND, "margin": {**MARGIN, "b": 100}} if accounts else _no_data(NO_QUEUE)
     return _figure(
         data,
         "Queue by account: pending (top) and running jobs",
-        height=460,
-        # The accounts under the time axis, across: beside the plots they took a column
-        # of their width, and Plotly placed them over the data when the chart was narrow.
-        legend=QUEUE_LEGEND,
-        margin={**MARGIN, "b": 100},
+        height=460 if accounts else 400,
+        **under,
         xaxis=_time_axis(span, anchor="y", showticklabels=False, matches="x2"),
         yaxis={"domain": [0.55, 1], "title": {"text": "pending"}, "rangemode": "tozero"},
         xaxis2=_time_axis(span, anchor="y2"),
@@ -386,6 +398,7 @@ def wait_figure(bins: Sequence[WaitBin]) -> dict[str, Any]:
         f"Wait before start ({total} {'job' if total == 1 else 'jobs'} started in the range)",
         xaxis={"type": "category", "title": {"text": "waited"}},
         yaxis={"title": {"text": "jobs"}, "rangemode": "tozero"},
+        **({} if total else _no_data("No job started in this range.")),
     )
 
 
@@ -403,6 +416,7 @@ def gpu_hours_figure(hours: Sequence[tuple[str, float]]) -> dict[str, Any]:
         "GPU-hours by account",
         xaxis={"type": "category"},
         yaxis={"title": {"text": "GPU-hours"}, "rangemode": "tozero"},
+        **({} if ordered else _no_data("No GPU time in this range.")),
     )
 
 

@@ -28,7 +28,10 @@ class DefaultAccountForm(forms.Form):
     default_account = forms.ModelChoiceField(
         queryset=Membership.objects.none(),
         label="Default account",
-        help_text="Jobs that name no account (the API, qm, the submit form's first choice) are charged here.",
+        help_text=(
+            'Jobs that name no account are charged here: the submit form\'s "default" choice, '
+            "the API and qm without an account, a script without #SBATCH -A."
+        ),
         empty_label=None,
     )
 

@@ -175,6 +175,27 @@ def test_no_data_is_an_empty_but_valid_figure(build):
     valid(build())
 
 
+@pytest.mark.parametrize(
+    ("build", "words"),
+    [
+        (lambda: charts.queue_figure([]), "No job waited or ran in this range."),
+        (lambda: charts.wait_figure([]), "No job started in this range."),
+        (lambda: charts.gpu_hours_figure([]), "No GPU time in this range."),
+    ],
+    ids=["queue", "waits", "gpu-hours"],
+)
+def test_an_empty_chart_says_why_in_its_middle(build, words):
+    layout = valid(build())["layout"]
+    assert [(note["text"], note["x"], note["y"]) for note in layout["annotations"]] == [(words, 0.5, 0.5)]
+
+
+def test_an_empty_queue_keeps_no_room_for_a_legend_it_does_not_have():
+    empty = charts.queue_figure([])["layout"]
+    assert "legend" not in empty and empty["margin"] == charts.MARGIN
+    full = charts.queue_figure([QueueRow(T0, "lab", 1, 0)])["layout"]
+    assert full["margin"]["b"] > charts.MARGIN["b"] and "annotations" not in full
+
+
 def test_a_range_chart_shows_the_whole_range_and_marks_sparse_points():
     end = T0 + timedelta(days=7)
     figure = valid(charts.band_figure(band("utilization", 50), span=(T0, end)))
