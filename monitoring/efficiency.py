@@ -75,19 +75,22 @@ def measure(job: Job, now: datetime, ids: list[int] | None = None) -> dict[str, 
         rollups = GpuRollup.objects.filter(
             gpu_id__in=ids, period=Resolution.MINUTE, at__gte=job.started_at, at__lte=job.ended_at
         )
+        # Each mean over the samples that measured it, as Avg does on raw samples: a
+        # rollup of a GPU that reports no utilization (MIG) has a null utilization mean.
         sums = rollups.aggregate(
-            count=Sum("samples"),
+            count=Sum("samples", filter=Q(utilization_mean__isnull=False)),
             util_sum=Sum(F("utilization_mean") * F("samples")),
             util_peak=Max("utilization_max"),
+            memory_count=Sum("samples", filter=Q(memory_used_mean__isnull=False)),
             memory_sum=Sum(F("memory_used_mean") * F("samples")),
             memory_peak=Max("memory_used_max"),
         )
-        count = sums["count"] or 0
+        count, memory_count = sums["count"] or 0, sums["memory_count"] or 0
         row = {
             "count": count,
             "util_mean": sums["util_sum"] / count if count else None,
             "util_peak": sums["util_peak"],
-            "memory_mean": sums["memory_sum"] / count if count else None,
+            "memory_mean": sums["memory_sum"] / memory_count if memory_count else None,
             "memory_peak": sums["memory_peak"],
         }
     if not row["count"]:

@@ -81,6 +81,36 @@ def test_a_run_longer_than_raw_retention_is_measured_from_minute_rollups(world, 
     assert figures.gpu_util_mean == pytest.approx(80.0 * 6 / 8) and figures.gpu_util_peak == 95.0
 
 
+def test_rollups_without_utilization_do_not_dilute_a_long_runs_mean(world, settings):
+    """Minute rollups of a GPU whose driver reports no utilization (MIG through NVML) keep
+    a null mean: the job's mean is over the samples that measured it, as from raw samples,
+    and its memory mean over every sample that measured memory."""
+    settings.MONITORING_RAW_RETENTION_HOURS = 1
+    job = ran(submit(world.alice, world.lab, gpus_per_node=2), T0, T0 + timedelta(hours=3), *WHOLE_AND_SILENT)
+    for index, utilization, memory in ((5, 80.0, 2000.0), (6, None, 1000.0)):
+        GpuRollup.objects.bulk_create(
+            GpuRollup(
+                gpu=gpu("h100-02", index),
+                period=Resolution.MINUTE,
+                at=T0 + timedelta(minutes=m),
+                samples=6,
+                utilization_min=utilization,
+                utilization_mean=utilization,
+                utilization_max=utilization,
+                **{f"memory_used_{k}": memory for k in ("min", "mean", "max")},
+            )
+            for m in range(180)
+        )
+    record_efficiencies(T0 + timedelta(hours=4))
+    figures = JobEfficiency.objects.get(job=job)
+    assert (figures.samples, figures.gpu_util_mean) == (180 * 6, pytest.approx(80.0))
+    assert figures.memory_used_mean_mib == pytest.approx(1500.0)
+
+
+#: A whole GPU that reports utilization and one whose driver does not.
+WHOLE_AND_SILENT = (("h100-02", 5), ("h100-02", 6))
+
+
 def test_the_job_list_sorts_by_gpu_utilization_with_the_unmeasured_last(world, client_for):
     busy = ran(submit(world.alice, world.lab, name="busy"), T0, END, ("h100-01", 0))
     idle = ran(submit(world.alice, world.lab, name="idle"), T0, END, ("h100-01", 1))
