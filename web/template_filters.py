@@ -6,7 +6,7 @@ from __future__ import annotations
 from django import template
 
 from common.labels import field_label as label_of_field
-from web.jobs.form import format_walltime
+from web.words import format_walltime
 
 register = template.Library()
 

@@ -136,7 +136,7 @@ def test_bad_input_is_an_inline_error_on_its_field_never_a_500(world, change, fi
     ("seconds", "shown"), [(14400, "4h"), (1800, "30m"), (5400, "1:30:00"), (90, "0:01:30"), (90061, "25:01:01")]
 )
 def test_walltimes_read_as_the_form_takes_them(seconds, shown):
-    from web.jobs.form import format_walltime, parse_walltime
+    from web.words import format_walltime, parse_walltime
 
     assert format_walltime(seconds) == shown and parse_walltime(shown) == seconds
 

@@ -135,6 +135,7 @@ def test_quota_form_has_a_field_per_gpu_model_and_is_audited(world):
         ({"max_gpus": "many"}, "max_gpus"),
         ({"max_gpus": "-3"}, "max_gpus"),
         ({"model_0": "x"}, "model_0"),
+        ({"max_walltime_seconds": "four hours"}, "max_walltime_seconds"),
     ],
 )
 def test_bad_quota_input_is_a_form_error(world, post, field):
@@ -381,6 +382,17 @@ def test_a_member_id_that_is_not_a_number_is_refused_cleanly(world, client_for):
         f"/manage/accounts/{world.lab.id}/", {"form": "member-remove", "membership": "abc"}
     )
     assert response.status_code in (200, 302, 400)
+
+
+def test_the_quota_forms_max_walltime_is_typed_and_shown_as_the_submit_forms(world):
+    client = logged_in(world.admin)
+    url = f"/manage/accounts/{world.lab.id}/"
+    assert client.post(url, {"form": "quota", "max_walltime_seconds": "4h"}).status_code == 302
+    assert Quota.objects.get(account=world.lab).max_walltime_seconds == 4 * 3600
+    field = client.get(url).context["quota_form"]["max_walltime_seconds"]
+    assert (field.label, field.value()) == ("Max walltime", "4h")
+    client.post(url, {"form": "quota", "max_walltime_seconds": "1:30:00"})
+    assert Quota.objects.get(account=world.lab).max_walltime_seconds == 5400
 
 
 # --- Users and their own quotas ------------------------------------------------------------

@@ -31,34 +31,7 @@ from scheduler.jobs.request import REQUEST_FIELDS, request_values
 from scheduler.models import Job
 from scheduler.reads.inventory import load_inventory
 from web.jobs.presets import PRESETS, PRESETS_BY_SLUG
-
-_WALLTIME = re.compile(r"^(?:(?P<d>\d+)-)?(?P<h>\d+):(?P<m>\d{1,2})(?::(?P<s>\d{1,2}))?$")
-_UNIT = re.compile(r"^(?P<n>\d+)\s*(?P<u>[smhd])$")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_walltime(text: str) -> int:
-    """Seconds from ``3600``, ``90m``, ``2h``, ``1d``, ``1:30`` (h:mm), ``1:30:00`` or
-    ``2-00:00:00`` (Slurm's days-hours:minutes:seconds). Raises ``ValueError``."""
-    text = text.strip().lower()
-    if text.isascii() and text.isdigit():
-        return int(text)
-    if unit := _UNIT.match(text):
-        return int(unit["n"]) * _SECONDS[unit["u"]]
-    if clock := _WALLTIME.match(text):
-        return int(clock["d"] or 0) * 86400 + int(clock["h"]) * 3600 + int(clock["m"]) * 60 + int(clock["s"] or 0)
-    raise ValueError("Give seconds, a duration like 90m, 2h or 1d, or h:mm:ss.")
-
-
-def format_walltime(seconds: int) -> str:
-    """A walltime as the form takes it (``parse_walltime`` reads it back): ``4h``, ``30m``,
-    else ``h:mm:ss`` (``1:30:00``). What every page shows a walltime as."""
-    hours, rest = divmod(int(seconds), 3600)
-    if hours and not rest:
-        return f"{hours}h"
-    if not hours and rest and not rest % 60:
-        return f"{rest // 60}m"
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+from web.words import format_walltime, parse_walltime
 
 
 def parse_env(text: str) -> dict[str, str]:

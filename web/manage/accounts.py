@@ -25,6 +25,7 @@ from scheduler.reads import reports
 from scheduler.reads.inventory import load_inventory
 from web.manage.access import blank_none, staff_required, validated
 from web.manage.simulation_forms import PreviewForm
+from web.words import format_walltime, parse_walltime
 
 
 def account_tree() -> list[tuple[Account, int]]:
@@ -118,12 +119,25 @@ class QuotaForm(forms.Form):
             if name in USER_LIMITS or not for_user:
                 limit = quota_limit(name)
                 self.fields[name] = forms.CharField(required=False, label=limit.label, help_text=limit.meaning)
+        if "max_walltime_seconds" in self.fields:  # typed as on the submit form, not in seconds
+            walltime: Any = self.fields["max_walltime_seconds"]
+            walltime.label = "Max walltime"
+            walltime.help_text = f"{walltime.help_text} As 4h, 90m, 1:30:00 or seconds."
         stored = dict(quota.max_gpus_per_model or {}) if quota else {}
         self.models = sorted(set(load_inventory().models) | set(stored))
         for i, model in enumerate(self.models):
             self.fields[f"model_{i}"] = forms.CharField(
                 required=False, label=f"Max {model} GPUs", initial=stored.get(model, "")
             )
+
+    def clean_max_walltime_seconds(self) -> int | str:
+        text = self.cleaned_data["max_walltime_seconds"].strip()
+        if not text:
+            return ""
+        try:
+            return parse_walltime(text)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def api_data(self, subject: dict[str, str]) -> dict[str, Any]:
         """The quota API's body for ``subject`` (``{"account": name}`` or ``{"user": name}``)."""
@@ -150,7 +164,10 @@ class MemberForm(forms.Form):
 def quota_initial(quota: Quota | None) -> dict[str, Any]:
     if quota is None:
         return {}
-    return {name: getattr(quota, name) if getattr(quota, name) is not None else "" for name in WHOLE_LIMITS}
+    shown = {name: getattr(quota, name) if getattr(quota, name) is not None else "" for name in WHOLE_LIMITS}
+    if quota.max_walltime_seconds is not None:
+        shown["max_walltime_seconds"] = format_walltime(quota.max_walltime_seconds)
+    return shown
 
 
 def save_quota(form: QuotaForm, subject: dict[str, str], quota: Quota | None, actor: Any) -> bool:
