@@ -12,7 +12,8 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt requirements-ldap.txt p
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	@# qm (and qm-agent) as commands of the venv: .venv/bin/qm, editable, so it follows the checkout.
-	$(BIN)/pip install --quiet --no-deps -e .
+	@# setuptools' boxed "Editable installation" notice goes to a log, shown only if it fails.
+	$(BIN)/pip install --quiet --no-deps -e . >$(VENV)/qm-install.log 2>&1 || { cat $(VENV)/qm-install.log; exit 1; }
 	@# LDAP login builds python-ldap against libldap (libldap2-dev, libsasl2-dev): optional,
 	@# so a machine without them gets one line, and the compiler's words go to a log.
 	@$(BIN)/pip install --quiet -r requirements-ldap.txt >$(VENV)/ldap-build.log 2>&1 || \

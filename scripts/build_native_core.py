@@ -19,6 +19,7 @@ import shutil
 import sys
 import sysconfig
 import tempfile
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +62,9 @@ def build(build_dir: Path) -> None:
             target_dir=str(work / "c"),
             opt_level="3",
         )
+        # The project's own pyproject.toml (qm's packaging) is read by setup() here too;
+        # older setuptools call its [tool.setuptools] table "beta" on every build.
+        warnings.filterwarnings("ignore", message=r"Support for `\[tool\.setuptools\]`")
         setup(
             name="quartermaster-native-core",
             packages=[],
