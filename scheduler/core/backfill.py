@@ -82,7 +82,7 @@ def plan_reservation(
                 if instant > windows.now:
                     events.append((instant, 0, len(events), ()))
     events.sort()
-    more = ((at, 0, len(events) + k, allocations) for k, (at, _, allocations) in enumerate(ordered))
+    more = [(at, 0, len(events) + k, allocations) for k, (at, _, allocations) in enumerate(ordered)]
     merged = heapq.merge(events, more)
     trial = ledger.copy()
     event = next(merged, None)

@@ -86,7 +86,7 @@ class _Releases:
             ends = self._ends
             if ends is not None:
                 now, gone = self.now, self.gone
-                ordered = ((end if end > now else now, i, a) for end, i, a in ends if i not in gone)
+                ordered = iter([(end if end > now else now, i, a) for end, i, a in ends if i not in gone])
                 return self.started, ordered
         return self.all(), iter(())
 
@@ -594,7 +594,7 @@ def _explain(cycle: _Cycle, order: Iterable[PendingJob]) -> dict[int, tuple[Bloc
 def _estimate(cycle: _Cycle, order: Iterable[PendingJob]) -> dict[int, datetime]:
     """Step 7: each waiting job's latest expected start, planned forward from this
     cycle's final ledger and releases (see ``scheduler.core.timeline.estimate_queue``)."""
-    releases = ((r.at, r.allocations) for r in cycle.releases.all())
+    releases = [(r.at, r.allocations) for r in cycle.releases.all()]
     return estimate_queue(order, cycle.decisions, cycle.ledger, releases, cycle.now, cycle.policy, cycle.windows)
 
 

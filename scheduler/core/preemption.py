@@ -136,7 +136,7 @@ def plan_preemption(
     ordered = sorted(eligible, key=lambda v: _cost(v, qos_priorities, now, first))
     on_node: dict[str, list[RunningJob]] = {}  # node -> eligible jobs there, cheapest first
     for victim in ordered:
-        for name in dict.fromkeys(a.node for a in victim.allocations):
+        for name in dict.fromkeys([a.node for a in victim.allocations]):
             on_node.setdefault(name, []).append(victim)
     best: tuple[tuple[int, tuple[object, ...]], PreemptionPlan] | None = None
     for cluster, capacities in ledger.by_cluster.items():

@@ -68,7 +68,7 @@ class WindowBook:
             if window is None or not window.admits(job) or start < window.start_at or end > window.end_at:
                 return None
             outside = self._everywhere_but[window.name]
-            inside = self._whole_nodes(w for w in self.in_the_way(job, start) if w is not window)
+            inside = self._whole_nodes([w for w in self.in_the_way(job, start) if w is not window])
             return merge_holds(outside, inside) if inside else outside
         return self._whole_nodes(self.in_the_way(job, start))
 
