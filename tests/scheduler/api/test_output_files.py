@@ -77,17 +77,19 @@ def test_each_task_of_an_array_gets_its_own_file(alice, client_for):
     assert response.status_code == 201, response.json()
     tasks = Job.objects.filter(array_job_id=response.json()["array_job"]).order_by("array_task_id")
     first = tasks[0].id
-    assert [job_spec(task).output.stdout for task in tasks] == [f"/home/alice/out-{first}_{i}.txt" for i in range(3)]
+    files = [job_spec(task).output for task in tasks]
+    paths = [f"/home/alice/out-{first}_{i}.txt" for i in range(3)]
+    assert files == [JobOutput(stdout=path, stderr=path) for path in paths]
 
 
 def test_a_requeued_job_appends_to_its_files(alice, client_for):
     job = Job.objects.get(pk=post(client_for(alice), **JOB, output_path="run.log").json()["id"])
-    assert job_spec(job).output.append is False
+    assert job_spec(job).output == JobOutput("run.log", "run.log", append=False)
 
     Job.objects.filter(pk=job.pk).update(attempt=1)
     job.refresh_from_db()
 
-    assert job_spec(job).output.append is True
+    assert job_spec(job).output == JobOutput("run.log", "run.log", append=True)
 
 
 @pytest.mark.parametrize(
