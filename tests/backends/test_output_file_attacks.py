@@ -53,10 +53,13 @@ class Site:
     def bounds(self) -> WorkdirBounds:
         return WorkdirBounds(roots=(str(self.alice_home),), refused=(str(self.var), str(REPO)))
 
-    def run(self, command: str, output: JobOutput | None = None, bounds: WorkdirBounds | None = None) -> PollResult:
-        """Run ``command`` as alice in her home, its output also to ``output``'s files."""
+    def run(
+        self, command: str, output: JobOutput | None = None, bounds: WorkdirBounds | None = None, *, key: str = ""
+    ) -> PollResult:
+        """Run ``command`` as alice in her home (none: a fresh directory of its own, when
+        given a ``key``), its output also to ``output``'s files."""
         spec = JobSpec(
-            key=f"{uuid.uuid4()}.1",
+            key=key or f"{uuid.uuid4()}.1",
             name="attack",
             owner="alice",
             account="lab",
@@ -65,7 +68,7 @@ class Site:
             walltime_seconds=60,
             placements=(Placement("n-01", (0,)),),
             run_as=ALICE,
-            workdir=str(self.alice_home),
+            workdir="" if key else str(self.alice_home),
             workdir_bounds=bounds or self.bounds(),
             output=output,
         )
@@ -119,6 +122,18 @@ def test_the_owner_s_own_file_is_written_as_the_owner(site: Site) -> None:
     assert result.state is RemoteState.COMPLETED, result
     assert (site.alice_home / "out.txt").read_text() == "written by the job\n"
     assert (site.alice_home / "out.txt").stat().st_uid == (ALICE.uid if os.geteuid() == 0 else os.geteuid())
+
+
+def test_a_file_name_without_a_workdir_lands_in_the_job_s_own_directory(site: Site, passable_tmp: Path) -> None:
+    key = f"{uuid.uuid4()}.1"
+
+    result = site.run("echo in my own directory", JobOutput(stdout="slurm-42.out", stderr="slurm-42.out"), key=key)
+
+    assert result.state is RemoteState.COMPLETED, result
+    # Its own directory: in the job's state directory, or in homes_dir when it runs unsandboxed as another uid.
+    found = [*site.var.glob(f"work/local-backend/demo/jobs/{key}/work/slurm-42.out"), *passable_tmp.glob("jh/*/*.out")]
+    assert [path.read_text() for path in found] == ["in my own directory\n"]
+    assert found[0].stat().st_uid == (ALICE.uid if os.geteuid() == 0 else os.geteuid())
 
 
 def test_another_user_s_file_is_refused(site: Site) -> None:
