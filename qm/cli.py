@@ -242,6 +242,10 @@ class Cli:
             self.say(f"  on {alloc['node']} GPUs {','.join(map(str, alloc['gpu_indices']))}")
         if job.get("external_id"):
             self.say(f"  backend id {job['external_id']} on {job['cluster']}")
+        if job.get("output_file"):
+            self.say(f"  output to {job['output_file']}")
+        if job.get("error_file") and job.get("error_file") != job.get("output_file"):
+            self.say(f"  errors to {job['error_file']}")
         if job.get("exit_code") is not None:
             self.say(f"  exit code {job['exit_code']}")
         if job.get("efficiency"):

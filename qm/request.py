@@ -90,8 +90,8 @@ SLURM_SPELLINGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("-n", "--ntasks"), "tasks in all: one per node"),
     (("--ntasks-per-node",), "1: jobs run one task per node"),
     (("-p", "--partition"), "refused by the portal, which says what to use instead"),
-    (("-o", "--output"), "refused by the portal: the output is in 'qm log ID'"),
-    (("--error",), "refused by the portal: errors are in 'qm log ID'"),
+    (("-o", "--output"), "a file its output is also written to (%%j id, %%x name, %%A_%%a task); 'qm log ID' too"),
+    (("--error",), "a file its stderr is written to instead (sbatch's -e; qm's -e is --env)"),
     (("--mail-type",), "refused by the portal: notifications are your settings' (profile page)"),
     (("--mail-user",), "refused by the portal: notifications are your settings' (profile page)"),
 )

@@ -26,8 +26,8 @@ SBATCH_USAGE = """usage: qm sbatch [OPTIONS] SCRIPT [ARGS...]
 
 Submits SCRIPT as sbatch does: its #SBATCH lines (up to its first command) and OPTIONS,
 OPTIONS winning, read by the portal: -J -A -q -t -N --gres --gpus --gpus-per-node -c --mem
--a -d --nice --reservation -C -D -H --wrap. An option the portal does not apply is refused
-by name (exit 2). ARGS reach the script as $1 $2 ...
+-a -d --nice --reservation -C -D -o -e -H --wrap. An option the portal does not apply is
+refused by name (exit 2). ARGS reach the script as $1 $2 ...
   -W, --wait     follow the job until it ends (exit 3 if it did not complete)
   --parsable     print only the job id"""
 

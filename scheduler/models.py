@@ -154,6 +154,11 @@ class Job(models.Model):
     env = models.JSONField(default=dict, blank=True)
     #: Where the job starts (``sbatch --chdir``); empty: a directory of its own.
     workdir = models.CharField(max_length=1024, blank=True)
+    #: Files its output is also written to, as given (``sbatch -o``/``-e``: patterns such
+    #: as ``%j`` are filled in when it is handed to its cluster, see
+    #: ``scheduler.jobs.output_paths``); empty: none, the portal's log alone.
+    output_path = models.CharField(max_length=1024, blank=True, default="")
+    error_path = models.CharField(max_length=1024, blank=True, default="")
     #: Small text files sent with the job, written into its working directory before it
     #: starts (``scheduler.backends.job_files``): the tasks of an array share one row.
     #: No database constraint, as ``array_job``: an array's tasks copy the reference in

@@ -19,7 +19,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
-from common.api.fields import SlugRelatedField, TextField
+from common.api.fields import NulFreeCharField, SlugRelatedField, TextField
 from common.api.parsers import as_object
 from common.api.shared_fields import FieldsBuiltOnce
 from common.api.strict import RejectUnknownFields
@@ -31,6 +31,7 @@ from scheduler.api.workdir import checked_workdir
 from scheduler.backends import BackendError, available_kinds, load_backend
 from scheduler.backends.job_env import RESERVED_WORDS, is_reserved
 from scheduler.backends.job_files import name_problem
+from scheduler.clusters.dispatch import output_of
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.reason_words import reason_words
 from scheduler.core.types import cpu_count, cpu_millis, gpu_model_choices, parse_compute_capability
@@ -38,6 +39,7 @@ from scheduler.jobs.admission import admit
 from scheduler.jobs.array_spec import MAX_SPEC_LENGTH, ArraySpec, ArraySpecError, parse_array
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.files import files_size
+from scheduler.jobs.output_paths import MAX_PATH_LENGTH, pattern_problem
 from scheduler.jobs.request import REQUEST_FIELDS, parse_cpus
 from scheduler.jobs.sbatch import SbatchError, fields_of, merge, read_options, script_directives, with_arguments
 from scheduler.jobs.submit import submit_job
@@ -144,6 +146,13 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     folded_tasks = serializers.SerializerMethodField(
         help_text="With ?collapse=arrays: how many waiting tasks this row stands for (null otherwise)."
     )
+    output_file = serializers.SerializerMethodField(
+        help_text="The file its stdout is written to, output_path's patterns filled in (relative: in its own "
+        "fresh directory); '' for none. GET /api/v1/jobs/{id}/ only; null in lists."
+    )
+    error_file = serializers.SerializerMethodField(
+        help_text="The file its stderr is written to, as output_file (the same file when error_path is empty)."
+    )
 
     class Meta:
         model = Job
@@ -166,6 +175,10 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "image",
             "env",
             "workdir",
+            "output_path",
+            "error_path",
+            "output_file",
+            "error_file",
             "file_names",
             "files_expired_at",
             *REQUEST_FIELDS,
@@ -207,6 +220,20 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         if self.context.get("listing"):
             return None
         return sorted(job.file_set.names) if job.file_set_id is not None and job.file_set else []
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_output_file(self, job: Job) -> str | None:
+        if self.context.get("listing"):
+            return None
+        output = output_of(job) if job.output_path or job.error_path else None
+        return output.stdout if output else ""
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_error_file(self, job: Job) -> str | None:
+        if self.context.get("listing"):
+            return None
+        output = output_of(job) if job.output_path or job.error_path else None
+        return output.stderr if output else ""
 
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_files_expired_at(self, job: Job) -> str | None:
@@ -261,8 +288,8 @@ SUBMIT_FIELD_HINTS: dict[str, str] = {
     "exclusive": _not_yet("exclusive nodes (Slurm's --exclusive)"),
     "begin": _not_yet("a deferred start (Slurm's --begin)"),
     "chdir": _slurm_name("workdir") + " (an absolute path under JOB_WORKDIR_ROOTS)",
-    "output": _not_yet("choosing the output file (Slurm's --output); read it with GET .../log/"),
-    "error": _not_yet("choosing the error file (Slurm's --error); stderr is in the job's log"),
+    "output": _slurm_name("output_path") + " (patterns %j %x %A %a %u)",
+    "error": _slurm_name("error_path") + " (patterns %j %x %A %a %u)",
     "partition": "The scheduler chooses where a job runs; ask for hardware with gpu_model and node_labels.",
     "nodelist": "The scheduler chooses the nodes; narrow them with node_labels.",
 }
@@ -350,6 +377,25 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
         help_text="Where the job starts (sbatch --chdir): an absolute path under JOB_WORKDIR_ROOTS "
         "(e.g. /home/<you>/project); empty: a fresh directory of its own.",
     )
+    output_path = NulFreeCharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=MAX_PATH_LENGTH,
+        default="",
+        help_text="A file its stdout (and stderr, unless error_path names another) is also written to, as its "
+        "owner (sbatch -o): relative to its workdir (without one: a file name in its own fresh directory), "
+        "absolute under JOB_WORKDIR_ROOTS, or /dev/null. Patterns: %j its id, %x its name, %A the array's id, "
+        "%a the task's index, %u the user, %% a %. Its log keeps everything as well. Empty: none.",
+    )
+    error_path = NulFreeCharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=MAX_PATH_LENGTH,
+        default="",
+        help_text="A file its stderr is written to instead (sbatch -e), as output_path. Empty: with stdout.",
+    )
     files = serializers.DictField(
         child=TextField(allow_blank=True),
         required=False,
@@ -376,7 +422,7 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
         '"--gres=gpu:a100:2"), applied over the script\'s #SBATCH lines as sbatch applies its command line. '
         "The script's directives fill the fields this body leaves out; a field given both here and as a JSON "
         "field is refused. Every option that maps to a field is applied (-J -A -q -t -N --gres --gpus "
-        "--gpus-per-node -c --mem -a -d --nice --reservation -C -D -H --wrap); any other is refused by name.",
+        "--gpus-per-node -c --mem -a -d --nice --reservation -C -D -o -e -H --wrap); any other is refused by name.",
     )
     script_args = serializers.ListField(
         child=serializers.CharField(max_length=10_000, allow_blank=True, trim_whitespace=False),
@@ -465,6 +511,12 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
     def validate_workdir(self, value: str) -> str:
         return checked_workdir(value, self.context["request"].user)
 
+    def validate_output_path(self, value: str) -> str:
+        return _checked_pattern(value)
+
+    def validate_error_path(self, value: str) -> str:
+        return _checked_pattern(value)
+
     def validate_files(self, value: dict[str, str]) -> dict[str, str]:
         problems = [problem for name in value if (problem := name_problem(name))]
         if problems:
@@ -545,6 +597,14 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
             except ValueError as exc:
                 raise serializers.ValidationError(str(exc)) from None
         return value
+
+
+def _checked_pattern(value: str) -> str:
+    """An output file's path (where it may lie is admission's: it depends on the workdir)."""
+    problem = pattern_problem(value) if value else None
+    if problem:
+        raise serializers.ValidationError(problem)
+    return value
 
 
 def default_name(command: Any, script: Any) -> str:

@@ -68,6 +68,34 @@ class WorkdirBounds:
 
 
 @dataclass(frozen=True, slots=True)
+class JobOutput:
+    """Files the job's output is also written to (``sbatch -o/-e``), beside the portal's
+    log, which keeps all of it (``read_log``). Paths are filled in (no patterns left):
+    absolute, or a file name in the fresh directory a job without a workdir starts in.
+
+    ``stdout`` takes the job's stdout and ``stderr`` its stderr; the same path for both
+    is one file that takes both, in the order written; ``""``: that stream goes to the
+    portal's log alone. The files are opened as the job's owner, never as the portal:
+    one the owner may not write fails the job before it runs, with the reason.
+    ``append``: keep what a file holds (a requeued job's later attempt, as Slurm appends
+    on a requeue); otherwise it is truncated first."""
+
+    stdout: str = ""
+    stderr: str = ""
+    append: bool = False
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The distinct files named, stdout's first."""
+        return tuple(dict.fromkeys(path for path in (self.stdout, self.stderr) if path))
+
+    @property
+    def combined(self) -> bool:
+        """Whether one file takes both streams."""
+        return bool(self.stdout) and self.stdout == self.stderr
+
+
+@dataclass(frozen=True, slots=True)
 class ArrayTask:
     """One task of a job array: the array's id, this task's index and how many tasks the
     array has (``QM_ARRAY_JOB_ID``, ``QM_ARRAY_TASK_ID``, ``QM_ARRAY_TASK_COUNT``)."""
@@ -102,9 +130,12 @@ class JobSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     #: Where it starts (absolute; empty: a fresh directory of its own).
     workdir: str = ""
-    #: Where ``workdir`` may really be (None: nowhere the portal vouched for; a backend
-    #: that opens the workdir itself, the local one, then refuses a workdir).
+    #: Where ``workdir`` (and an absolute ``output`` file's directory) may really be
+    #: (None: nowhere the portal vouched for; a backend that opens them itself, the
+    #: local one, then refuses them).
     workdir_bounds: WorkdirBounds | None = None
+    #: Files its output is also written to (None: the portal's log alone).
+    output: JobOutput | None = None
     #: Text files (relative name -> content) written into its working directory first.
     files: Mapping[str, str] = field(default_factory=dict)
     #: Whom the job runs as (None: the owner has no cluster identity; a backend that

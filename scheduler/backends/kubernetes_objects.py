@@ -35,6 +35,7 @@ from kubernetes.utils.quantity import parse_quantity
 from scheduler.backends.base import SHARING_MODES, GpuInfo, JobSpec, NodeInfo, PollResult, RemoteState, RunAs
 from scheduler.backends.job_env import DEFAULT_MASTER_PORT, job_env, master_env, rank_env
 from scheduler.backends.job_files import prelude
+from scheduler.backends.job_output import copying_output
 
 Obj = dict[str, Any]
 
@@ -406,10 +407,19 @@ FILES_DIR = "/tmp/qm-job"
 MAX_COMMAND_BYTES = 128 * 1024 - 1
 
 
+#: How the container's command runs itself again (``job_output.copying_output``).
+_RUN_AGAIN = '"$BASH" -c "$BASH_EXECUTION_STRING" "$0"'
+
+
 def _command(spec: JobSpec) -> str:
-    """What the container's bash runs: the files first, then the job. Raises ValueError
-    when that is longer than one argument may be (large files belong on a volume)."""
-    command = prelude(spec.files, fresh_dir=FILES_DIR if spec.files and not spec.workdir else "")
+    """What the container's bash runs: with output files of its own (sbatch -o/-e), the
+    command first runs itself again with its output copied into them (rank 0's, where
+    the job has several pods: the others' are in their pods' logs); the files the job
+    brought; then the job. Raises ValueError when that is longer than one argument may
+    be (large files belong on a volume)."""
+    only_rank_0 = '[ "${QM_NODE_RANK:-0}" = 0 ]' if len(spec.placements) > 1 else ""
+    command = copying_output(spec.output, _RUN_AGAIN, only_if=only_rank_0)
+    command += prelude(spec.files, fresh_dir=FILES_DIR if spec.files and not spec.workdir else "")
     command += spec.script or spec.command
     if len(command.encode("utf-8")) > MAX_COMMAND_BYTES:
         raise ValueError(

@@ -24,7 +24,9 @@ its directories are made 0700)::
         started.json        the command's pid, start ticks and start time
         cancel              cancel marker: {"requested_at": epoch seconds}
         result.json         the outcome: state, exit_code, reason, started_at, ended_at
-        output.log          the command's stdout and stderr
+        output.log          the command's stdout and stderr (the portal's log: a job's own
+                            ``-o/-e`` files, opened by the runner as the job's user
+                            within its roots, get copies of the streams they name)
         runner.log          the runner's own output (tracebacks), for debugging
 
 The runner is :mod:`scheduler.backends.local_runner`; its docstring states its side of
@@ -585,6 +587,10 @@ class LocalBackend:
         if spec.workdir and spec.workdir_bounds is None:
             # The runner opens the workdir only within bounds the portal vouched for.
             raise self._reject(spec, f"workdir {spec.workdir} comes without the roots it must lie in")
+        placed = [path for path in (spec.output.files if spec.output else ()) if path.startswith("/")]
+        if placed and spec.workdir_bounds is None:
+            # As the workdir: the runner opens an output file only within those bounds.
+            raise self._reject(spec, f"output file {placed[0]} comes without the roots it must lie in")
         # The script file lies in the job's own directory, which is the working directory
         # only without a workdir: the runner finds it by its absolute path (_write_job).
         argv = ["bash", runner.SCRIPT_FILE] if spec.script else ["bash", "-c", spec.command]
@@ -704,6 +710,8 @@ class LocalBackend:
                 "workdir": spec.workdir,
                 "workdir_roots": list(spec.workdir_bounds.roots if spec.workdir_bounds else ()),
                 "workdir_refused": self._workdir_refused(spec),
+                # Opened by the runner as the job's user, within the same bounds.
+                "output": dataclasses.asdict(spec.output) if spec.output else None,
                 # Written once, by the job's own user, before its ranks start (several
                 # ranks writing the same files at once could read each other's halves).
                 "setup": prelude(spec.files),

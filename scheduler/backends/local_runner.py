@@ -34,12 +34,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from scheduler.backends.user_paths import OpenedDir, UnsafePath, open_user_dir
+from scheduler.backends.user_paths import OpenedDir, UnsafePath, open_user_dir, open_user_file
 
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sh"
@@ -62,6 +63,10 @@ SANDBOX_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 
 #: How often the runner checks the walltime and the cancel marker, in seconds.
 CHECK_INTERVAL = 0.1
+#: How long, once the job's processes are gone, the runner waits for the last of its
+#: output to be copied into the job's own files (longer only while a process that left
+#: the job's group still holds its output open).
+COPY_GRACE_SECONDS = 10.0
 #: The only variables a job inherits from the worker that started it: enough for a
 #: shell and common tools, and never the portal's own secrets (SECRET_KEY,
 #: DATABASE_URL, broker credentials), which a job owner must not be able to read.
@@ -308,6 +313,136 @@ def _record(
     )
 
 
+class OutputRefused(UnsafePath):
+    """An output file of the job's (``sbatch -o/-e``) cannot be written as its user."""
+
+
+@dataclasses.dataclass
+class _OutputFiles:
+    """The job's own output files, open for writing (``spec["output"]``): each stream's
+    descriptor (None: that stream goes to the portal's log alone; the same descriptor
+    for both when one file takes both)."""
+
+    stdout: int | None
+    stderr: int | None
+
+    def close(self) -> None:
+        for fd in {self.stdout, self.stderr} - {None}:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # type: ignore[arg-type]
+
+
+def _open_output(spec: dict[str, Any], identity: dict[str, Any] | None, home: Path) -> _OutputFiles | None:
+    """Open the job's output files as its user, within its roots (``user_paths.open_user_file``).
+    Raises :class:`OutputRefused` naming the file that cannot be written."""
+    output = spec.get("output")
+    if not output:
+        return None
+    opened: dict[str, int] = {}
+    try:
+        for path in dict.fromkeys(p for p in (output.get("stdout"), output.get("stderr")) if p):
+            opened[path] = open_user_file(
+                str(path),
+                roots=[str(root) for root in spec.get("workdir_roots", [])],
+                refused=[str(tree) for tree in spec.get("workdir_refused", [])],
+                identity=identity,
+                truncate=not output.get("append"),
+                home=str(home),
+            )
+    except UnsafePath as exc:
+        for fd in opened.values():
+            os.close(fd)
+        raise OutputRefused(f"output file refused: {exc}") from None
+    return _OutputFiles(opened.get(output.get("stdout") or ""), opened.get(output.get("stderr") or ""))
+
+
+class _Copy(threading.Thread):
+    """Copies one of the job's streams, as it comes, into the portal's log and the job's
+    own file. A failure to write the file (a full disk) is said once in the log, which
+    goes on getting everything: the job is never held up by its file."""
+
+    def __init__(self, source: int, log: int, file: int) -> None:
+        super().__init__(daemon=True)
+        self.source, self.log, self.file = source, log, file
+
+    def run(self) -> None:
+        writing = True
+        try:
+            while chunk := os.read(self.source, 65536):
+                with contextlib.suppress(OSError):
+                    _write_all(self.log, chunk)
+                if writing:
+                    try:
+                        _write_all(self.file, chunk)
+                    except OSError as exc:
+                        writing = False
+                        note = f"[local backend: writing the job's output file failed ({exc.strerror}); "
+                        with contextlib.suppress(OSError):
+                            _write_all(self.log, (note + "the rest is in this log only]\n").encode())
+        finally:
+            os.close(self.source)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class _Streams:
+    """Where every rank's stdout and stderr go: the portal's log (``output.log``), and
+    with output files of the job's own, a pipe per stream that a :class:`_Copy` empties
+    into both. The runner holds no write end of a pipe once the ranks started, so a copy
+    ends when the job's last process has."""
+
+    def __init__(self, job_dir: Path, files: _OutputFiles | None) -> None:
+        # The runner's file: the job has only the descriptor.
+        self.log = os.open(job_dir / OUTPUT_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self.files = files
+        self._ends: list[int] = []
+        self._copies: list[_Copy] = []
+        self.stdout: int = self.log
+        self.stderr: int = subprocess.STDOUT
+        if files is None:
+            return
+        if files.stdout is not None:
+            self.stdout = self._pipe(files.stdout)
+        if files.stderr is not None and files.stderr != files.stdout:
+            self.stderr = self._pipe(files.stderr)
+        elif files.stderr is None and files.stdout is not None:
+            self.stderr = self.log  # stdout to its file, stderr to the log alone
+
+    def _pipe(self, file: int) -> int:
+        read_end, write_end = os.pipe()
+        self._ends.append(write_end)
+        copy = _Copy(read_end, self.log, file)
+        copy.start()
+        self._copies.append(copy)
+        return write_end
+
+    def started(self) -> None:
+        """Every rank has its descriptors: close the runner's write ends."""
+        for fd in self._ends:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._ends = []
+
+    def finish(self) -> None:
+        """Wait for the copies (bounded: :data:`COPY_GRACE_SECONDS`), then close."""
+        self.started()
+        deadline = time.monotonic() + COPY_GRACE_SECONDS
+        for copy in self._copies:
+            copy.join(max(0.0, deadline - time.monotonic()))
+        if any(copy.is_alive() for copy in self._copies):
+            note = b"[local backend: a process that left the job still holds its output; its file may lack the end]\n"
+            with contextlib.suppress(OSError):
+                _write_all(self.log, note)
+            return  # the copies still use the descriptors; the runner exits shortly
+        if self.files is not None:
+            self.files.close()
+        os.close(self.log)
+
+
 @dataclasses.dataclass
 class _Launch:
     """How every process of a job starts: its argv (the sandbox's wrapper included), its
@@ -324,6 +459,8 @@ class _Launch:
     sandboxed: bool
     #: The job's own directory (its script and the writer of its files are in it).
     home: Path
+    #: The job's own output files, opened (None: the portal's log alone).
+    output: _OutputFiles | None = None
 
     def popen_args(self) -> dict[str, Any]:
         return {"cwd": self.cwd, "pass_fds": self.fds, "stdin": subprocess.DEVNULL, **self.as_user}
@@ -336,18 +473,21 @@ def _run(job_dir: Path) -> int:
     1. If cancel was requested before we start, record CANCELLED and run nothing.
     2. Prepare: open the workdir as the job's user (refused: FAILED), build the
        environment and the sandbox, make the job's own directory (its script in it) and hand
-       it to its user.
+       it to its user, open its own output files (``sbatch -o/-e``) as its user, within
+       its roots (refused: FAILED, naming the file).
     3. Write the files the job brought, once, as the job, before any rank.
     4. Start the command once per rank (one per placed node, each with its own rank
        variables and GPUs: ``ranks`` in spec.json), all in one process group of their
-       own, output to output.log, and record the first rank's identity and start time
-       in started.json.
+       own, output to output.log (and copied into the job's own files, by threads of
+       the runner's: :class:`_Streams`), and record the first rank's identity and start
+       time in started.json.
     5. Wait, checking every CHECK_INTERVAL for cancel (signal or marker), walltime and a
        rank that failed; each stops the whole group (SIGTERM, then SIGKILL after the
        grace period): like ``srun --kill-on-bad-exit``, one failed rank ends the job,
        since the others would wait for it forever in a collective.
-    6. SIGKILL whatever is left in the group (background processes), then record
-       COMPLETED / FAILED(exit code of the first rank that failed) / TIMEOUT / CANCELLED.
+    6. SIGKILL whatever is left in the group (background processes), let the copies
+       into the job's files finish, then record COMPLETED / FAILED(exit code of the
+       first rank that failed) / TIMEOUT / CANCELLED.
     """
     spec = read_json(job_dir / SPEC_FILE)
     if spec is None:
@@ -357,6 +497,9 @@ def _run(job_dir: Path) -> int:
         return 0
     try:
         launch = _prepare(job_dir, spec)
+    except OutputRefused as exc:
+        _record(job_dir, "FAILED", exit_code=1, reason=str(exc))
+        return 0
     except UnsafePath as exc:
         _record(job_dir, "FAILED", exit_code=1, reason=f"workdir refused: {exc}")
         return 0
@@ -364,11 +507,14 @@ def _run(job_dir: Path) -> int:
     if spec.get("setup") and not _write_files(job_dir, launch, walltime):
         _record(job_dir, "FAILED", exit_code=1, reason="could not write the job's files into its directory")
         return 0
-    children = _start_ranks(job_dir, launch, spec.get("ranks") or [{}])
+    streams = _Streams(job_dir, launch.output)
+    children = _start_ranks(job_dir, launch, spec.get("ranks") or [{}], streams)
     if not children:
+        streams.finish()
         return 0
     started_at = time.time()
     outcome, returncodes = _watch(job_dir, children, started_at, walltime, grace)
+    streams.finish()  # every line is in the job's own files before it is said to have ended
     _record_outcome(job_dir, spec, outcome, returncodes, len(children), started_at)
     return 0
 
@@ -399,6 +545,7 @@ def _prepare(job_dir: Path, spec: dict[str, Any]) -> _Launch:
         env.update({"USER": identity["user"], "LOGNAME": identity["user"]})
     env.update({str(k): str(v) for k, v in spec["env"].items()})
     _make_home(home, spec, identity)
+    output = _open_output(spec, identity, home)
     wrapper: list[str] = []
     as_user: dict[str, Any] = {}
     if spec.get("sandbox"):
@@ -416,6 +563,7 @@ def _prepare(job_dir: Path, spec: dict[str, Any]) -> _Launch:
         fds=(workdir.fd,) if workdir else (),
         as_user=as_user,
         sandboxed=bool(spec.get("sandbox")),
+        output=output,
     )
 
 
@@ -438,36 +586,38 @@ def _write_files(job_dir: Path, launch: _Launch, walltime: float) -> bool:
     return setup.returncode == 0
 
 
-def _start_ranks(job_dir: Path, launch: _Launch, ranks: list[dict[str, str]]) -> list[subprocess.Popen[bytes]]:
-    """Step 4's start: one process per rank in one process group; [] (FAILED recorded)
-    when one cannot start. In the sandbox, bubblewrap starts with SIGTERM ignored (see
-    sandbox_argv); the runner's own handler is back at once (a cancel in between is seen
-    in its marker)."""
+def _start_ranks(
+    job_dir: Path, launch: _Launch, ranks: list[dict[str, str]], streams: _Streams
+) -> list[subprocess.Popen[bytes]]:
+    """Step 4's start: one process per rank in one process group, its output to
+    ``streams``; [] (FAILED recorded) when one cannot start. In the sandbox, bubblewrap
+    starts with SIGTERM ignored (see sandbox_argv); the runner's own handler is back at
+    once (a cancel in between is seen in its marker)."""
     term_handler = signal.signal(signal.SIGTERM, signal.SIG_IGN) if launch.sandboxed else None
     children: list[subprocess.Popen[bytes]] = []
-    with open(job_dir / OUTPUT_FILE, "ab") as log:  # the runner's file: the job has only the fd
-        try:
-            for rank in ranks:
-                children.append(
-                    subprocess.Popen(
-                        launch.argv,
-                        env={**launch.env, **{str(k): str(v) for k, v in rank.items()}},
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        process_group=children[0].pid if children else 0,
-                        **launch.popen_args(),
-                    )
+    try:
+        for rank in ranks:
+            children.append(
+                subprocess.Popen(
+                    launch.argv,
+                    env={**launch.env, **{str(k): str(v) for k, v in rank.items()}},
+                    stdout=streams.stdout,
+                    stderr=streams.stderr,
+                    process_group=children[0].pid if children else 0,
+                    **launch.popen_args(),
                 )
-        except OSError as exc:
-            if children:
-                _killpg(children[0].pid, signal.SIGKILL)
-                for child in children:
-                    child.wait()
-            _record(job_dir, "FAILED", exit_code=127, reason=f"could not start the command: {exc}")
-            return []
-        finally:
-            if term_handler is not None:
-                signal.signal(signal.SIGTERM, term_handler)
+            )
+    except OSError as exc:
+        if children:
+            _killpg(children[0].pid, signal.SIGKILL)
+            for child in children:
+                child.wait()
+        _record(job_dir, "FAILED", exit_code=127, reason=f"could not start the command: {exc}")
+        return []
+    finally:
+        streams.started()
+        if term_handler is not None:
+            signal.signal(signal.SIGTERM, term_handler)
     return children
 
 

@@ -10,8 +10,11 @@ submit
     One ``sbatch --parsable`` with the script on stdin: ``--nodelist`` of the placed
     nodes, ``--gres=gpu[:type]:N`` per node (N GPUs, the node's GRES type),
     ``--cpus-per-task`` and ``--mem`` per node, ``--time`` from the walltime (Slurm rounds
-    up to whole minutes), ``--job-name`` and ``--comment=qm:<instance>:<key>``, ``--output`` and
-    ``--error`` to one file per job in ``log_dir``, ``--no-requeue`` (a node failure is
+    up to whole minutes), ``--job-name`` and ``--comment=qm:<instance>:<key>``, ``--output``
+    and ``--error`` to one file per job in the owner's ``output_dir`` (or ``log_dir``): the
+    portal's log, which ``read_log`` reads; the job's own ``-o/-e`` files are copies its
+    script writes as the owner, their patterns filled in by the portal (``%j`` is the
+    portal's id, not Slurm's: ``job_output.py``), ``--no-requeue`` (a node failure is
     reported as NODE_FAIL; requeueing is the portal's decision). The job's environment is
     exactly ``spec.env`` plus the job-environment contract (``job_env``) and a plain
     ``PATH``: sbatch runs with a clean environment, so neither the portal's secrets nor
@@ -71,6 +74,7 @@ from scheduler.backends import slurm_parse as parse
 from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState, outcome
 from scheduler.backends.job_env import array_env, job_env
 from scheduler.backends.job_files import RESERVED_PREFIX, prelude
+from scheduler.backends.job_output import copying_output
 from scheduler.backends.slurm_owner import Owner, OwnerCommands, OwnerError
 from scheduler.backends.spec_check import spec_problem
 
@@ -565,7 +569,10 @@ class SlurmBackend:
         # jobs: files it brings go into a directory of its own there.
         fresh = f"job-{spec.key}" if spec.files and not spec.workdir else ""
         body = prelude(spec.files, fresh_dir=fresh) + _ranks(spec.script or spec.command, len(names), spec.key)
-        script = f"#!/bin/bash\n: Quartermaster job {spec.key}\n{exports}{body}"
+        # With output files of its own (sbatch -o/-e), the script first runs itself again
+        # with its output copied into them, as the owner, on the node (job_output.py).
+        copying = copying_output(spec.output, '"$BASH" "$0"')
+        script = f"#!/bin/bash\n: Quartermaster job {spec.key}\n{copying}{exports}{body}"
         return self._command_line(["sbatch", "--parsable", *args], owner), env, script, owner
 
     @contextmanager

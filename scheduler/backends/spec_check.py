@@ -5,8 +5,9 @@ with the same words.
 What is checked here holds for any workload manager (a positive whole walltime,
 something to run, at least one placement, no node or GPU placed twice, a string-to-string
 environment that leaves the names of the job-environment contract, ``job_env``, to the
-backend). What depends on the backend stays in it: how a key may be spelt (a file name, a
-Kubernetes label value) and whether a placed node or GPU exists in its inventory.
+backend, output files named as every backend can open them). What depends on the
+backend stays in it: how a key may be spelt (a file name, a Kubernetes label value) and
+whether a placed node or GPU exists in its inventory.
 """
 
 from __future__ import annotations
@@ -47,4 +48,20 @@ def spec_problem(spec: JobSpec) -> str | None:
         problem = name_problem(name) if isinstance(name, str) else f"{name!r} is not a file name"
         if problem or not isinstance(content, str):
             return f"files: {problem or f'the content of {name} is not text'}"
+    for path in spec.output.files if spec.output else ():
+        problem = _output_problem(path, spec.workdir)
+        if problem:
+            return f"output file {path!r}: {problem}"
     return None
+
+
+def _output_problem(path: str, workdir: str) -> str | None:
+    """Why ``path`` cannot be an output file of a job that starts in ``workdir``: an
+    absolute, normalised path, or (in the job's own fresh directory) a file name."""
+    if any(ord(char) < 32 for char in path):
+        return "has control characters"
+    if path.startswith("/"):
+        return None if posixpath.normpath(path) == path else "must be normalised (no '..', '.' or '//')"
+    if workdir:
+        return "must be absolute (in the workdir) once filled in"
+    return name_problem(path) if "/" not in path else "must be a file name in the job's own directory"

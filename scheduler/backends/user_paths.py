@@ -21,7 +21,9 @@ Stdlib only: the local runner imports it before anything else is loaded.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -103,14 +105,20 @@ def acting_as(identity: dict[str, Any] | None) -> Iterator[None]:
 
 
 def open_user_dir(
-    path: str, *, roots: Sequence[str], refused: Sequence[str] = (), identity: dict[str, Any] | None = None
+    path: str,
+    *,
+    roots: Sequence[str],
+    refused: Sequence[str] = (),
+    identity: dict[str, Any] | None = None,
+    holding: bool = True,
 ) -> OpenedDir:
     """Open the directory ``path`` names now, as ``identity``, and check where it really is.
 
     Returns an :class:`OpenedDir` the caller must close. Raises :class:`UnsafePath` when
     the owner cannot open it (missing, not a directory, no permission: said alike, as the
     owner's own ``cd`` would fail), when its real location is outside every root, or when
-    it holds or lies in one of the ``refused`` trees (the portal's own files).
+    it lies in one of the ``refused`` trees (the portal's own files) or, ``holding`` (a
+    directory a job starts in, which a sandbox binds whole), holds one.
     """
     try:
         with acting_as(identity):
@@ -119,20 +127,71 @@ def open_user_dir(
         raise UnsafePath(f"{path} cannot be opened as the job's user: {exc.strerror}") from None
     opened = OpenedDir(fd, os.readlink(f"/proc/self/fd/{fd}"))
     try:
-        _check_real(path, opened.real, roots, refused)
+        _check_real(path, opened.real, roots, refused, holding=holding)
     except UnsafePath:
         opened.close()
         raise
     return opened
 
 
-def _check_real(path: str, real: str, roots: Sequence[str], refused: Sequence[str]) -> None:
+def open_user_file(
+    path: str,
+    *,
+    roots: Sequence[str],
+    refused: Sequence[str] = (),
+    identity: dict[str, Any] | None = None,
+    truncate: bool = True,
+    home: str = "",
+) -> int:
+    """Open the file ``path`` names for the job to write to (appending; emptied first
+    when ``truncate``), creating it if need be, as ``identity``, and return the
+    descriptor (the caller closes it). ``path`` is absolute, or a file name in ``home``,
+    the job's own directory (made by the runner, so trusted as it is).
+
+    As :func:`open_user_dir`: the directory is opened once, as ``identity``, and where it
+    really is must lie under one of ``roots`` and outside the ``refused`` trees; the file
+    is then opened in that very directory (``openat``), as ``identity``, and must be a
+    regular file, not a link (``O_NOFOLLOW``: a link the job planted leads nowhere),
+    nor a FIFO that would hold the runner up. Raises :class:`UnsafePath` saying why.
+    """
+    if path.startswith("/"):
+        opened = open_user_dir(
+            os.path.dirname(path) or "/", roots=roots, refused=refused, identity=identity, holding=False
+        )
+    else:
+        opened = OpenedDir(os.open(home, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), home)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        with acting_as(identity):
+            fd = os.open(os.path.basename(path), flags, 0o644, dir_fd=opened.fd)
+    except OSError as exc:
+        reason = "it is a symbolic link, which is not followed" if exc.errno == errno.ELOOP else exc.strerror
+        raise UnsafePath(f"{path} cannot be opened for writing as the job's user: {reason}") from None
+    finally:
+        opened.close()
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafePath(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+        if truncate:
+            os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_real(path: str, real: str, roots: Sequence[str], refused: Sequence[str], *, holding: bool = True) -> None:
+    """Refuse ``real`` (where ``path`` really is) outside every root, or in a ``refused``
+    tree (or, ``holding``, above one: a directory a sandbox would bind)."""
     where = path if real == path else f"{path} (really {real})"
     if not real.startswith("/"):  # a descriptor of something unreachable by path (deleted, another mount ns)
         raise UnsafePath(f"{path} is no longer reachable on this machine")
     for tree in refused:
         own = os.path.realpath(tree)
-        if inside(real, own) or inside(own, real):
+        if inside(real, own):
+            raise UnsafePath(f"{where} lies in the portal's own files")
+        if holding and inside(own, real):
             raise UnsafePath(f"{where} holds or lies in the portal's own files")
     # Both: the name must be one of the owner's as written, and so must where it leads.
     if not any(inside(path, root) and inside(real, trusted_real(root)) for root in roots):

@@ -9,11 +9,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from people.models import ClusterIdentity
-from scheduler.backends.base import ArrayTask, Backend, BackendError, JobSpec, Placement, RunAs
+from scheduler.backends.base import ArrayTask, Backend, BackendError, JobOutput, JobSpec, Placement, RunAs
 from scheduler.choices import EventKind, JobState
 from scheduler.clusters.failpoints import failpoint
 from scheduler.clusters.reservations import backend_name
 from scheduler.jobs import allocations
+from scheduler.jobs.output_paths import Names, filled
 from scheduler.jobs.remote import backend_for
 from scheduler.jobs.transitions import mark_running_many, record_event, transition
 from scheduler.jobs.workdir import workdir_bounds
@@ -35,6 +36,8 @@ def job_spec(job: Job, *, first_handoff: bool = False) -> JobSpec:
     ``first_handoff``: the caller counted this hand-off and read back 1 (see
     :func:`_count_handoff`); never guess it, as it lets the backend skip its lookup."""
     identity = run_as(job.owner)
+    user = identity.user if identity else job.owner.get_username()
+    output = job_output(job, user)
     return JobSpec(
         key=job.backend_key,
         name=job.name,
@@ -51,7 +54,8 @@ def job_spec(job: Job, *, first_handoff: bool = False) -> JobSpec:
         image=job.image,
         env={str(k): str(v) for k, v in (job.env or {}).items()},
         workdir=job.workdir,
-        workdir_bounds=workdir_bounds(identity.user if identity else job.owner.get_username()) if job.workdir else None,
+        workdir_bounds=workdir_bounds(user) if job.workdir or output else None,
+        output=output,
         files={str(k): str(v) for k, v in (job.files or {}).items()},
         run_as=identity,
         array=(
@@ -62,6 +66,26 @@ def job_spec(job: Job, *, first_handoff: bool = False) -> JobSpec:
         reservation=backend_name(job.reservation) if job.reservation else "",
         first_handoff=first_handoff,
     )
+
+
+def output_of(job: Job) -> JobOutput | None:
+    """:func:`job_output` for its owner's cluster user (what the job's page shows)."""
+    identity = run_as(job.owner)
+    return job_output(job, identity.user if identity else job.owner.get_username())
+
+
+def job_output(job: Job, user: str) -> JobOutput | None:
+    """The files the job's output is also written to, as sbatch names them: ``-o`` takes
+    stdout, and stderr too unless ``-e`` names a file of its own; ``/dev/null`` is none
+    (the portal's log alone). Patterns are filled in for this job (each task of an array
+    its own, ``%u`` as ``user``) and a relative path is put in its workdir. None when no
+    file is named. A later attempt (a requeue) appends."""
+    names = Names(job.id, job.name, user, job.array_job_id, job.array_task_id)
+    stdout = filled(job.output_path, names, job.workdir)
+    stderr = filled(job.error_path, names, job.workdir) if job.error_path else stdout
+    if not (stdout or stderr):
+        return None
+    return JobOutput(stdout=stdout, stderr=stderr, append=job.attempt > 0)
 
 
 def dispatch_job(job_id: int) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -34,13 +35,16 @@ from django.db import connection
 from common.db.sql import JoinedRows, prepared_cursor, quoted_table
 from people.access import default_account, may_submit_to, usable_qos
 from people.models import Account, Qos, Quota
+from scheduler.backends.job_files import name_problem
 from scheduler.choices import QUEUED_STATES
 from scheduler.core.limits import duration_text
 from scheduler.core.types import PendingJob
 from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.files import files_size
-from scheduler.jobs.identity import clusters_requiring_identity, has_cluster_identity
+from scheduler.jobs.identity import cluster_username, clusters_requiring_identity, has_cluster_identity
+from scheduler.jobs.output_paths import DISCARD, placement_problem
 from scheduler.jobs.request import pending_request
+from scheduler.jobs.workdir import workdir_bounds
 from scheduler.models import Job, Reservation
 
 #: Field -> the problems found with it, as a 400 names them (``{"qos": ["..."]}``).
@@ -125,6 +129,9 @@ def admit(
     5. A fractional GPU is a share of one GPU per node; only it reserves GPU memory.
     6. The hardware could hold it (``hardware.check``).
     7. The owner has a cluster identity where a cluster runs jobs as their owners.
+    8. Its own output files (``sbatch -o/-e``) lie where the owner's jobs may write:
+       under their roots, outside the portal's files; without a workdir, a file name in
+       the job's own fresh directory (``scheduler.jobs.output_paths``).
     """
     found: dict[str, str] = {}
 
@@ -167,7 +174,31 @@ def admit(
             f"You have no cluster identity (the POSIX user your jobs run as), and cluster "
             f"{', '.join(needing)} runs every job as its owner: ask staff to set yours.",
         )
+    # 8.
+    for field, message in _output_problems(values, owner).items():
+        problem(field, message)
     return Admission({field: [message] for field, message in found.items()}, account, qos)
+
+
+def _output_problems(values: Mapping[str, Any], owner: Any) -> dict[str, str]:
+    """Where each output file named lies, checked as text (step 8)."""
+    paths = {field: values.get(field) or "" for field in ("output_path", "error_path")}
+    if not any(paths.values()):
+        return {}
+    user = cluster_username(owner)
+    bounds = workdir_bounds(user)
+    refused = [str(Path(tree).resolve()) for tree in bounds.refused]
+    workdir = str(values.get("workdir") or "")
+    found: dict[str, str] = {}
+    for field, path in paths.items():
+        if not path:
+            continue
+        problem = placement_problem(path, workdir=workdir, user=user, roots=bounds.roots, refused=refused)
+        if problem is None and not workdir and not path.startswith("/") and path != DISCARD:
+            problem = name_problem(path)  # a name in the job's own directory: none of the portal's files there
+        if problem:
+            found[field] = problem[0].upper() + problem[1:]
+    return found
 
 
 def _who_pays(

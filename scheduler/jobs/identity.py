@@ -22,6 +22,16 @@ def has_cluster_identity(user: object) -> bool:
         return False
 
 
+def cluster_username(user: object) -> str:
+    """The name ``user`` has on the clusters: their cluster identity's, else their own
+    (what a job's ``%u`` and the ``{user}`` of ``JOB_WORKDIR_ROOTS`` stand for)."""
+    try:
+        identity = getattr(user, "cluster_identity", None)
+    except ClusterIdentity.DoesNotExist:
+        identity = None
+    return str(identity.username) if identity is not None else str(user.get_username())  # type: ignore[attr-defined]
+
+
 _remembered: tuple[float, list[str]] | None = None
 
 

@@ -17,7 +17,9 @@ Every option that maps to a field is applied (:data:`OPTIONS`); every other one 
 refused by name, with what to do instead (:data:`REFUSED`, else "not an option the portal
 applies"): nothing a Slurm user writes is dropped silently. Values are turned into the
 API's shapes (``--time=1-00`` -> ``walltime_seconds`` 86400, ``--mem=16G`` ->
-``memory_mib_per_node`` 16384); their limits are then the API's fields' own.
+``memory_mib_per_node`` 16384); their limits are then the API's fields' own
+(``-o out-%j.txt`` is ``output_path``, its patterns checked by
+``scheduler.jobs.output_paths``).
 """
 
 from __future__ import annotations
@@ -261,6 +263,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(("--reservation",), "value", _as("reservation")),
     Option(("-C", "--constraint"), "value", lambda v: _constraint(v or "")),
     Option(("-D", "--chdir"), "value", _as("workdir")),
+    Option(("-o", "--output"), "value", _as("output_path")),
+    Option(("-e", "--error"), "value", _as("error_path")),
     Option(("-H", "--hold"), "none", lambda _: {"hold": True}),
     Option(("--wrap",), "value", _as("command")),
 )
@@ -269,20 +273,12 @@ _NOTIFY = (
     "notifications are chosen per user here, not per job: set the events and channels in your notification "
     "settings (the profile page, or PATCH /api/v1/notifications/preferences/), then submit without it"
 )
-_LOG = (
-    "the job's output and errors are kept by the portal in one log: read it with 'qm log ID' or "
-    "GET /api/v1/jobs/{id}/log/ (to keep a copy elsewhere, write it from the script)"
-)
 _PLACEMENT = "the scheduler chooses the nodes: ask for hardware with --gres/--gpus and --constraint (node labels)"
 
 #: sbatch options the portal does not apply, each with what to do instead.
 REFUSED: dict[str, tuple[Takes, str]] = {
     "--partition": ("value", "there are no partitions here; " + _PLACEMENT),
     "-p": ("value", "there are no partitions here; " + _PLACEMENT),
-    "--output": ("value", _LOG),
-    "-o": ("value", _LOG),
-    "--error": ("value", _LOG),
-    "-e": ("value", _LOG),
     "--mail-type": ("value", _NOTIFY),
     "--mail-user": ("value", _NOTIFY),
     "--nodelist": ("value", _PLACEMENT),

@@ -7,7 +7,9 @@ server talks real HTTP to the fake one in tests/backends/kube. No Django here.
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,7 +20,16 @@ from typing import Any
 import jsonschema
 import pytest
 
-from scheduler.backends.base import ArrayTask, BackendError, JobSpec, Placement, PollResult, RemoteState, RunAs
+from scheduler.backends.base import (
+    ArrayTask,
+    BackendError,
+    JobOutput,
+    JobSpec,
+    Placement,
+    PollResult,
+    RemoteState,
+    RunAs,
+)
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes_objects import (
     RECORD_FINALIZER,
@@ -161,6 +172,71 @@ def test_a_pod_starts_in_the_workdir_and_writes_its_files_first() -> None:
     assert (
         "mkdir -p /tmp/qm-job && cd /tmp/qm-job" in without["spec"]["template"]["spec"]["containers"][0]["command"][2]
     )
+
+
+def run_container(built: dict[str, Any], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The container's command run here, as its runtime runs it (``/bin/bash -c``), in
+    ``cwd``, its env the manifest's values (and ``env``): the pod's log is its output."""
+    values = {k: v for k, v in env_of(built).items() if isinstance(v, str)}
+    command = container_of(built)["command"]
+    return subprocess.run(
+        command, cwd=cwd, env={"PATH": os.environ["PATH"], **values, **env}, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_pod_writes_its_own_output_files_and_keeps_its_log(tmp_path: Path) -> None:
+    output = JobOutput(stdout=str(tmp_path / "train-42.out"), stderr=str(tmp_path / "train-42.err"))
+    built = manifest(spec("echo to-stdout; echo to-stderr >&2; exit 3", output=output))
+
+    ran = run_container(built, tmp_path)
+
+    assert ran.returncode == 3  # the job's status, as the pod's
+    assert (ran.stdout, ran.stderr) == ("to-stdout\n", "to-stderr\n")  # the pod's log
+    assert (tmp_path / "train-42.out").read_text() == "to-stdout\n"
+    assert (tmp_path / "train-42.err").read_text() == "to-stderr\n"
+
+
+def test_a_pod_that_cannot_write_its_output_file_fails_before_the_job_runs(tmp_path: Path) -> None:
+    output = JobOutput(stdout=str(tmp_path / "missing" / "out.txt"), stderr=str(tmp_path / "missing" / "out.txt"))
+    built = manifest(spec(f"touch {tmp_path}/ran", output=output))
+
+    ran = run_container(built, tmp_path)
+
+    assert ran.returncode == 1 and f"qm: cannot write the output file {tmp_path}/missing/out.txt" in ran.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_stopped_pod_passes_sigterm_on_to_the_job_and_keeps_its_last_words(tmp_path: Path) -> None:
+    """Kubernetes signals only the container's first process: the command that copies the
+    output passes SIGTERM on to the job, and its ``tee`` outlives it, so a checkpoint's
+    last words reach the file."""
+    path, ready = tmp_path / "out.txt", tmp_path / "ready"
+    job = f"trap 'echo checkpointed; exit 9' TERM; echo started; touch {ready}; sleep 60 & wait"
+    built = manifest(spec(job, output=JobOutput(stdout=str(path), stderr=str(path))))
+    values = {k: v for k, v in env_of(built).items() if isinstance(v, str)}
+    pod = subprocess.Popen(
+        container_of(built)["command"], cwd=tmp_path, env={"PATH": os.environ["PATH"], **values}, text=True
+    )
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        assert time.monotonic() < deadline and pod.poll() is None, "the job never started"
+        time.sleep(0.02)
+
+    pod.terminate()
+
+    assert pod.wait(timeout=30) == 9
+    assert path.read_text() == "started\ncheckpointed\n"
+
+
+def test_only_rank_0_of_a_multi_node_job_writes_the_files(tmp_path: Path) -> None:
+    path = str(tmp_path / "out.txt")
+    placements = (Placement("gpu-01", (0,)), Placement("gpu-02", (3,)))
+    built = manifest(spec('echo "rank $QM_NODE_RANK"', *placements, output=JobOutput(stdout=path, stderr=path)))
+
+    rank_1 = run_container(built, tmp_path, QM_NODE_RANK="1")
+    assert rank_1.stdout == "rank 1\n" and not Path(path).exists()
+    rank_0 = run_container(built, tmp_path, QM_NODE_RANK="0")
+    assert rank_0.stdout == "rank 0\n" and Path(path).read_text() == "rank 0\n"
 
 
 def test_files_too_large_for_a_container_command_are_refused_with_the_reason(

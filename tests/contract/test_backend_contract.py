@@ -40,6 +40,7 @@ from scheduler.backends.base import (
     ArrayTask,
     Backend,
     BackendError,
+    JobOutput,
     JobSpec,
     Placement,
     PollResult,
@@ -698,6 +699,136 @@ def test_a_job_starts_in_its_workdir_and_its_files_land_there(executing: Case) -
     assert result.state is RemoteState.COMPLETED, log
     assert f"{workdir}\nthe owner's data\nbrought along" in log
     assert (workdir / "notes.txt").read_text() == "brought along"
+
+
+# --- A job's own output files (sbatch -o/-e) -------------------------------------------
+
+
+def owner_uid(case: Case) -> int:
+    """Whose the job's files are: its owner's, where the backend runs jobs as their owners
+    (Slurm; the local backend as root), else the portal's own user's."""
+    return OWNER.uid or 0 if case.kind == "slurm" or os.geteuid() == 0 else os.geteuid()
+
+
+def logs_dir(case: Case) -> Path:
+    """A fresh directory of the owner's for the job's files, as ``~/logs`` is."""
+    logs = case.scratch / f"logs-{uuid.uuid4().hex[:8]}"
+    logs.mkdir()
+    logs.chmod(0o777)
+    return logs
+
+
+def with_output(case: Case, command: str, output: JobOutput, **fields: Any) -> JobSpec:
+    """A job whose output also goes to ``output``'s files, which lie in the case's
+    scratch (the portal fills the patterns in first: they reach a backend as paths)."""
+    return job(case, command, output=output, workdir_bounds=WorkdirBounds((str(case.scratch),)), **fields)
+
+
+def ended(case: Case, spec: JobSpec) -> tuple[PollResult, str]:
+    external_id = case.backend.submit(spec)
+    result = wait_for(case.backend, external_id)
+    return result, case.backend.read_log(external_id)
+
+
+def test_a_job_s_stdout_and_stderr_land_in_its_own_files_as_its_owner(executing: Case) -> None:
+    case, logs = executing, logs_dir(executing)
+    output = JobOutput(stdout=str(logs / "train-42.out"), stderr=str(logs / "train-42.err"))
+
+    result, log = ended(case, with_output(case, "echo to-stdout; echo to-stderr >&2; exit 3", output))
+
+    assert (result.state, result.exit_code) == (RemoteState.FAILED, 3), (result, log)
+    assert (logs / "train-42.out").read_text() == "to-stdout\n"
+    assert (logs / "train-42.err").read_text() == "to-stderr\n"
+    assert {(logs / name).stat().st_uid for name in ("train-42.out", "train-42.err")} == {owner_uid(case)}
+    assert "to-stdout" in log and "to-stderr" in log  # the portal keeps its log
+
+
+def test_one_file_takes_both_streams_in_the_order_written(executing: Case) -> None:
+    case, logs = executing, logs_dir(executing)
+    path = str(logs / "slurm-42.out")
+    command = "echo one; echo two >&2; echo three; seq 1 20000"
+
+    result, log = ended(case, with_output(case, command, JobOutput(stdout=path, stderr=path)))
+
+    assert result.state is RemoteState.COMPLETED, (result, log)
+    lines = Path(path).read_text().splitlines()
+    assert lines[:4] == ["one", "two", "three", "1"] and lines[-1] == "20000" and len(lines) == 20003
+    assert log.endswith("19999\n20000\n")
+
+
+def test_stderr_alone_goes_to_its_file_and_stdout_to_the_portal_s_log(executing: Case) -> None:
+    case, logs = executing, logs_dir(executing)
+
+    result, log = ended(case, with_output(case, "echo out; echo err >&2", JobOutput(stderr=str(logs / "e.txt"))))
+
+    assert result.state is RemoteState.COMPLETED, (result, log)
+    assert (logs / "e.txt").read_text() == "err\n"
+    assert "out" in log and "err" in log
+    assert sorted(p.name for p in logs.iterdir()) == ["e.txt"]
+
+
+def test_every_task_of_an_array_writes_its_own_file(executing: Case) -> None:
+    case, logs = executing, logs_dir(executing)
+    specs = [
+        with_output(
+            case,
+            'echo "task $QM_ARRAY_TASK_ID of $QM_ARRAY_JOB_ID"',
+            JobOutput(stdout=str(logs / f"sweep-7_{task}.out"), stderr=str(logs / f"sweep-7_{task}.out")),
+            array=ArrayTask(7, task, 3),
+        )
+        for task in range(3)
+    ]
+
+    results = [wait_for(case.backend, case.backend.submit(spec)) for spec in specs]
+
+    assert {result.state for result in results} == {RemoteState.COMPLETED}
+    assert [(logs / f"sweep-7_{task}.out").read_text() for task in range(3)] == [
+        f"task {task} of 7\n" for task in range(3)
+    ]
+
+
+def test_a_file_is_emptied_first_and_a_requeued_attempt_appends(executing: Case) -> None:
+    case, logs = executing, logs_dir(executing)
+    path = logs / "run.log"
+    path.write_text("an earlier job's\n")
+    path.chmod(0o666)
+
+    first, _ = ended(case, with_output(case, "echo first", JobOutput(stdout=str(path), stderr=str(path))))
+    again = JobOutput(stdout=str(path), stderr=str(path), append=True)
+    second, _ = ended(case, with_output(case, "echo second", again))
+
+    assert (first.state, second.state) == (RemoteState.COMPLETED, RemoteState.COMPLETED)
+    assert path.read_text() == "first\nsecond\n"
+
+
+def test_a_file_its_owner_may_not_write_is_not_written_and_the_job_fails_saying_so(executing: Case) -> None:
+    case, logs = executing, logs_dir(executing)
+    path = logs / "read-only.txt"
+    path.write_text("kept\n")
+    path.chmod(0o444)  # not even its owner may write it (and the job's owner is not root)
+    runs = logs / "ran.txt"
+
+    result, log = ended(case, with_output(case, f"echo ran > {runs}", JobOutput(stdout=str(path), stderr=str(path))))
+
+    assert result.state is RemoteState.FAILED, (result, log)
+    assert path.read_text() == "kept\n" and not runs.exists()  # the job never ran
+    said = result.reason if case.kind == "local" else log
+    assert "output file" in said and str(path) in said, said
+
+
+def test_a_cancelled_job_s_last_words_reach_its_file(executing: Case) -> None:
+    """SIGTERM reaches the job, not what copies its output: a checkpoint's words land."""
+    case, logs = executing, logs_dir(executing)
+    ready, path = case.scratch / f"ready-{uuid.uuid4().hex[:8]}", logs / "run.log"
+    command = f"trap 'echo checkpointed; exit 0' TERM; echo started; echo up > {ready}; while true; do sleep 0.1; done"
+    external_id = case.backend.submit(with_output(case, command, JobOutput(stdout=str(path), stderr=str(path))))
+    wait_for_file(ready)
+
+    case.backend.cancel(external_id, grace_seconds=10)
+
+    assert wait_for(case.backend, external_id, timeout=15).state is RemoteState.CANCELLED
+    written = path.read_text()  # bash may say its sleep was terminated, between the two
+    assert written.startswith("started\n") and written.endswith("checkpointed\n"), written
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import pytest
 
 from scheduler.backends import load_backend
 from scheduler.backends import slurm_parse as parse
-from scheduler.backends.base import BackendError, JobSpec, NodeAdmin, Placement, RemoteState, RunAs
+from scheduler.backends.base import BackendError, JobOutput, JobSpec, NodeAdmin, Placement, RemoteState, RunAs
 from scheduler.backends.slurm import SlurmBackend
 from tests import slurm_dev
 
@@ -449,6 +449,37 @@ def test_sbatch_gets_the_placement_and_a_clean_environment(tmp_path: Path, monke
     assert "portal-secret" not in recorded and "SBATCH_PARTITION" not in recorded
     assert "\nLD_PRELOAD=" not in recorded and "export LD_PRELOAD=/tmp/evil.so\n" in recorded
     assert "#!/bin/bash\n: Quartermaster job" in recorded and "python train.py" in recorded
+
+
+def test_a_job_s_own_output_files_are_written_by_its_batch_script_beside_slurm_s_log(tmp_path: Path) -> None:
+    """Slurm's --output stays the portal's log (named by Slurm's id, read by read_log);
+    the job's own files, named by the portal's id, are copies its script makes on the
+    node, as its owner: here the captured script is run as that node would run it."""
+    captured = tmp_path / "batch.sh"
+    backend = fake_slurm(tmp_path, sbatch=f'echo "$@" > {tmp_path}/argv; cat > {captured}; echo 42')
+    output = JobOutput(stdout=str(tmp_path / "train-7.out"), stderr=str(tmp_path / "train-7.err"))
+
+    backend.submit(spec(command="echo to-stdout; echo to-stderr >&2; exit 3", output=output))
+
+    argv = (tmp_path / "argv").read_text()
+    assert f"--output={tmp_path}/out/nobody/slurm-%j.out" in argv and "train-7" not in argv
+    node = subprocess.run(["bash", str(captured)], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert node.returncode == 3
+    assert (node.stdout, node.stderr) == ("to-stdout\n", "to-stderr\n")  # what Slurm writes to the portal's log
+    assert (tmp_path / "train-7.out").read_text() == "to-stdout\n"
+    assert (tmp_path / "train-7.err").read_text() == "to-stderr\n"
+
+
+def test_a_batch_script_whose_output_file_cannot_be_written_fails_saying_so(tmp_path: Path) -> None:
+    captured = tmp_path / "batch.sh"
+    backend = fake_slurm(tmp_path, sbatch=f"cat > {captured}; echo 42")
+    path = str(tmp_path / "no-such-dir" / "out.txt")
+
+    backend.submit(spec(command=f"touch {tmp_path}/ran", output=JobOutput(stdout=path, stderr=path)))
+
+    node = subprocess.run(["bash", str(captured)], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert node.returncode == 1 and f"qm: cannot write the output file {path}" in node.stderr
+    assert not (tmp_path / "ran").exists()
 
 
 def test_submit_finds_an_earlier_job_by_its_comment_instead_of_submitting_again(tmp_path: Path) -> None:

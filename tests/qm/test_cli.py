@@ -246,6 +246,17 @@ def test_show_prints_seff_lines_for_a_finished_job(qm, world):
     )
 
 
+def test_show_says_where_a_job_s_output_files_are(qm, world):
+    job = submit(
+        world.alice, world.lab, name="train", workdir="/home/alice/run", output_path="o-%j.txt", error_path="e"
+    )
+
+    code, out, _ = qm("show", str(job.id))
+
+    assert code == 0
+    assert f"  output to /home/alice/run/o-{job.id}.txt\n  errors to /home/alice/run/e\n" in out
+
+
 def test_usage_prints_sreports_table(qm, world):
     run_attempt(submit(world.alice, world.lab), T0, T0 + timedelta(hours=2))
     code, out, _ = qm("usage", "--start", "2026-01-01", "--end", "2026-01-01", "--by", "user")

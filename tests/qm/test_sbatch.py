@@ -79,7 +79,6 @@ def test_sbatch_hold_and_wrap(qm):
     ("argv", "words"),
     [
         (["--partition=gpu"], "sbatch_options: --partition=gpu is not supported: there are no partitions here"),
-        (["-o", "out-%j.log"], "sbatch_options: -o out-%j.log is not supported"),
         (["--signal=USR1"], "--signal=USR1 is not an sbatch option the portal applies"),
     ],
 )
@@ -116,6 +115,38 @@ def test_submit_takes_sbatch_s_spellings(qm):
     shape = (job.name, job.walltime_seconds, job.gpus_per_node, job.gpu_model, job.memory_mib_per_node)
     assert shape == ("spelt", 86400, 2, "L4", 16384)
     assert (job.cpus_per_node, job.state) == (4, JobState.HELD)
+
+
+def test_sbatch_applies_output_and_error_files_the_command_line_over_the_script(qm, script):
+    path = script("#!/bin/bash\n#SBATCH -t 5 -o script-%j.out\n#SBATCH -e logs-%x/%j.err\ntrue\n")
+
+    code, _, err = qm("sbatch", "-o", "run-%j.out", "-D", "/home/alice/run", path)
+
+    assert code == 0, err
+    assert (Job.objects.get().output_path, Job.objects.get().error_path) == ("run-%j.out", "logs-%x/%j.err")
+
+
+@pytest.mark.parametrize(
+    ("argv", "directives", "words"),
+    [
+        (["-o", "/etc/passwd"], "", "output_path: -o /etc/passwd: A job's files may lie only under /home/alice"),
+        ([], " -e err-%N.log", "error_path: -e err-%N.log (#SBATCH line 2): One file per node (%N"),
+    ],
+    ids=["outside the roots", "a pattern of one file per node"],
+)
+def test_an_output_file_a_job_may_not_write_is_refused_naming_the_option(qm, script, argv, directives, words):
+    code, _, err = qm("sbatch", *argv, script(f"#!/bin/bash\n#SBATCH -t 5{directives}\ntrue\n"))
+
+    assert code == 1 and words in err
+    assert not Job.objects.exists()
+
+
+def test_submit_takes_sbatch_s_output_and_error_files(qm):
+    code, _, err = qm("submit", "-t", "10", "-o", "out-%j.log", "--error", "err-%j.log", "-e", "A=1", "--", "true")
+
+    assert code == 0, err
+    job = Job.objects.get()
+    assert (job.output_path, job.error_path, job.env) == ("out-%j.log", "err-%j.log", {"A": "1"})
 
 
 def test_submit_s_time_is_sbatch_s_minutes_and_the_script_s_name_is_kept(qm, script):

@@ -316,6 +316,43 @@ def test_job_detail_shows_what_nice_does_to_the_priority_with_one_sign(world, ti
     assert re.search(r"<th>Nice</th>\s*" + re.escape(shown), html), html[html.find("<th>Nice") :][:80]
 
 
+@pytest.mark.parametrize(
+    ("paths", "output", "error"),
+    [
+        (
+            {"output_path": "logs/%x-%j.out"},
+            '/home/alice/run/logs/train-{id}.out</code> <span class="muted">(sbatch -o logs/%x-%j.out; stderr too)',
+            None,
+        ),
+        (
+            {"output_path": "o-%j.txt", "error_path": "e-%j.txt"},
+            "/home/alice/run/o-{id}.txt",
+            "/home/alice/run/e-{id}.txt",
+        ),
+        ({"output_path": "/dev/null", "error_path": "e.txt"}, "none: only the log below", "/home/alice/run/e.txt"),
+    ],
+    ids=["one file", "two files", "stderr alone"],
+)
+def test_job_detail_says_where_its_output_files_are_with_the_patterns_filled_in(world, paths, output, error):
+    job = submit(world.alice, world.lab, name="train", workdir="/home/alice/run", **paths)
+
+    html = page(logged_in(world.alice), f"/jobs/{job.id}/")
+
+    assert re.search(r'<tr id="workdir"><th>Working directory</th><td><code>/home/alice/run<', html)
+    row = html[html.find('id="output-file"') :]
+    assert output.format(id=job.id) in row[: row.find("</tr>")], row[:300]
+    if error is None:
+        assert 'id="error-file"' not in html
+    else:
+        row = html[html.find('id="error-file"') :]
+        assert error.format(id=job.id) in row[: row.find("</tr>")], row[:300]
+
+
+def test_job_detail_of_a_job_without_output_files_shows_no_such_rows(world):
+    html = page(logged_in(world.alice), f"/jobs/{submit(world.alice, world.lab).id}/")
+    assert 'id="output-file"' not in html and 'id="error-file"' not in html and 'id="workdir"' not in html
+
+
 def test_the_profile_says_who_set_the_cluster_identity_once(world):
     from people.models import ClusterIdentity
 

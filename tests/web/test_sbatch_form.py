@@ -63,3 +63,31 @@ def test_unreadable_slurm_options_are_an_error_on_their_field(world):
     response = client.post("/jobs/new/", {"name": "x", "command": "true", "sbatch_options": "-J 'unclosed"})
     assert "Cannot read the options" in response.context["form"].errors["sbatch_options"][0]
     assert not Job.objects.exists()
+
+
+def test_a_script_s_output_files_apply_and_the_form_s_own_field_wins(world):
+    script = "#!/bin/bash\n#SBATCH -o logs/%x-%j.out -e logs/%x-%j.err\npython3 train.py\n"
+
+    response = post(world.alice, script=script, workdir="/home/alice/run", output_path="run-%j.out")
+
+    assert response.status_code == 302, response.context["form"].errors
+    job = Job.objects.get()
+    assert (job.output_path, job.error_path) == ("run-%j.out", "logs/%x-%j.err")
+
+
+def test_an_output_file_a_job_may_not_write_is_an_error_under_its_field(world):
+    response = post(world.alice, command="true", output_path="/etc/cron.d/evil")
+
+    assert response.status_code == 200
+    assert "may lie only under /home/alice" in response.context["form"].errors["output_path"][0]
+    assert not Job.objects.exists()
+
+
+def test_resubmit_as_copy_keeps_the_output_files(world):
+    post(world.alice, command="true", output_path="out-%j.txt", error_path="err-%j.txt")
+    client = Client()
+    client.force_login(world.alice)
+
+    form = client.get("/jobs/new/", {"copy": Job.objects.get().id}).context["form"]
+
+    assert (form.initial["output_path"], form.initial["error_path"]) == ("out-%j.txt", "err-%j.txt")

@@ -18,6 +18,7 @@ from monitoring.models import JobEfficiency
 from monitoring.services import health_notes_for_job
 from people.access import visible_jobs
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
+from scheduler.clusters.dispatch import output_of
 from scheduler.clusters.logs import read_job_log
 from scheduler.jobs.array_verbs import ARRAY_VERBS
 from scheduler.jobs.blockers import blockers_for_api
@@ -67,6 +68,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             if job.started_at and any(m.points for m in metrics)
             else None,
             "files": _files_of(job),
+            "output": output_of(job) if job.output_path or job.error_path else None,
             "retention_days": settings.JOB_FILES_RETENTION_DAYS,
             "health_notes": health_notes_for_job(job, now),
             "efficiency": JobEfficiency.objects.filter(job=job, attempt=job.attempt).first(),

@@ -104,6 +104,8 @@ _OPTIONAL = (
     "script",
     "image",
     "workdir",
+    "output_path",
+    "error_path",
     "array",
 )
 
@@ -142,6 +144,8 @@ def job_as_fields(job: Job) -> dict[str, str]:
         "script": job.script,
         "image": job.image,
         "workdir": job.workdir,
+        "output_path": job.output_path,
+        "error_path": job.error_path,
         "env": format_env(job.env),
         "array": job.array_spec,
     }
@@ -223,6 +227,15 @@ class JobForm(forms.Form):
     script = _lines("Script", "Run instead of a command.", 5)
     image = _text("Container image")
     workdir = _text("Working directory", "Where it starts, e.g. /home/you/project; empty: a fresh directory.")
+    output_path = _text(
+        "Output file",
+        "Its output is also written here (sbatch -o), e.g. logs/%x-%j.out in the working directory: %j its id, "
+        "%x its name, %A_%a an array's task. Empty: the log only.",
+        max_length=1024,
+    )
+    error_path = _text(
+        "Error file", "Its stderr goes here instead (sbatch -e). Empty: with the output.", max_length=1024
+    )
     # Not "files": a form's ``files`` is its uploads (request.FILES).
     job_files = TextFilesField(
         label="Files", required=False, help_text="Small text files (a script, a config) put in its working directory."

@@ -92,6 +92,12 @@ def problems(*words: str, given: dict[str, Any] | None = None) -> list[str]:
         (["--constraint=rack=r1&net=ib"], {"node_labels": {"rack": "r1", "net": "ib"}}),
         (["-D", "/home/alice/run"], {"workdir": "/home/alice/run"}),
         (["--chdir=/home/alice/run"], {"workdir": "/home/alice/run"}),
+        (["-o", "out-%j.txt"], {"output_path": "out-%j.txt"}),
+        (["-oout-%j.txt"], {"output_path": "out-%j.txt"}),
+        (["--output=/home/alice/logs/%x-%A_%a.out"], {"output_path": "/home/alice/logs/%x-%A_%a.out"}),
+        (["-e", "err-%j.txt"], {"error_path": "err-%j.txt"}),
+        (["--error=err-%j.txt", "--output", "out-%j.txt"], {"error_path": "err-%j.txt", "output_path": "out-%j.txt"}),
+        (["--out=o.txt"], {"output_path": "o.txt"}),
         (["-H"], {"hold": True}),
         (["--hold"], {"hold": True}),
         (["--wrap", "echo hi"], {"command": "echo hi"}),
@@ -132,8 +138,6 @@ def test_a_time_that_is_not_one_is_refused(text):
     [
         (["--partition=gpu"], "--partition=gpu is not supported: there are no partitions here"),
         (["-p", "gpu"], "-p gpu is not supported: there are no partitions here"),
-        (["-o", "out-%j.txt"], "-o out-%j.txt is not supported: the job's output and errors are kept by the portal"),
-        (["--error=err-%A_%a.txt"], "--error=err-%A_%a.txt is not supported"),
         (["--mail-type=END"], "your notification settings"),
         (["--mail-user=a@b"], "your notification settings"),
         (["--exclusive"], "--exclusive is not supported"),
@@ -200,6 +204,17 @@ def test_the_command_line_wins_over_the_script_and_the_last_of_one_place_wins():
 
     assert request.fields == {"walltime_seconds": 1200, "gpus_per_node": 1, "name": "b"}
     assert not request.sources["walltime_seconds"].in_script and request.sources["name"].in_script
+
+
+def test_a_script_s_output_and_error_files_are_applied_and_the_command_line_wins():
+    script, wrong = script_directives("#!/bin/bash\n#SBATCH -o logs/%x-%j.out\n#SBATCH -e logs/%x-%j.err\ntrue\n")
+    command_line, _ = read_options(["--output=run-%j.out"])
+
+    request = fields_of(merge(script, command_line), given={})
+
+    assert not wrong
+    assert request.fields == {"output_path": "run-%j.out", "error_path": "logs/%x-%j.err"}
+    assert request.sources["error_path"].where == "-e logs/%x-%j.err (#SBATCH line 3)"
 
 
 def test_gpus_in_all_share_out_over_the_nodes_the_body_gives():
