@@ -92,8 +92,8 @@ SLURM_SPELLINGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("-p", "--partition"), "refused by the portal, which says what to use instead"),
     (("-o", "--output"), "refused by the portal: the output is in 'qm log ID'"),
     (("--error",), "refused by the portal: errors are in 'qm log ID'"),
-    (("--mail-type",), "refused by the portal: notifications are your settings' (profile page)"),
-    (("--mail-user",), "refused by the portal: notifications are your settings' (profile page)"),
+    (("--mail-type",), "this job's messages: BEGIN,END,FAIL,REQUEUE,TIME_LIMIT,ALL,ARRAY_TASKS or NONE"),
+    (("--mail-user",), "only your own address: messages go to the e-mail on your profile"),
 )
 
 

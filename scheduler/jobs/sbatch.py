@@ -263,12 +263,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(("-D", "--chdir"), "value", _as("workdir")),
     Option(("-H", "--hold"), "none", lambda _: {"hold": True}),
     Option(("--wrap",), "value", _as("command")),
+    Option(("--mail-type",), "value", _as("mail_type")),
+    Option(("--mail-user",), "value", _as("mail_user")),
 )
 
-_NOTIFY = (
-    "notifications are chosen per user here, not per job: set the events and channels in your notification "
-    "settings (the profile page, or PATCH /api/v1/notifications/preferences/), then submit without it"
-)
 _LOG = (
     "the job's output and errors are kept by the portal in one log: read it with 'qm log ID' or "
     "GET /api/v1/jobs/{id}/log/ (to keep a copy elsewhere, write it from the script)"
@@ -283,8 +281,6 @@ REFUSED: dict[str, tuple[Takes, str]] = {
     "-o": ("value", _LOG),
     "--error": ("value", _LOG),
     "-e": ("value", _LOG),
-    "--mail-type": ("value", _NOTIFY),
-    "--mail-user": ("value", _NOTIFY),
     "--nodelist": ("value", _PLACEMENT),
     "-w": ("value", _PLACEMENT),
     "--exclude": ("value", _PLACEMENT),
