@@ -184,3 +184,15 @@ def submit_via_api(world, **body: Any) -> Job:
     response = submit(client, **body)
     assert response.status_code == 201, response.json()
     return Job.objects.get(pk=response.json()["id"])
+
+
+def test_a_waiting_jobs_mail_type_cannot_be_edited_but_its_other_fields_can(world, client_for):
+    client = client_for(world.alice)
+    job = submit_via_api(world, script=script("--mail-type=END", "--mail-user=alice@example.org"))
+
+    refused = client.patch(f"/api/v1/jobs/{job.id}/", {"mail_type": "BEGIN"}, format="json")
+    edited = client.patch(f"/api/v1/jobs/{job.id}/", {"name": "renamed"}, format="json")
+
+    assert refused.status_code == 400 and "Cannot change once submitted" in refused.json()["mail_type"][0]
+    assert edited.status_code == 200, edited.json()
+    assert Job.objects.get().mail_events == ["END"]
