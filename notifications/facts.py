@@ -4,6 +4,8 @@ events too) and the state of the queue (accounts near a quota, estimates that mo
 
 Each ``Message`` carries a ``key`` naming the fact it tells (``event:42``,
 ``idle:7:2``): the outbox sends each key once per channel, however often a fact is read.
+A message about a job also carries the job's own choice of messages (``sbatch
+--mail-type``) and the states it ended in, for ``notifications.wanted`` to weigh.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from people.models import Membership, Quota
 from scheduler.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind, JobState
 from scheduler.core.hours import job_gpus
 from scheduler.models import Job, JobEvent
+from scheduler.reads.arrays import display_id
 
 #: The states whose arrival is "ended" (a job cancelled by its owner is not news to them).
 ENDED = {JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.NODE_FAIL}
@@ -36,6 +39,10 @@ class Message:
     body: str
     job_id: int | None = None
     payload: dict[str, Any] = field(default_factory=dict)
+    #: The job's own choice (``Job.mail_events``); ``None``: its owner's settings decide.
+    mail_types: tuple[str, ...] | None = None
+    #: The state(s) the job, or an array's tasks, ended in (FAIL and TIME_LIMIT look at them).
+    ended: frozenset[str] = frozenset()
 
 
 def job_url(job_id: int) -> str:
@@ -57,7 +64,10 @@ def from_events(events: Iterable[JobEvent]) -> Iterator[Message]:
     """The messages job events make (see ``Event``): one per event that is news to the
     job's owner. The tasks of a job array make one message for the whole array, when its
     last task ends (as Slurm mails an array once), never one per task: a 10,000-task
-    sweep is one e-mail, not 10,000; only a task's idle GPUs are told task by task."""
+    sweep is one e-mail, not 10,000; only a task's idle GPUs are told task by task. An
+    array whose job chose its own messages (``sbatch --mail-type``) is also told when its
+    first task starts (Slurm's BEGIN for an array), and one that chose ARRAY_TASKS is
+    told task by task, each task as a job of its own."""
     events = list(events)
     jobs = Job.objects.select_related("owner", "account").in_bulk({e.job_id for e in events})
     ended_arrays = _ended_arrays(job.array_job_id for job in jobs.values() if job.array_job_id is not None)
@@ -65,20 +75,23 @@ def from_events(events: Iterable[JobEvent]) -> Iterator[Message]:
         job = jobs.get(event.job_id)
         if job is None:
             continue
-        if job.array_job_id is not None and event.kind != EventKind.IDLE:
+        kind, to = event.kind, (event.data or {}).get("to")
+        if job.array_job_id is not None and kind != EventKind.IDLE and "ARRAY_TASKS" not in (job.mail_events or ()):
+            if to == JobState.RUNNING and job.mail_events is not None:
+                yield _array_started(job, event)
             states = ended_arrays.pop(job.array_job_id, None)
             if states is not None and set(states) != {JobState.CANCELLED}:  # all cancelled: its owner's doing
                 yield _array_ended(job, states)
             continue
-        kind, to = event.kind, (event.data or {}).get("to")
-        name = f"job {job.id} ({job.name})"
+        name = f"job {display_id(job)} ({job.name})"
+        ended: set[str] = set()
         by_owner = event.message.endswith(f"by {job.owner.get_username()}")
         if to == JobState.RUNNING:
             what, subject = Event.STARTED, f"Started: {name}"
             text = f"Your {name} started: {event.message}."
         elif to in ENDED and kind != EventKind.CANCELLED:
             code = (event.data or {}).get("exit_code", job.exit_code)
-            what, subject = Event.ENDED, f"{to.title()}: {name}"
+            what, subject, ended = Event.ENDED, f"{to.title()}: {name}", {to}
             text = f"Your {name} ended {to}" + (f" with exit code {code}" if code is not None else "") + "."
         elif kind in (EventKind.PREEMPTED, EventKind.REQUEUED):
             what, subject = Event.PREEMPTED, f"{kind.title()}: {name}"
@@ -87,7 +100,7 @@ def from_events(events: Iterable[JobEvent]) -> Iterator[Message]:
             what, subject = Event.HELD, f"Held: {name}"
             text = f"Your {name} was {event.message}; it will not start until released."
         elif kind == EventKind.CANCELLED and not by_owner:
-            what, subject = Event.ENDED, f"Cancelled: {name}"
+            what, subject, ended = Event.ENDED, f"Cancelled: {name}", {JobState.CANCELLED}
             text = f"Your {name} was {event.message}."
         elif kind == EventKind.IDLE:
             what, subject = Event.IDLE, f"Idle GPUs: {name}"
@@ -98,8 +111,20 @@ def from_events(events: Iterable[JobEvent]) -> Iterator[Message]:
         else:
             continue
         yield Message(
-            job.owner_id, what, f"event:{event.id}", subject, f"{text}\n{job_url(job.id)}", job.id, _about(job)
+            job.owner_id,
+            what,
+            f"event:{event.id}",
+            subject,
+            f"{text}\n{job_url(job.id)}",
+            job.id,
+            _about(job),
+            _mail_types(job),
+            frozenset(ended),
         )
+
+
+def _mail_types(job: Job) -> tuple[str, ...] | None:
+    return None if job.mail_events is None else tuple(job.mail_events)
 
 
 def _ended_arrays(arrays: Iterable[int]) -> dict[int, dict[str, int]]:
@@ -124,6 +149,24 @@ def _ended_arrays(arrays: Iterable[int]) -> dict[int, dict[str, int]]:
     return counts
 
 
+def _array_started(task: Job, event: JobEvent) -> Message:
+    """An array's start: its first task's (the key makes it one message, whichever task
+    is read first)."""
+    array = task.array_job_id
+    name = f"array {array} ({task.name})"
+    return Message(
+        task.owner_id,
+        Event.STARTED,
+        f"array-started:{array}",
+        f"Started: {name}",
+        f"The first task of your {name} started: {event.message}. The starts of its other tasks are not told "
+        f"(add ARRAY_TASKS to its --mail-type to hear of each task).\n{job_url(array or task.id)}",
+        array,
+        {**_about(task), "id": array, "url": job_url(array or task.id)},
+        _mail_types(task),
+    )
+
+
 def _array_ended(task: Job, states: dict[str, int]) -> Message:
     array = task.array_job_id
     tally = ", ".join(f"{n} {state.lower()}" for state, n in sorted(states.items()))
@@ -136,6 +179,8 @@ def _array_ended(task: Job, states: dict[str, int]) -> Message:
         f"Every task of your {name} has ended: {tally}.\n{job_url(array or task.id)}",
         array,
         {**_about(task), "id": array, "url": job_url(array or task.id), "tasks": states},
+        _mail_types(task),
+        frozenset(states),
     )
 
 

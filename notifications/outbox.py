@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from notifications import facts, send
 from notifications.models import Channel, Cursor, Delivery, Preference, Status
+from notifications.wanted import wanted
 from scheduler.models import JobEvent
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,9 @@ def backoff(attempts: int) -> timedelta:
 
 
 def enqueue(messages: Iterable[facts.Message], now: datetime) -> int:
-    """Outbox rows for every channel each message's user asked for; returns how many
-    were new (a key seen before makes none)."""
+    """Outbox rows for every channel each message's user asked for, of the messages
+    they want (``notifications.wanted``: their choice of events, or their job's own);
+    returns how many were new (a key seen before makes none)."""
     messages = list(messages)
     if not messages:
         return 0
@@ -51,7 +53,7 @@ def enqueue(messages: Iterable[facts.Message], now: datetime) -> int:
     rows = []
     for message in messages:
         pref = prefs.get(message.user_id) or Preference(user_id=message.user_id)  # the defaults
-        if message.event not in pref.events:
+        if not wanted(message.event, pref.events, mail_types=message.mail_types, ended=message.ended):
             continue
         channels = []
         if pref.email and emails.get(message.user_id):

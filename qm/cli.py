@@ -248,6 +248,8 @@ class Cli:
             self.say(f"  errors to {job['error_file']}")
         if job.get("exit_code") is not None:
             self.say(f"  exit code {job['exit_code']}")
+        if job.get("mail_type") is not None:  # its own choice of messages (sbatch --mail-type)
+            self.say(f"  mail type {','.join(job['mail_type']) or 'NONE'}")
         if job.get("efficiency"):
             self.say(_efficiency(job["efficiency"], job["walltime_seconds"]))
         return 0

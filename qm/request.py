@@ -92,8 +92,8 @@ SLURM_SPELLINGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("-p", "--partition"), "refused by the portal, which says what to use instead"),
     (("-o", "--output"), "a file its output is also written to (%%j id, %%x name, %%A_%%a task); 'qm log ID' too"),
     (("--error",), "a file its stderr is written to instead (sbatch's -e; qm's -e is --env)"),
-    (("--mail-type",), "refused by the portal: notifications are your settings' (profile page)"),
-    (("--mail-user",), "refused by the portal: notifications are your settings' (profile page)"),
+    (("--mail-type",), "this job's messages: BEGIN,END,FAIL,REQUEUE,TIME_LIMIT,ALL,ARRAY_TASKS or NONE"),
+    (("--mail-user",), "only your own address: messages go to the e-mail on your profile"),
 )
 
 

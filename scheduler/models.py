@@ -206,6 +206,14 @@ class Job(models.Model):
     reservation = models.CharField(
         max_length=64, blank=True, help_text="The reservation it runs in (sbatch --reservation); empty: none."
     )
+    #: Which messages this job makes, over its owner's choice of events (``sbatch
+    #: --mail-type``, ``scheduler.jobs.mail_type``; applied by ``notifications.wanted``).
+    mail_events = models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text='sbatch --mail-type\'s types, e.g. ["END", "FAIL"]; [] for NONE; null: the owner\'s settings decide.',
+    )
 
     #: A task of a job array (``sbatch --array``): the array is addressed by its first
     #: task's id (``array_job``, that task's own id for itself), the task by its index.

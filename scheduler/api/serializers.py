@@ -40,6 +40,9 @@ from scheduler.jobs.array_spec import MAX_SPEC_LENGTH, ArraySpec, ArraySpecError
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.files import files_size
 from scheduler.jobs.output_paths import MAX_PATH_LENGTH, pattern_problem
+from scheduler.jobs.mail_type import APPLIED as MAIL_TYPES
+from scheduler.jobs.mail_type import NONE as NO_MAIL
+from scheduler.jobs.mail_type import parse_mail_type
 from scheduler.jobs.request import REQUEST_FIELDS, parse_cpus
 from scheduler.jobs.sbatch import SbatchError, fields_of, merge, read_options, script_directives, with_arguments
 from scheduler.jobs.submit import submit_job
@@ -65,6 +68,33 @@ class CpusField(serializers.Field):
 
     def to_representation(self, value: Any) -> int | float:
         return cpu_count(cpu_millis(Decimal(value)))
+
+
+#: The most types a ``mail_type`` may list (each of Slurm's, with room for repeats).
+MAX_MAIL_TYPES = 32
+
+
+@extend_schema_field(
+    serializers.ListField(child=serializers.ChoiceField(choices=[NO_MAIL, *MAIL_TYPES]), allow_null=True)
+)
+class MailTypeField(serializers.Field):
+    """sbatch's ``--mail-type`` (``scheduler.jobs.mail_type``): ``"END,FAIL"`` as sbatch
+    takes it, or ``["END", "FAIL"]``, in; the job's ``mail_events`` (a list; ``[]`` for
+    NONE) out."""
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        texts = isinstance(data, list) and all(isinstance(item, str) for item in data)
+        if not (isinstance(data, str) or texts):
+            raise serializers.ValidationError('Give the types as sbatch does ("END,FAIL") or as a list of them.')
+        if len(data.split(",") if isinstance(data, str) else data) > MAX_MAIL_TYPES:
+            raise serializers.ValidationError(f"At most {MAX_MAIL_TYPES} types.")
+        try:
+            return parse_mail_type(data)
+        except ValueError as error:
+            raise serializers.ValidationError(str(error)) from None
+
+    def to_representation(self, value: Any) -> list[str]:
+        return [str(kind) for kind in value]
 
 
 class AllocationSerializer(serializers.Serializer):
@@ -153,6 +183,13 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     error_file = serializers.SerializerMethodField(
         help_text="The file its stderr is written to, as output_file (the same file when error_path is empty)."
     )
+    mail_type = MailTypeField(
+        source="mail_events",
+        read_only=True,
+        allow_null=True,
+        help_text="The messages it makes, as sbatch's --mail-type types (['END', 'FAIL']; [] for NONE); "
+        "null: its owner's notification settings decide.",
+    )
 
     class Meta:
         model = Job
@@ -182,6 +219,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "file_names",
             "files_expired_at",
             *REQUEST_FIELDS,
+            "mail_type",
             "total_gpus",
             "cluster",
             "allocations",
@@ -264,11 +302,6 @@ def _not_yet(what: str) -> str:
     return f"Not supported yet: {what}. The job was not submitted."
 
 
-_NOTIFICATIONS = (
-    "Notifications are chosen per user here, not per job: set the events and channels in your notification "
-    "settings (the profile page, or PATCH /api/v1/notifications/preferences/). The job was not submitted."
-)
-
 #: What a Slurm (or Kubernetes) user may write on submit, and what it is here.
 SUBMIT_FIELD_HINTS: dict[str, str] = {
     "gpus": _slurm_name("gpus_per_node"),
@@ -283,8 +316,6 @@ SUBMIT_FIELD_HINTS: dict[str, str] = {
     "dependency": _slurm_name("dependencies") + ' ([{"type": "afterok", "job": 12}])',
     "job_name": _slurm_name("name"),
     "comment": "Not a field here: put notes in 'name' or in the script.",
-    "mail_type": _NOTIFICATIONS,
-    "mail_user": _NOTIFICATIONS,
     "exclusive": _not_yet("exclusive nodes (Slurm's --exclusive)"),
     "begin": _not_yet("a deferred start (Slurm's --begin)"),
     "chdir": _slurm_name("workdir") + " (an absolute path under JOB_WORKDIR_ROOTS)",
@@ -422,7 +453,8 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
         '"--gres=gpu:a100:2"), applied over the script\'s #SBATCH lines as sbatch applies its command line. '
         "The script's directives fill the fields this body leaves out; a field given both here and as a JSON "
         "field is refused. Every option that maps to a field is applied (-J -A -q -t -N --gres --gpus "
-        "--gpus-per-node -c --mem -a -d --nice --reservation -C -D -o -e -H --wrap); any other is refused by name.",
+        "--gpus-per-node -c --mem -a -d --nice --reservation -C -D -o -e -H --wrap --mail-type --mail-user); any "
+        "other is refused by name.",
     )
     script_args = serializers.ListField(
         child=serializers.CharField(max_length=10_000, allow_blank=True, trim_whitespace=False),
@@ -434,6 +466,22 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
     )
     hold = serializers.BooleanField(
         default=False, help_text="Submit it held (sbatch --hold): it waits until released (POST .../release/)."
+    )
+    mail_type = MailTypeField(
+        source="mail_events",
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Which messages this job makes (sbatch --mail-type): BEGIN, END, FAIL (an end that failed, "
+        "timed out or lost its node), REQUEUE, TIME_LIMIT (an end at the time limit), ALL, ARRAY_TASKS (each "
+        "task of an array told apart), NONE; as 'END,FAIL' or a list. They stand for your notification "
+        "settings' events for this job; your channels (e-mail, webhook) send them. Omitted: your settings decide.",
+    )
+    mail_user = serializers.CharField(
+        required=False,
+        max_length=254,
+        help_text="sbatch --mail-user: only your own e-mail address (or user name) is accepted, as messages go "
+        "to the address on your profile (PATCH /api/v1/me/).",
     )
 
     def run_validation(self, data: Any = empty) -> Any:
@@ -453,6 +501,7 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
             ) from None
         for applied in ("sbatch_options", "script_args"):  # in the fields and the script now
             values.pop(applied, None)
+        values.pop("mail_user", None)  # checked: the owner's own address, where their mail goes anyway
         return values
 
     def with_sbatch(self, data: Any) -> tuple[Any, dict[str, str]]:
@@ -530,6 +579,19 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
                 "(put larger data on the cluster's storage and give its path)."
             )
         return value
+
+    def validate_mail_user(self, value: str) -> str:
+        """The owner's own address (in any case) or user name: a job never makes the
+        portal mail anyone else."""
+        user = self.context["request"].user
+        address = (user.email or "").strip()
+        if value.strip() == user.get_username() or (address and value.strip().casefold() == address.casefold()):
+            return value
+        yours = f"yours is {address}" if address else "you have none yet"
+        raise serializers.ValidationError(
+            f"mail-user: a job's messages go only to the e-mail address on your profile ({yours}); set it there "
+            "(/profile/, or PATCH /api/v1/me/) and leave --mail-user out, or give that address."
+        )
 
     def validate_nice(self, value: int) -> int:
         if value < 0 and not self.context["request"].user.is_staff:

@@ -267,20 +267,16 @@ OPTIONS: tuple[Option, ...] = (
     Option(("-e", "--error"), "value", _as("error_path")),
     Option(("-H", "--hold"), "none", lambda _: {"hold": True}),
     Option(("--wrap",), "value", _as("command")),
+    Option(("--mail-type",), "value", _as("mail_type")),
+    Option(("--mail-user",), "value", _as("mail_user")),
 )
 
-_NOTIFY = (
-    "notifications are chosen per user here, not per job: set the events and channels in your notification "
-    "settings (the profile page, or PATCH /api/v1/notifications/preferences/), then submit without it"
-)
 _PLACEMENT = "the scheduler chooses the nodes: ask for hardware with --gres/--gpus and --constraint (node labels)"
 
 #: sbatch options the portal does not apply, each with what to do instead.
 REFUSED: dict[str, tuple[Takes, str]] = {
     "--partition": ("value", "there are no partitions here; " + _PLACEMENT),
     "-p": ("value", "there are no partitions here; " + _PLACEMENT),
-    "--mail-type": ("value", _NOTIFY),
-    "--mail-user": ("value", _NOTIFY),
     "--nodelist": ("value", _PLACEMENT),
     "-w": ("value", _PLACEMENT),
     "--exclude": ("value", _PLACEMENT),

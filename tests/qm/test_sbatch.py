@@ -90,10 +90,21 @@ def test_an_option_the_portal_refuses_is_exit_2_naming_it(qm, script, argv, word
 
 
 def test_a_refused_directive_in_the_script_is_exit_2_naming_its_line(qm, script):
-    code, _, err = qm("sbatch", script("#!/bin/bash\n#SBATCH -t 5\n#SBATCH --mail-type=END\ntrue\n"))
+    code, _, err = qm("sbatch", script("#!/bin/bash\n#SBATCH -t 5\n#SBATCH --exclusive\ntrue\n"))
 
-    assert code == 2 and "script: --mail-type=END (#SBATCH line 3) is not supported" in err
-    assert "notification settings" in err
+    assert code == 2 and "script: --exclusive (#SBATCH line 3) is not supported" in err
+    assert "jobs share nodes" in err
+
+
+def test_a_scripts_mail_type_is_the_jobs_and_one_the_portal_refuses_is_exit_1_naming_it(qm, script):
+    code, _, err = qm("sbatch", "--mail-type=FAIL", script("#!/bin/bash\n#SBATCH -t 5 --mail-type=END\ntrue\n"))
+
+    assert code == 0, err
+    assert Job.objects.get().mail_events == ["FAIL"]  # the command line's, over the script's
+    code, out, _ = qm("show", str(Job.objects.get().id))
+    assert code == 0 and "  mail type FAIL\n" in out
+    code, _, err = qm("sbatch", script("#!/bin/bash\n#SBATCH -t 5\n#SBATCH --mail-type=TIME_LIMIT_80\ntrue\n"))
+    assert code == 1 and "mail_type: --mail-type=TIME_LIMIT_80 (#SBATCH line 3): TIME_LIMIT_80 is not supp" in err
 
 
 @pytest.mark.parametrize(

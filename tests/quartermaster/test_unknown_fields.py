@@ -21,11 +21,11 @@ JOB = {"name": "train", "command": "true", "walltime_seconds": 600}
         ({"gpus": 8}, "gpus", "Slurm's name for it; here it is 'gpus_per_node'"),
         ({"gpu_modle": "H100-80GB"}, "gpu_modle", "did you mean 'gpu_model'?"),
         ({"begin": "now+1hour"}, "begin", "Not supported yet: a deferred start"),
-        ({"mail_type": "END"}, "mail_type", "set the events and channels in your notification settings"),
+        ({"exclusive": True}, "exclusive", "Not supported yet: exclusive nodes"),
         ({"walltime": "2h"}, "walltime", "'walltime_seconds'"),
         ({"colour": "blue"}, "colour", "this endpoint takes:"),
     ],
-    ids=["Slurm's gpus", "misspelled", "begin", "mail", "walltime", "nonsense"],
+    ids=["Slurm's gpus", "misspelled", "begin", "exclusive", "walltime", "nonsense"],
 )
 def test_an_unknown_submit_field_is_a_400_naming_it(world, client_for, extra: dict[str, Any], field, words):
     response = client_for(world.alice).post("/api/v1/jobs/", {**JOB, **extra}, format="json")

@@ -16,12 +16,14 @@ from django.views.decorators.http import require_GET
 from monitoring import charts, readings
 from monitoring.models import JobEfficiency
 from monitoring.services import health_notes_for_job
+from notifications.wanted import told_of
 from people.access import visible_jobs
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
 from scheduler.clusters.dispatch import output_of
 from scheduler.clusters.logs import read_job_log
 from scheduler.jobs.array_verbs import ARRAY_VERBS
 from scheduler.jobs.blockers import blockers_for_api
+from scheduler.jobs.mail_type import mail_type_text
 from scheduler.models import Job, JobFiles
 from scheduler.reads import reports
 from scheduler.reads.arrays import (
@@ -74,6 +76,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "efficiency": JobEfficiency.objects.filter(job=job, attempt=job.attempt).first(),
             "share_costs": share_costs(job),
             "label": display_id(job),
+            "mail": {"types": mail_type_text(job.mail_events), "told": told_of(job.mail_events)},
             "array": _array_of(request, job),
             "array_verbs": list(ARRAY_VERBS),
             "may": {

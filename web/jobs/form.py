@@ -27,7 +27,9 @@ from people.access import default_account, usable_qos
 from people.models import Account, Qos
 from scheduler.api.serializers import JobRequestSerializer
 from scheduler.jobs.admission import admit
+from scheduler.jobs.mail_type import mail_type_text, parse_mail_type
 from scheduler.jobs.request import REQUEST_FIELDS, request_values
+from scheduler.jobs.sbatch import merge, script_directives
 from scheduler.models import Job
 from scheduler.reads.inventory import load_inventory
 from web.jobs.presets import PRESETS, PRESETS_BY_SLUG
@@ -134,7 +136,7 @@ class TextFilesField(forms.FileField):
 
 def job_as_fields(job: Job) -> dict[str, str]:
     """A job as the form's fields (resubmit as a copy): every request field
-    (``request_values``), what it runs and who pays."""
+    (``request_values``), what it runs and who pays, and its own choice of messages."""
     return {
         "name": job.name,
         "account": job.account.name,
@@ -148,7 +150,22 @@ def job_as_fields(job: Job) -> dict[str, str]:
         "error_path": job.error_path,
         "env": format_env(job.env),
         "array": job.array_spec,
+        "sbatch_options": _mail_type_option(job),
     }
+
+
+def _mail_type_option(job: Job) -> str:
+    """``--mail-type=...`` for a copy of ``job`` whose choice of messages did not come
+    from its script (the API's field, the options); empty when its script's own line
+    gives it, which stays the one to edit there."""
+    if job.mail_events is None:
+        return ""
+    said = merge(script_directives(job.script)[0], []).get("--mail-type")
+    try:
+        in_script = said is not None and parse_mail_type(said.value or "") == job.mail_events
+    except ValueError:
+        in_script = False
+    return "" if in_script else f"--mail-type={mail_type_text(job.mail_events)}"
 
 
 def _as_text(name: str, value: Any) -> str:

@@ -81,13 +81,13 @@ def test_a_field_given_as_a_field_and_as_an_option_is_refused(world, client_for)
     ("body", "field", "words"),
     [
         ({"script": "#!/bin/bash\n#SBATCH --partition=gpu\ntrue\n"}, "script", "--partition=gpu (#SBATCH line 2)"),
-        ({"script": "#!/bin/bash\n#SBATCH --mail-type=END\ntrue\n"}, "script", "notification settings"),
+        ({"script": "#!/bin/bash\n#SBATCH -w node1\ntrue\n"}, "script", "-w node1 (#SBATCH line 2)"),
         ({"script": "#!/bin/bash\n#SBATCH --signal=B:USR1@60\ntrue\n"}, "script", "--signal=B:USR1@60"),
         ({"command": "true", "sbatch_options": ["--exclusive"]}, "sbatch_options", "--exclusive is not supported"),
         ({"command": "true", "sbatch_options": ["-t", "forever"]}, "sbatch_options", "-t forever: 'forever'"),
         ({"command": "true", "sbatch_options": ["train.py"]}, "sbatch_options", "'train.py' is not an option"),
     ],
-    ids=["partition", "mail-type", "unknown", "exclusive", "bad time", "not an option"],
+    ids=["partition", "nodelist", "unknown", "exclusive", "bad time", "not an option"],
 )
 def test_an_option_the_portal_does_not_apply_is_a_400_naming_it(world, client_for, body, field, words):
     response = (
@@ -149,7 +149,7 @@ def test_the_estimate_reads_the_script_too_and_refuses_hold(world, client_for):
 
 @pytest.mark.parametrize(
     ("old", "points_at"),
-    [("chdir", "'workdir'"), ("mail_type", "notification settings"), ("mail_user", "notification settings")],
+    [("chdir", "'workdir'"), ("comment", "Not a field here")],
 )
 def test_the_slurm_field_names_point_at_what_ships(world, client_for, old, points_at):
     response = submit(client_for(world.alice), command="true", walltime_seconds=60, **{old: "x"})

@@ -101,6 +101,9 @@ def problems(*words: str, given: dict[str, Any] | None = None) -> list[str]:
         (["-H"], {"hold": True}),
         (["--hold"], {"hold": True}),
         (["--wrap", "echo hi"], {"command": "echo hi"}),
+        (["--mail-type=END,FAIL"], {"mail_type": "END,FAIL"}),
+        (["--mail-type", "ALL"], {"mail_type": "ALL"}),
+        (["--mail-user=alice@example.org"], {"mail_user": "alice@example.org"}),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else "",
 )
@@ -138,8 +141,7 @@ def test_a_time_that_is_not_one_is_refused(text):
     [
         (["--partition=gpu"], "--partition=gpu is not supported: there are no partitions here"),
         (["-p", "gpu"], "-p gpu is not supported: there are no partitions here"),
-        (["--mail-type=END"], "your notification settings"),
-        (["--mail-user=a@b"], "your notification settings"),
+        (["--mail=END"], "--mail=END is not an sbatch option the portal applies"),  # --mail-type or --mail-user?
         (["--exclusive"], "--exclusive is not supported"),
         (["--begin=now+1hour"], "--begin=now+1hour is not supported"),
         (["-w", "node1"], "-w node1 is not supported: the scheduler chooses the nodes"),
@@ -170,7 +172,7 @@ def test_an_option_not_applied_is_refused_by_name(words, words_said):
 
 
 def test_problems_are_all_told_at_once():
-    assert len(problems("--partition=gpu", "-t", "forever", "--mail-type=END")) == 3
+    assert len(problems("--partition=gpu", "-t", "forever", "--exclusive")) == 3
 
 
 SCRIPT = """#!/bin/bash
