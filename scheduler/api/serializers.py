@@ -39,10 +39,10 @@ from scheduler.jobs.admission import admit
 from scheduler.jobs.array_spec import MAX_SPEC_LENGTH, ArraySpec, ArraySpecError, parse_array
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.files import files_size
-from scheduler.jobs.output_paths import MAX_PATH_LENGTH, pattern_problem
 from scheduler.jobs.mail_type import APPLIED as MAIL_TYPES
 from scheduler.jobs.mail_type import NONE as NO_MAIL
 from scheduler.jobs.mail_type import parse_mail_type
+from scheduler.jobs.output_paths import MAX_PATH_LENGTH, pattern_problem
 from scheduler.jobs.request import REQUEST_FIELDS, parse_cpus
 from scheduler.jobs.sbatch import SbatchError, fields_of, merge, read_options, script_directives, with_arguments
 from scheduler.jobs.submit import submit_job
