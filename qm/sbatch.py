@@ -12,6 +12,7 @@ are sbatch's ways of answering, which qm does itself.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +79,7 @@ def sbatch_body(words: list[str]) -> SbatchCall:
             body["script"] = handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise SbatchUsage(f"cannot read the script {path}: {exc}") from None
+    body["script_name"] = os.path.basename(path)  # the job's name unless -J gives one, as sbatch names it
     if arguments:
         body["script_args"] = arguments
     return SbatchCall(body, **call)

@@ -340,7 +340,8 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
         required=False,
         max_length=128,
         validators=[plain_name],
-        help_text="Omitted: the script's #SBATCH --job-name, else the command's program, else 'script'.",
+        help_text="Omitted: the script's #SBATCH --job-name, else the command's program, else script_name (the "
+        "script's file name), else 'script'.",
     )
     account = SlugRelatedField(
         slug_field="name",
@@ -467,6 +468,14 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
     hold = serializers.BooleanField(
         default=False, help_text="Submit it held (sbatch --hold): it waits until released (POST .../release/)."
     )
+    script_name = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=255,
+        validators=[plain_name],
+        help_text="The script's file name (sbatch SCRIPT; qm sbatch sends it): the job's name when nothing else "
+        "names it, as sbatch names a job after its script. Only its last path part is used.",
+    )
     mail_type = MailTypeField(
         source="mail_events",
         required=False,
@@ -490,7 +499,8 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
         named as it was written (``--mem=lots (#SBATCH line 4): ...``)."""
         body, sources = self.with_sbatch(data)
         if isinstance(body, Mapping) and "name" not in body:
-            body = {**as_object(body), "name": default_name(body.get("command"), body.get("script"))}
+            named = default_name(body.get("command"), body.get("script"), body.get("script_name"))
+            body = {**as_object(body), "name": named}
         try:
             values = super().run_validation(body)
         except serializers.ValidationError as exc:
@@ -499,7 +509,7 @@ class JobRequestSerializer(FieldsBuiltOnce, RejectUnknownFields):
             raise serializers.ValidationError(
                 {field: _named(sources.get(field), problems) for field, problems in exc.detail.items()}
             ) from None
-        for applied in ("sbatch_options", "script_args"):  # in the fields and the script now
+        for applied in ("sbatch_options", "script_args", "script_name"):  # in the fields, the script, the name now
             values.pop(applied, None)
         values.pop("mail_user", None)  # checked: the owner's own address, where their mail goes anyway
         return values
@@ -669,12 +679,16 @@ def _checked_pattern(value: str) -> str:
     return value
 
 
-def default_name(command: Any, script: Any) -> str:
+def default_name(command: Any, script: Any, script_name: Any = None) -> str:
     """A job's name when its request gives none (not even ``#SBATCH -J``): its command's
-    program (``python`` for ``python train.py``), else ``script``, as qm has named them."""
+    program (``python`` for ``python train.py``), else its script's file name (sbatch's
+    default: ``train.sbatch``), else ``script``."""
     if isinstance(command, str) and command.split():
         return os.path.basename(command.split()[0])[:128] or "job"
-    return "script" if isinstance(script, str) and script else "job"
+    if not (isinstance(script, str) and script):
+        return "job"
+    file_name = os.path.basename(script_name.strip()) if isinstance(script_name, str) else ""
+    return file_name[:128] or "script"
 
 
 def _texts(value: Any) -> bool:

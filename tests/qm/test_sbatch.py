@@ -67,6 +67,20 @@ def test_options_before_the_script_win_and_words_after_it_are_its_arguments(qm, 
     assert "set -- 'a b' -x\necho \"$1\"" in job.script
 
 
+def test_a_script_without_a_job_name_is_named_after_its_file_as_sbatch_names_it(qm, script):
+    unnamed = script("#!/bin/bash\n#SBATCH -t 10\ntrue\n", name="train-resnet.sbatch")
+    named = script("#!/bin/bash\n#SBATCH -t 10 -J from-script\ntrue\n", name="other.sh")
+
+    assert qm("sbatch", unnamed)[0] == 0 and qm("sbatch", named)[0] == 0
+    assert qm("sbatch", "-J", "from-options", unnamed)[0] == 0
+
+    assert list(Job.objects.order_by("id").values_list("name", flat=True)) == [
+        "train-resnet.sbatch",
+        "from-script",
+        "from-options",
+    ]
+
+
 def test_sbatch_hold_and_wrap(qm):
     code, _, err = qm("sbatch", "-H", "-t", "1:00", "--wrap", "echo hi")
 

@@ -156,3 +156,21 @@ def test_the_slurm_field_names_point_at_what_ships(world, client_for, old, point
 
     assert response.status_code == 400
     assert points_at in response.json()[old][0] and "not supported yet" not in response.json()[old][0].lower()
+
+
+@pytest.mark.parametrize(
+    ("script_name", "name"),
+    [("train.sbatch", "train.sbatch"), ("runs/nightly/eval.sh", "eval.sh"), ("", "script"), ("  ", "script")],
+)
+def test_a_script_is_named_after_its_file_when_nothing_else_names_it(world, client_for, script_name, name):
+    response = submit(client_for(world.alice), walltime_seconds=600, script="true\n", script_name=script_name)
+
+    assert response.status_code == 201, response.json()
+    assert Job.objects.get().name == name
+
+
+def test_a_script_files_name_is_plain_text(world, client_for):
+    response = submit(client_for(world.alice), walltime_seconds=600, script="true\n", script_name="a\u202eb.sh")
+
+    assert response.status_code == 400 and "script_name" in response.json()
+    assert not Job.objects.exists()
