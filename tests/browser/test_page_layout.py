@@ -60,3 +60,29 @@ def test_the_job_lists_dates_stay_on_one_line_at_a_desktop_width(transactional_d
     for title in ("Submitted", "Started", "Ended"):
         lines = page.evaluate(LINES_PER_CELL, headers.index(title))
         assert lines and max(lines) <= 1, (title, lines)
+
+
+#: Whether a row's items lie on one line: each one's box spans the first one's middle
+#: (a smaller label sits a pixel or two lower on the same baseline; a wrapped item is a line below).
+ONE_LINE = """(selector) => {
+    const boxes = [...document.querySelectorAll(selector)].map(item => item.getBoundingClientRect());
+    const middle = boxes[0].top + boxes[0].height / 2;
+    return boxes.length > 1 && boxes.every(box => box.top <= middle && middle <= box.bottom);
+}"""
+
+
+@pytest.mark.parametrize("who", ["admin", "alice"])
+def test_the_header_is_one_line_of_links_and_the_staffs_pages_one_more(transactional_db, world, login, shot, who):
+    page = login(who)
+    page.goto("/")
+    shot(page, f"header-{who}")
+    assert page.evaluate(ONE_LINE, "header > .brand, header > nav:not(.manage) > *")
+    header = page.locator("header").bounding_box()
+    if who == "alice":
+        assert page.locator("header nav.manage").count() == 0
+        return
+    assert page.evaluate(ONE_LINE, "header nav.manage > *")
+    first = page.locator("header > nav:not(.manage)").bounding_box()
+    manage = page.locator("header nav.manage").bounding_box()
+    assert manage["y"] >= first["y"] + first["height"]  # under the first row, over nothing of it
+    assert manage["y"] + manage["height"] <= header["y"] + header["height"] + 0.5
