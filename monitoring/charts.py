@@ -362,15 +362,17 @@ def queue_figure(rows: Sequence[QueueRow], span: Span | None = None) -> dict[str
                     "hovertemplate": f"{account}: %{{y}} {what}<extra></extra>",
                 }
             )
-    # The accounts under the time axis, across: beside the plots they took a column of
-    # their width, and Plotly placed them over the data when the chart was narrow. With no
-    # account there is no legend, and no room is kept for one.
-    under = {"legend": QUEUE_LEGEND, "margin": {**MARGIN, "b": 100}} if accounts else _no_data(NO_QUEUE)
+    title = "Queue by account: pending (top) and running jobs"
+    if not accounts:  # one plain plot saying so: Plotly draws no axes of the second plot without a trace on them
+        return _figure([], title, xaxis=_time_axis(span), yaxis={"title": {"text": "jobs"}}, **_no_data(NO_QUEUE))
     return _figure(
         data,
-        "Queue by account: pending (top) and running jobs",
-        height=460 if accounts else 400,
-        **under,
+        title,
+        height=460,
+        # The accounts under the time axis, across: beside the plots they took a column
+        # of their width, and Plotly placed them over the data when the chart was narrow.
+        legend=QUEUE_LEGEND,
+        margin={**MARGIN, "b": 100},
         xaxis=_time_axis(span, anchor="y", showticklabels=False, matches="x2"),
         yaxis={"domain": [0.55, 1], "title": {"text": "pending"}, "rangemode": "tozero"},
         xaxis2=_time_axis(span, anchor="y2"),

@@ -102,3 +102,21 @@ def test_mig_slices_do_not_stretch_the_heatmaps_gpu_axis(transactional_db, world
         "() => [...document.querySelectorAll('#chart-gpu-heatmap .ytick text')].map(t => t.textContent)"
     )
     assert sorted(ticks, key=int) == [str(i) for i in range(8)]  # GPUs 0-7 on every node, slices within them
+
+
+def test_an_empty_queue_chart_says_so_and_leaves_no_blank_band(transactional_db, world, login, shot):
+    page = login("admin")
+    page.goto("/manage/cluster/")
+    page.wait_for_function("() => document.querySelector('#chart-queue .annotation-text')")
+    page.locator("#chart-queue").scroll_into_view_if_needed()
+    shot(page, "cluster-empty-queue")
+    assert page.locator("#chart-queue .annotation-text").text_content() == "No job waited or ran in this range."
+    # The words sit inside the plots' area, and under the running plot's time axis comes
+    # only the figure's own margin: no room kept for a legend that has no entries.
+    note = page.locator("#chart-queue .annotation-text").bounding_box()
+    plots = page.locator("#chart-queue .nsewdrag")
+    top, bottom = plots.nth(0).bounding_box(), plots.nth(plots.count() - 1).bounding_box()
+    assert min(top["y"], bottom["y"]) <= note["y"] <= max(top["y"] + top["height"], bottom["y"] + bottom["height"])
+    chart = page.locator("#chart-queue").bounding_box()
+    lowest = max(box["y"] + box["height"] for box in (top, bottom))
+    assert chart["y"] + chart["height"] - lowest <= 60, (chart, lowest)
