@@ -486,6 +486,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # django-axes says at INFO when each process starts and on every login ("Deleted 0
+    # failed login attempts"); its failures and lockouts are WARNINGs, and stay.
+    "loggers": {"axes": {"level": env_str("AXES_LOG_LEVEL", "WARNING")}},
 }
 
 # --- Job files and submissions: storage and rate (issue 34) -------------------------------
