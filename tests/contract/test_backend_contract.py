@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -706,8 +707,11 @@ def test_a_job_starts_in_its_workdir_and_its_files_land_there(executing: Case) -
 
 def owner_uid(case: Case) -> int:
     """Whose the job's files are: its owner's, where the backend runs jobs as their owners
-    (Slurm; the local backend as root), else the portal's own user's."""
-    return OWNER.uid or 0 if case.kind == "slurm" or os.geteuid() == 0 else os.geteuid()
+    (Slurm, as the cluster's account of that name; the local backend as root, as the
+    spec's uid), else the portal's own user's."""
+    if case.kind == "slurm":
+        return pwd.getpwnam(OWNER.user).pw_uid
+    return OWNER.uid or 0 if os.geteuid() == 0 else os.geteuid()
 
 
 def logs_dir(case: Case) -> Path:
