@@ -44,6 +44,17 @@ def unavailable_reason() -> str:
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"Slurm at {conf} does not answer `scontrol ping` ({exc}); {HOW_TO_START}"
+    # The backend runs each job as its owner through `sudo -n -u`, as the portal's service
+    # user does: a cluster root started is no use to another user without that rule.
+    try:
+        sudo = subprocess.run(
+            ["sudo", "-n", "-u", "alice", "true"], capture_output=True, text=True, timeout=30, check=False
+        )
+        said = "" if sudo.returncode == 0 else sudo.stderr.strip() or f"exit {sudo.returncode}"
+    except (OSError, subprocess.SubprocessError) as exc:
+        said = str(exc)
+    if said:
+        return f"this user may not run jobs as the dev cluster's users (sudo -n -u alice: {said}); run as root"
     return ""
 
 
