@@ -113,6 +113,7 @@ def band_figure(series: Series, title: str | None = None, span: Span | None = No
         xaxis=_time_axis(span),
         yaxis={"title": {"text": UNITS.get(series.metric, "")}, "rangemode": "tozero"},
         meta={"resolution_seconds": series.resolution, "bucket_seconds": series.bucket_seconds},
+        **({} if series.points else _no_data("No GPU samples in this range.")),
     )
 
 
@@ -309,6 +310,7 @@ def allocated_utilization_figure(cells: Sequence[CellRow], idle_below: float, wi
         xaxis={"title": {"text": "mean utilization"}, "type": "category"},
         yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
         meta={"allocated": allocated, "idle": idle, "without_samples": unknown},
+        **({} if allocated else _no_data("No GPU is allocated now.")),
     )
 
 

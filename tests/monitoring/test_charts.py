@@ -181,8 +181,10 @@ def test_no_data_is_an_empty_but_valid_figure(build):
         (lambda: charts.queue_figure([]), "No job waited or ran in this range."),
         (lambda: charts.wait_figure([]), "No job started in this range."),
         (lambda: charts.gpu_hours_figure([]), "No GPU time in this range."),
+        (lambda: charts.band_figure(band("utilization")), "No GPU samples in this range."),
+        (lambda: charts.allocated_utilization_figure([], 5.0, "last 1 min"), "No GPU is allocated now."),
     ],
-    ids=["queue", "waits", "gpu-hours"],
+    ids=["queue", "waits", "gpu-hours", "utilization", "allocated"],
 )
 def test_an_empty_chart_says_why_in_its_middle(build, words):
     layout = valid(build())["layout"]
