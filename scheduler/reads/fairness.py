@@ -34,4 +34,5 @@ def read_fairness(now: datetime, window: timedelta = WINDOW) -> Fairness:
     return account_fairness(
         (account, bounded_slowdown((ended - submitted).total_seconds(), (ended - started).total_seconds()))
         for account, submitted, started, ended in rows
+        if started is not None and ended is not None  # excluded by the query; keeps the types honest
     )
