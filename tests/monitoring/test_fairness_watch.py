@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 from django.core import mail
 
 from monitoring.fairness import watch
@@ -120,3 +121,16 @@ def test_a_staff_member_who_chose_their_events_is_still_told(world):
     watch(T0)
     pump(T0)
     assert len(told(world.admin)) == 1
+
+
+def test_the_api_gives_staff_the_figures_and_the_episode_and_researchers_a_403(world, client_for):
+    other_starves(world, T0)
+    with time_machine.travel(T0, tick=False):
+        watch(T0)
+        assert client_for(world.alice).get("/api/v1/monitoring/fairness/").status_code == 403
+        body = client_for(world.admin).get("/api/v1/monitoring/fairness/").json()
+    episode = FairnessEpisode.objects.get()
+    assert body["accounts"] == {"lab": 1.0, "other": 10.0}
+    assert (body["jobs"], body["worst_account"], body["window_hours"], body["level"]) == (2, "other", 24.0, 0.8)
+    assert body["jain"] == pytest.approx(121 / 202)
+    assert body["starving"]["account"] == "other" and body["starving"]["switch"] == episode.switch_id
