@@ -11,12 +11,14 @@ from collections import Counter
 from collections.abc import Iterator
 
 from django.db.models import Count
+from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from scheduler.choices import ACTIVE_STATES, EventKind, JobState
 from scheduler.jobs.allocations import held_gpus
 from scheduler.models import Job, JobEvent, TickState
+from scheduler.reads.fairness import read_fairness
 from scheduler.tick.snapshot import load_nodes
 
 ANY_MODEL = "any"
@@ -29,6 +31,7 @@ class PortalCollector(Collector):
         yield from self._jobs()
         yield from self._gpus()
         yield from self._tick()
+        yield from self._fairness()
 
     def _jobs(self) -> Iterator[Metric]:
         pending = GaugeMetricFamily(
@@ -93,3 +96,27 @@ class PortalCollector(Collector):
         )
         errors.add_metric([], JobEvent.objects.filter(kind=EventKind.DISPATCH_RETRY).count())
         yield errors
+
+    def _fairness(self) -> Iterator[Metric]:
+        """The fairness watch's figures over the last 24 h (``scheduler.reads.fairness``)."""
+        fairness = read_fairness(timezone.now())
+        jain = GaugeMetricFamily(
+            "quartermaster_fairness_jain_index",
+            "Jain's index over accounts' mean bounded slowdowns of GPU jobs ended in the last 24 h (1: alike).",
+        )
+        jain.add_metric([], fairness.jain)
+        worst = GaugeMetricFamily(
+            "quartermaster_fairness_worst_slowdown_ratio",
+            "The worst account's mean bounded slowdown over all jobs' mean, last 24 h.",
+            labels=["account"],
+        )
+        if fairness.worst_account is not None:
+            worst.add_metric([fairness.worst_account], fairness.worst_ratio)
+        slowdown = GaugeMetricFamily(
+            "quartermaster_account_slowdown",
+            "Each account's mean bounded slowdown of its GPU jobs ended in the last 24 h.",
+            labels=["account"],
+        )
+        for account, mean in fairness.accounts.items():
+            slowdown.add_metric([account], mean)
+        yield from (jain, worst, slowdown)

@@ -1,5 +1,6 @@
 """Per-GPU telemetry: raw samples from node agents, their rollups, each GPU's health,
-the queue's history per account, and the tokens node agents authenticate with."""
+the queue's history per account, the tokens node agents authenticate with, and the
+fairness watch's episodes."""
 
 from __future__ import annotations
 
@@ -187,3 +188,32 @@ class JobEfficiency(models.Model):
 
     def __str__(self) -> str:
         return f"efficiency of job {self.job_id} (attempt {self.attempt})"
+
+
+class FairnessEpisode(models.Model):
+    """A span in which the fairness watch (``monitoring.fairness``) found Jain's index
+    over accounts' slowdowns of the last 24 h below ``FAIRNESS_WATCH_BELOW``: opened by
+    the check that first saw it, with the worst-treated account then, and closed by the
+    first check that saw the index recover. Staff are told once per episode
+    (``notifications.facts.starving``); ``switch`` is the replay comparing the site's
+    policy with ``FAIRNESS_SWITCH_POLICY``, asked for when it opened. At most one is
+    open (``open``, unique while true, so two checks at once cannot open two)."""
+
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    open = models.BooleanField(default=True)
+    account = models.CharField(max_length=150, help_text="The account with the worst slowdown when it opened.")
+    jain = models.FloatField(help_text="Jain's index over accounts' mean slowdowns when it opened.")
+    worst_ratio = models.FloatField(help_text="That account's mean slowdown over all jobs' mean.")
+    switch = models.ForeignKey(
+        "scheduler.Simulation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["open"], condition=models.Q(open=True), name="one_open_fairness_episode")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account} starving since {self.started_at:%Y-%m-%d %H:%M}"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.utils import timezone
 
-from monitoring import efficiency, idle, queue, services
+from monitoring import efficiency, fairness, idle, queue, services
 
 
 @shared_task(name="monitoring.rollup", ignore_result=True)
@@ -42,3 +43,10 @@ def enforce_idle() -> dict[str, int]:
     """Flag running jobs holding idle GPUs, and requeue or cancel them as their account
     asks (``monitoring.idle``)."""
     return idle.enforce()
+
+
+@shared_task(name="monitoring.fairness_watch", ignore_result=True)
+def fairness_watch() -> str:
+    """Check how evenly accounts were treated over the last day, opening or closing a
+    starvation episode (``monitoring.fairness``)."""
+    return fairness.watch(timezone.now())

@@ -1,6 +1,7 @@
 """What is worth telling someone, read from what has already happened: job events (the
 trail every state change writes in its own transaction; the idle-GPU rule's flags are
-events too) and the state of the queue (accounts near a quota, estimates that moved).
+events too), the state of the queue (accounts near a quota, estimates that moved) and,
+for staff, the fairness watch's episodes (an account starving).
 
 Each ``Message`` carries a ``key`` naming the fact it tells (``event:42``,
 ``idle:7:2``): the outbox sends each key once per channel, however often a fact is read.
@@ -17,8 +18,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import Count
 
+from monitoring.fairness import open_episode
 from notifications.models import EstimateSeen, Event
 from people.models import Membership, Quota
 from scheduler.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind, JobState
@@ -251,3 +254,42 @@ def estimates_moved(now: datetime) -> Iterator[Message]:
             {**_about(job), "estimated_start": estimate.isoformat(), "was": before.isoformat()},
         )
     EstimateSeen.objects.bulk_create(new, ignore_conflicts=True)
+
+
+def starving(now: datetime) -> Iterator[Message]:
+    """Each active staff member, once per fairness episode (``monitoring.fairness``; its
+    id is in the key): which account is starving, how unfair the last day was, and where
+    the replay of another policy is. A recovery and a relapse make a new episode, so a
+    new message."""
+    episode = open_episode()
+    if episode is None:
+        return
+    portal = settings.PORTAL_URL.rstrip("/")
+    replay = (
+        f"What switching to {settings.FAIRNESS_SWITCH_POLICY} would have changed, replayed on the last "
+        f"{settings.FAIRNESS_SWITCH_DAYS} days: {portal}/manage/simulations/{episode.switch_id}/"
+        if episode.switch_id
+        else ""
+    )
+    text = (
+        f"Account {episode.account}'s jobs waited {episode.worst_ratio:.1f}x longer for their run times than "
+        f"the mean over the last 24 h; Jain's index over the accounts' slowdowns is {episode.jain:.2f}, "
+        f"below the level of {settings.FAIRNESS_WATCH_BELOW:g}.\n{replay}\n{portal}/manage/cluster/#fairness"
+    )
+    staff = get_user_model().objects.filter(is_staff=True, is_active=True).values_list("pk", flat=True)
+    for user_id in staff:
+        yield Message(
+            user_id,
+            Event.STARVING,
+            f"starving:{episode.pk}:{user_id}",
+            f"Fairness: {episode.account} is starving",
+            text,
+            None,
+            {
+                "account": episode.account,
+                "jain": episode.jain,
+                "worst_ratio": episode.worst_ratio,
+                "since": episode.started_at.isoformat(),
+                "switch": episode.switch_id,
+            },
+        )

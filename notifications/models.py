@@ -23,6 +23,12 @@ class Event(models.TextChoices):
     ESTIMATE_MOVED = "estimate_moved", "a waiting job's estimated start moved a lot"
     QUOTA_NEAR = "quota_near", "an account of mine uses 80% of a GPU quota"
     IDLE = "idle", "a running job of mine holds GPUs it does not use"
+    STARVING = "starving", "an account's jobs wait far longer than others' (staff)"
+
+
+#: Notices to staff about the site (made only for staff): sent to each one's channels
+#: whatever events they chose, so never offered as a choice.
+STAFF_EVENTS: frozenset[str] = frozenset({Event.STARVING})
 
 
 class Channel(models.TextChoices):

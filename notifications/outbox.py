@@ -4,7 +4,7 @@ the last pass into the outbox, then send what is due.
 1. Job events after the cursor (and older than ``SETTLE``, so that a transaction that
    took an id earlier but committed later is not skipped) become messages; the
    deliveries they make and the cursor's move commit together.
-2. The queue's conditions (quotas, estimates) become messages; their keys
+2. The queue's conditions (quotas, estimates, the fairness watch's episodes) become messages; their keys
    make each fact one message, however many passes see it.
 3. Every due delivery is sent: e-mail through Django's mail framework, webhooks as a
    signed POST. A failure is retried with exponential backoff (``backoff``) up to
@@ -96,7 +96,7 @@ def read_events(now: datetime) -> int:
 
 
 def read_conditions(now: datetime) -> int:
-    """Step 2: quotas near their limit, estimates that moved; at most every
+    """Step 2: quotas near their limit, estimates that moved, an account starving; at most every
     ``NOTIFY_CONDITIONS_SECONDS`` (they read every waiting job: not on every pass)."""
     with transaction.atomic():
         last, _ = Cursor.objects.select_for_update().get_or_create(name="conditions")
@@ -104,7 +104,7 @@ def read_conditions(now: datetime) -> int:
             return 0
         last.position = int(now.timestamp())
         last.save(update_fields=["position"])
-    return sum(enqueue(found(now), now) for found in (facts.quotas_near, facts.estimates_moved))
+    return sum(enqueue(found(now), now) for found in (facts.quotas_near, facts.estimates_moved, facts.starving))
 
 
 def send_due(now: datetime) -> dict[str, int]:

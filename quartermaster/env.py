@@ -39,7 +39,9 @@ def env_bool(name: str, default: bool = False) -> bool:
     raise ImproperlyConfigured(f"{name} must be one of 1/0/true/false/yes/no/on/off, got {raw!r}")
 
 
-def _env_number(name: str, default: N, parse: Callable[[str], N], kind: str, minimum: N | None) -> N:
+def _env_number(
+    name: str, default: N, parse: Callable[[str], N], kind: str, minimum: N | None, maximum: N | None = None
+) -> N:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -49,6 +51,8 @@ def _env_number(name: str, default: N, parse: Callable[[str], N], kind: str, min
         raise ImproperlyConfigured(f"{name} must be {kind}, got {raw!r}") from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name} must be <= {maximum}, got {value}")
     return value
 
 
@@ -56,8 +60,8 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return _env_number(name, default, int, "an integer", minimum)
 
 
-def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
-    return _env_number(name, default, float, "a number", minimum)
+def env_float(name: str, default: float, *, minimum: float | None = None, maximum: float | None = None) -> float:
+    return _env_number(name, default, float, "a number", minimum, maximum)
 
 
 def env_choice(name: str, default: str, choices: list[str]) -> str:

@@ -40,6 +40,8 @@ def periodic_jobs(settings: Any) -> tuple[PeriodicJob, ...]:
         PeriodicJob("monitoring-prune", "monitoring.prune", 3600.0),
         PeriodicJob("monitoring-record-efficiencies", "monitoring.record_efficiencies", 60.0),
         PeriodicJob("monitoring-enforce-idle", "monitoring.enforce_idle", 60.0),
+        # The last day's fairness moves slowly; it returns at once when FAIRNESS_WATCH_BELOW is 0.
+        PeriodicJob("monitoring-fairness-watch", "monitoring.fairness_watch", 300.0),
         PeriodicJob("notifications-pump", "notifications.pump", settings.NOTIFY_SECONDS),
         PeriodicJob("portal-sync-directory", "portal.sync_directory", settings.LDAP_SYNC_SECONDS)
         if settings.LDAP_SERVER_URI

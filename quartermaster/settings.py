@@ -30,6 +30,7 @@ from quartermaster.env import (
     env_weights,
 )
 from quartermaster.periodic import beat_schedule, periodic_jobs
+from scheduler.replay.simulator import POLICIES as REPLAY_POLICIES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("QM_VAR_DIR", str(BASE_DIR / "var")))
@@ -462,6 +463,13 @@ MONITORING_CRITICAL_XIDS = env_int_list("MONITORING_CRITICAL_XIDS", [48, 63, 64,
 MONITORING_METRICS_TOKEN = env_str("MONITORING_METRICS_TOKEN", "")
 #: Serve /metrics without a token outside DEBUG (e.g. behind a private network).
 MONITORING_METRICS_PUBLIC = env_bool("MONITORING_METRICS_PUBLIC", False)
+#: The fairness watch (every 5 minutes): when Jain's index over accounts' mean bounded
+#: slowdowns of the GPU jobs ended in the last 24 h falls below this, staff are told
+#: which account is starving, once per episode, and a replay of the last
+#: FAIRNESS_SWITCH_DAYS compares the site's policy with FAIRNESS_SWITCH_POLICY. 0: off.
+FAIRNESS_WATCH_BELOW = env_float("FAIRNESS_WATCH_BELOW", 0.8, minimum=0, maximum=1)
+FAIRNESS_SWITCH_POLICY = env_choice("FAIRNESS_SWITCH_POLICY", "stretch-las-preempt", sorted(REPLAY_POLICIES))
+FAIRNESS_SWITCH_DAYS = env_int("FAIRNESS_SWITCH_DAYS", 7, minimum=1)
 #: Simulated samples for GPUs of local (simulated) clusters, from the scheduler loop or
 #: beat. Default: on in the embedded mode (no broker), off otherwise.
 MONITORING_SIMULATE = env_bool("MONITORING_SIMULATE", not env_str("CELERY_BROKER_URL", env_str("REDIS_URL", "")))

@@ -470,12 +470,16 @@ class Simulation(models.Model):
       the account changes until the admin saves the change itself;
     - a **replay** of a trace (an uploaded Philly-format CSV in ``trace``, or the site's
       history) under policies on a cluster (``params``: ``{"policies", "nodes",
-      "gpus_per_node"}``, no nodes: the site's own).
+      "gpus_per_node"}``, no nodes: the site's own);
+    - a **switch**: the site's history replayed under its own policy and under another
+      (``params``: ``{"policy"}``), each account's slowdown under both
+      (``scheduler.policy_switch``); the fairness watch starts one when an account starves.
     """
 
     class Kind(models.TextChoices):
         PREVIEW = "preview"
         REPLAY = "replay"
+        SWITCH = "switch"
 
     class State(models.TextChoices):
         QUEUED = "queued"

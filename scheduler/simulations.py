@@ -3,10 +3,12 @@ recorded, run after commit as the Celery task ``scheduler.run_simulation`` (inli
 without a broker) under a soft time limit, telling their row how far they got, and
 ending with the figures or why there are none.
 
-Two kinds: a **preview** of an account change on the site's own history
-(``scheduler.previews``), and a **replay** of a trace (an uploaded Philly-format CSV,
+Three kinds: a **preview** of an account change on the site's own history
+(``scheduler.previews``), a **replay** of a trace (an uploaded Philly-format CSV,
 or the site's history) under chosen policies on a cluster (the site's own, or N nodes
-of G GPUs), with each policy's figures (``scheduler.replay.metrics``).
+of G GPUs), with each policy's figures (``scheduler.replay.metrics``), and a **switch**
+of the site's policy to another on its history, account by account
+(``scheduler.policy_switch``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from people.models import Account
 from scheduler.core.types import NodeView
 from scheduler.jobs.remote import after_commit
 from scheduler.models import Simulation
+from scheduler.policy_switch import policy_switch
 from scheduler.previews import TooLittleHistory, preview, site_history
 from scheduler.replay.metrics import bounds, measure
 from scheduler.replay.simulator import GUARANTEED, POLICIES, guarantees_for, policy_named, replay
@@ -66,6 +69,13 @@ def start_replay(
     return _start(actor, Simulation.Kind.REPLAY, days=days, params=params, trace=trace, trace_name=trace_name)
 
 
+def start_switch(actor: Any, *, policy: str, days: int) -> Simulation:
+    """Record a comparison of the site's policy with ``policy`` on the site's last
+    ``days`` (``scheduler.policy_switch``) and run it after commit. ``actor`` may be
+    ``None`` (the fairness watch asks for one itself)."""
+    return _start(actor, Simulation.Kind.SWITCH, days=days, params={"policy": policy})
+
+
 def trace_problem(text: str) -> str | None:
     """What is wrong with an uploaded trace, naming the line, or ``None``."""
     if len(text) > MAX_TRACE_CHARS:
@@ -96,7 +106,7 @@ def run_simulation(simulation_id: int) -> None:
     Simulation.objects.filter(pk=row.pk).update(state=Simulation.State.RUNNING, progress=0.0)
     progress = partial(_tell_progress, row.pk)
     try:
-        result = _run_preview(row, progress) if row.kind == Simulation.Kind.PREVIEW else _run_replay(row, progress)
+        result = _RUNS[row.kind](row, progress)
     except (TooLittleHistory, SimulationError) as exc:
         _finish(row.pk, Simulation.State.FAILED, error=str(exc)[:500])
     except SoftTimeLimitExceeded:
@@ -137,6 +147,19 @@ def _run_replay(row: Simulation, progress: Callable[[float], None]) -> dict[str,
         homogeneous_cluster(params["nodes"], params["gpus_per_node"]) if params.get("nodes") else load_hardware()
     )
     return replay_policies(trace, cluster, params.get("policies") or sorted(POLICIES), progress)
+
+
+def _run_switch(row: Simulation, progress: Callable[[float], None]) -> dict[str, Any]:
+    policy = (row.params or {}).get("policy", "")
+    return asdict(policy_switch(policy, days=row.days, now=timezone.now(), progress=progress))
+
+
+#: How each kind of simulation runs.
+_RUNS: dict[str, Callable[[Simulation, Callable[[float], None]], dict[str, Any]]] = {
+    Simulation.Kind.PREVIEW: _run_preview,
+    Simulation.Kind.REPLAY: _run_replay,
+    Simulation.Kind.SWITCH: _run_switch,
+}
 
 
 def replay_policies(

@@ -192,6 +192,21 @@ def end(job: Any, at: datetime, state: str = "COMPLETED") -> bool:
     return transition(job.pk, ["RUNNING"], state, ended_at=at, exit_code=0, where={"external_id": job.external_id})
 
 
+def finished(owner: Any, account: Any, ended: datetime, *, waited: timedelta, ran: timedelta, **overrides: Any) -> Any:
+    """A job of ``owner``'s in ``account`` that was submitted, waited ``waited``, ran
+    ``ran`` and COMPLETED at ``ended``; its row is written directly (history for the
+    figures that read ended jobs)."""
+    from scheduler.models import Job
+
+    job = submit(owner, account, **overrides)
+    started = ended - ran
+    Job.objects.filter(pk=job.pk).update(
+        state="COMPLETED", submitted_at=started - waited, started_at=started, ended_at=ended
+    )
+    job.refresh_from_db()
+    return job
+
+
 def run_attempt(job: Any, start: datetime, end: datetime | None, node: str = "h100-01", gpus: int = 1) -> None:
     """One attempt of ``job`` on ``node`` from ``start`` to ``end`` (None: still running),
     through the real transitions, which write its hours and its ``JobAttempt`` record."""

@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 
 from common.forms import NulFreeCharField
 from notifications import outbound
-from notifications.models import Channel, Delivery, Event, Preference, Status
+from notifications.models import STAFF_EVENTS, Channel, Delivery, Event, Preference, Status
 from notifications.send import mail_kept_elsewhere
 from people.access import default_account
 from people.email import address_directory, clean_address
@@ -65,7 +65,10 @@ class EmailForm(forms.Form):
 
 class NotifyForm(forms.ModelForm):
     events = forms.MultipleChoiceField(
-        choices=Event.choices, widget=forms.CheckboxSelectMultiple, required=False, label="Tell me when"
+        choices=[(value, label) for value, label in Event.choices if value not in STAFF_EVENTS],
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        label="Tell me when",
     )
     # A URL typed without its scheme is https (Django 6's default, set here already).
     webhook_url = forms.URLField(required=False, max_length=500, assume_scheme="https", label="Webhook URL")

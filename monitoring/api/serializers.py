@@ -86,3 +86,26 @@ class SeriesSerializer(serializers.Serializer):
     bucket_seconds = serializers.IntegerField()
     points = SeriesPointSerializer(many=True)
     figure = serializers.DictField(help_text="The Plotly figure (data and layout).")
+
+
+class StarvingSerializer(serializers.Serializer):
+    account = serializers.CharField(help_text="The worst-treated account when the episode opened.")
+    since = serializers.DateTimeField(source="started_at")
+    jain = serializers.FloatField(help_text="Jain's index when it opened.")
+    worst_ratio = serializers.FloatField(help_text="That account's mean slowdown over all jobs' mean then.")
+    switch = serializers.IntegerField(
+        source="switch_id",
+        allow_null=True,
+        help_text="The simulation replaying another policy (/api/v1/simulations/{id}/).",
+    )
+
+
+class FairnessSerializer(serializers.Serializer):
+    window_hours = serializers.FloatField()
+    jobs = serializers.IntegerField(help_text="GPU jobs that ended in the window.")
+    jain = serializers.FloatField(help_text="Jain's index over the accounts' mean bounded slowdowns (1: alike).")
+    worst_account = serializers.CharField(allow_null=True)
+    worst_ratio = serializers.FloatField(help_text="The worst account's mean slowdown over all jobs' mean.")
+    accounts = serializers.DictField(child=serializers.FloatField(), help_text="Each account's mean bounded slowdown.")
+    level = serializers.FloatField(help_text="FAIRNESS_WATCH_BELOW: staff are told below it (0: the watch is off).")
+    starving = StarvingSerializer(allow_null=True, help_text="The episode under way, if any.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
@@ -15,14 +16,17 @@ from rest_framework.views import APIView
 from monitoring import services
 from monitoring.api.auth import IsNodeAgent, NodeTokenAuthentication
 from monitoring.api.serializers import (
+    FairnessSerializer,
     IngestResultSerializer,
     SampleBatchSerializer,
     SeriesQuerySerializer,
     SeriesSerializer,
 )
+from monitoring.fairness import open_episode
 from monitoring.models import NodeToken
 from monitoring.series import series
 from scheduler.models import Gpu
+from scheduler.reads.fairness import WINDOW, read_fairness
 
 
 class SampleIngestView(APIView):
@@ -97,3 +101,23 @@ class SeriesView(APIView):
 
         payload = asdict(result) | {"figure": charts.band_figure(result)}
         return Response(SeriesSerializer(payload).data)
+
+
+class FairnessView(APIView):
+    """``GET /api/v1/monitoring/fairness/``: the fairness watch's figures over the last
+    24 h (as the cluster overview shows them) and the starvation episode under way.
+
+    Staff only: it compares every account's waits.
+    """
+
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(responses=FairnessSerializer, summary="Fairness over the last 24 h")
+    def get(self, request: Request) -> Response:
+        fairness = read_fairness(timezone.now())
+        payload = asdict(fairness) | {
+            "window_hours": WINDOW.total_seconds() / 3600,
+            "level": settings.FAIRNESS_WATCH_BELOW,
+            "starving": open_episode(),
+        }
+        return Response(FairnessSerializer(payload).data)

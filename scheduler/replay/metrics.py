@@ -1,12 +1,15 @@
-"""What a replay measured: per-job waits and slowdowns, fairness, utilization, and the bounds no policy beats."""
+"""What a replay measured: per-job waits and slowdowns, fairness, utilization, and the bounds no policy beats.
+
+Jain's index and slowdowns are ``scheduler.core.fairness``'s."""
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from scheduler.core.fairness import account_fairness
 from scheduler.replay.simulator import JobRecord, Replay
 from scheduler.replay.trace import SimulationError, TraceJob
 
@@ -24,18 +27,6 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def jain_index(values: Iterable[float]) -> float:
-    """Jain's fairness index ``(sum x)^2 / (n * sum x^2)``: 1 when all equal, 1/n at worst.
-
-    An empty or all-zero input is perfectly fair (1.0).
-    """
-    xs = list(values)
-    square_sum = sum(x * x for x in xs)
-    if not xs or square_sum == 0:
-        return 1.0
-    return sum(xs) ** 2 / (len(xs) * square_sum)
-
-
 def _unit(unit: str) -> dict[str, str]:
     return {"unit": unit}
 
@@ -46,7 +37,8 @@ class Metrics:
 
     - JCT (job completion time) is ``end - submit``; queueing delay (wait) is
       ``start - submit``. Percentiles interpolate linearly.
-    - Bounded slowdown of a job is ``max(1, (wait + run) / max(run, 10 s))``; averaged.
+    - Bounded slowdown of a job is ``max(1, (wait + run) / max(run, 10 s))``; averaged
+      (``scheduler.core.fairness``, which the live fairness watch reads too).
     - ``makespan_s`` is from the first submission to the last end.
     - ``utilization`` is GPU-seconds used (the trace's GPUs x run time; the idle rest
       of a rounded-up gang's nodes is not use) over ``capacity x makespan``.
@@ -94,10 +86,7 @@ def measure(result: Replay) -> Metrics:
     first_submit = min(r.job.submit_s for r in records)
     makespan = max(r.end_s for r in records) - first_submit
     gpu_seconds = sum(r.job.gpus * r.run_s for r in records)
-    by_account: dict[str, list[float]] = {}
-    for record, slowdown in zip(records, slowdowns, strict=True):
-        by_account.setdefault(record.job.account, []).append(slowdown)
-    account_means = [statistics.fmean(s) for s in by_account.values()]
+    fairness = account_fairness(zip((r.job.account for r in records), slowdowns, strict=True))
     return Metrics(
         jobs=len(records),
         timeouts=sum(1 for r in records if r.timed_out),
@@ -114,8 +103,8 @@ def measure(result: Replay) -> Metrics:
         avg_bounded_slowdown=statistics.fmean(slowdowns),
         makespan_s=float(makespan),
         utilization=gpu_seconds / (result.capacity_gpus * makespan) if makespan > 0 else 1.0,
-        jain_fairness=jain_index(account_means),
-        worst_account_slowdown_ratio=max(account_means) / statistics.fmean(slowdowns),
+        jain_fairness=fairness.jain,
+        worst_account_slowdown_ratio=fairness.worst_ratio,
         preemptions=result.preemptions,
         lost_gpu_s=float(result.lost_gpu_s),
     )

@@ -11,6 +11,7 @@ from typing import cast
 from scheduler.core.borrowing import GuaranteeBook
 from scheduler.core.carry import Carry
 from scheduler.core.cycle import schedule
+from scheduler.core.fairness import bounded_slowdown
 from scheduler.core.fairshare import AccountNode, FairShareTree, UsageInterval, UsagePolicy, charge, decay_usage_map
 from scheduler.core.limits import LimitBook, caps_anything, duration_text
 from scheduler.core.placement import IdleCluster
@@ -72,10 +73,6 @@ def policy_named(name: str) -> Policy:
         return POLICIES[name]
     except KeyError:
         raise SimulationError(f"unknown policy {name!r}; known policies: {', '.join(sorted(POLICIES))}") from None
-
-
-#: Bounded slowdown treats runs shorter than this as this long (the usual 10 s).
-SLOWDOWN_FLOOR_S = 10
 
 
 # --- Replay ---------------------------------------------------------------------------
@@ -147,7 +144,7 @@ class JobRecord:
 
     @property
     def bounded_slowdown(self) -> float:
-        return max(1.0, self.jct_s / max(self.run_s, SLOWDOWN_FLOOR_S))
+        return bounded_slowdown(self.jct_s, self.run_s)
 
 
 @dataclass(frozen=True, slots=True)

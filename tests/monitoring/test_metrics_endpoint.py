@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.choices import EventKind, NodeState
 from scheduler.jobs.transitions import record_event
 from scheduler.models import JobEvent, Node
-from tests.builders import submit
+from tests.builders import finished, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -73,3 +76,26 @@ def test_outside_debug_metrics_need_a_token_or_an_explicit_opening(world, client
     assert refused.status_code == 403 and b"MONITORING_METRICS_TOKEN" in refused.content
     settings.MONITORING_METRICS_PUBLIC = True
     assert client.get("/metrics").status_code == 200
+
+
+def test_fairness_over_the_last_day_is_exported(world, client):
+    now = timezone.now()
+    finished(world.alice, world.lab, now - timedelta(hours=1), waited=timedelta(0), ran=timedelta(hours=1))
+    finished(world.charlie, world.other, now - timedelta(hours=1), waited=timedelta(hours=3), ran=timedelta(hours=1))
+    finished(world.alice, world.lab, now - timedelta(days=2), waited=timedelta(hours=9), ran=timedelta(hours=1))
+    lines = client.get("/metrics").content.decode().splitlines()
+    assert "quartermaster_fairness_jain_index 0.7352941176470589" in lines  # (1 + 4)^2 / (2 * 17)
+    assert 'quartermaster_fairness_worst_slowdown_ratio{account="other"} 1.6' in lines  # 4 / 2.5
+    assert 'quartermaster_account_slowdown{account="lab"} 1.0' in lines
+    assert 'quartermaster_account_slowdown{account="other"} 4.0' in lines
+    assert "# TYPE quartermaster_fairness_jain_index gauge" in lines
+
+
+def test_a_day_without_ended_jobs_is_fair_and_names_no_account(world, client):
+    figures = scrape(client)
+    assert figures[("quartermaster_fairness_jain_index", ())] == 1.0
+    assert not [
+        key
+        for key in figures
+        if key[0] in ("quartermaster_fairness_worst_slowdown_ratio", "quartermaster_account_slowdown")
+    ]

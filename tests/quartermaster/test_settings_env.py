@@ -61,6 +61,12 @@ def test_minimums_are_enforced(monkeypatch):
         env_int("N", 5, minimum=1)
 
 
+def test_maximums_are_enforced(monkeypatch):
+    monkeypatch.setenv("LEVEL", "1.5")
+    with pytest.raises(ImproperlyConfigured, match=r"LEVEL must be <= 1, got 1\.5"):
+        env_float("LEVEL", 0.8, minimum=0, maximum=1)
+
+
 def test_unset_or_empty_gives_the_default(monkeypatch):
     monkeypatch.delenv("UNSET", raising=False)
     monkeypatch.setenv("EMPTY", "")

@@ -19,9 +19,10 @@ from django.core.management import CommandError, call_command
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.core.fairness import jain_index
 from scheduler.core.types import Limits
 from scheduler.replay.cli import main
-from scheduler.replay.metrics import bounds, jain_index, measure, percentile
+from scheduler.replay.metrics import bounds, measure, percentile
 from scheduler.replay.simulator import POLICIES, guarantees_for, policy_named, replay
 from scheduler.replay.trace import (
     SimulationError,

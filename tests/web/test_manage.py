@@ -12,7 +12,7 @@ from django.test import Client
 
 from people.models import Account, AuditEntry, Membership, Quota
 from scheduler.choices import JobState
-from scheduler.models import Job, Node
+from scheduler.models import Job, Node, Simulation
 from tests.builders import end, start, submit
 
 pytestmark = pytest.mark.django_db
@@ -486,3 +486,58 @@ def table_rows(html: str, table_id: str) -> list[list[str]]:
         [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td>(.*?)</td>", row, re.S)]
         for row in re.findall(r"<tr>(.*?)</tr>", body.group(1), re.S)
     ]
+
+
+def test_the_overview_shows_staff_the_last_days_fairness_and_who_is_starving(world, settings):
+    from django.utils import timezone
+
+    from monitoring.fairness import watch
+    from tests.builders import finished
+
+    settings.FAIRNESS_WATCH_BELOW = 0.8
+    now = timezone.now()
+    finished(world.alice, world.lab, now - timedelta(hours=1), waited=timedelta(0), ran=timedelta(hours=1))
+    finished(world.charlie, world.other, now - timedelta(hours=1), waited=timedelta(hours=9), ran=timedelta(hours=1))
+    assert watch(now) == "opened"
+    html = logged_in(world.admin).get("/manage/cluster/").content.decode()
+    assert "Jain's index over the accounts' mean slowdowns: <strong>0.599</strong>" in html
+    assert "the worst, other, at 1.82\N{MULTIPLICATION SIGN} the mean" in html
+    assert "Account <strong>other</strong> is starving" in html
+    switch = Simulation.objects.get(kind=Simulation.Kind.SWITCH)
+    assert f'href="/manage/simulations/{switch.id}/" id="switch-link"' in html
+    for researcher in (world.alice, world.charlie, world.bob):
+        assert logged_in(researcher).get("/manage/cluster/").status_code == 403
+
+
+def test_a_fair_day_names_no_starving_account(world):
+    html = logged_in(world.admin).get("/manage/cluster/").content.decode()
+    assert "Jain's index over the accounts' mean slowdowns: <strong>1.000</strong>" in html
+    assert 'id="starving"' not in html and "No GPU job ended in the last 24 hours." in html
+
+
+def test_a_policy_switch_shows_each_accounts_slowdown_under_both(world):
+    run = Simulation.objects.create(
+        kind=Simulation.Kind.SWITCH,
+        days=7,
+        params={"policy": "stretch-las-preempt"},
+        state=Simulation.State.DONE,
+        result={
+            "days": 7,
+            "jobs": 20,
+            "policy": "stretch-las-preempt",
+            "rows": [
+                {"account": "lab", "jobs": 12, "today": 3.64, "switched": 3.9},
+                {"account": "other", "jobs": 8, "today": 11.0, "switched": None},
+            ],
+            "jain_today": 0.798,
+            "jain_switched": 0.906,
+            "worst_ratio_today": 1.67,
+            "worst_ratio_switched": 1.24,
+        },
+    )
+    assert logged_in(world.alice).get(f"/manage/simulations/{run.id}/").status_code == 403
+    html = logged_in(world.admin).get(f"/manage/simulations/{run.id}/").content.decode()
+    assert "<h1>Switching to stretch-las-preempt</h1>" in html
+    assert "0.798 under the site's policy, 0.906 under stretch-las-preempt" in html
+    assert '<tr id="row-other"><td>other</td><td class="num">8</td>' in html
+    assert '<td class="num">11.00</td><td class="num">-</td>' in html

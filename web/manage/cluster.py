@@ -1,5 +1,5 @@
-"""The cluster overview: GPU heatmap, queue and utilization charts, GPU-hours by account
-(and its CSV) over a chosen range."""
+"""The cluster overview: GPU heatmap, queue and utilization charts, the fairness watch
+(the last 24 h), GPU-hours by account (and its CSV) over a chosen range."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from monitoring import charts, readings
+from monitoring.fairness import open_episode
 from monitoring.queue import queue_history
 from monitoring.series import series
 from scheduler.choices import JobState
 from scheduler.models import TickState
+from scheduler.reads.fairness import read_fairness
 from scheduler.reads.occupancy import Occupancy, read_occupancy
 from scheduler.reads.reservations import ahead
 from web import figures
@@ -101,7 +103,7 @@ def cluster_charts(
 @require_GET
 def cluster_overview(request: HttpRequest) -> HttpResponse:
     """Charts (GPU heatmap, utilization, queue over time, waits, GPU-hours), capacity and
-    queue summary, GPU-hours by account."""
+    queue summary, the fairness watch, GPU-hours by account."""
     now = timezone.now()
     form = RangeForm(request.GET or None)
     start, end = form.bounds(now)
@@ -130,6 +132,9 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
             "jobs_by_state": [(s.label, by_state[s.value]) for s in JobState if by_state[s.value]],
             "node_states": sorted(node_states.items()),
             "csv_query": request.GET.urlencode(),
+            "fairness": read_fairness(now),
+            "fairness_level": settings.FAIRNESS_WATCH_BELOW,
+            "starving": open_episode(),
             **cluster_charts(start, end, now, jobs, occupancy),
         },
     )
