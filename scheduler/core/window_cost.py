@@ -195,13 +195,14 @@ def least_costly_start(
     earliest: datetime,
     latest: datetime,
     step: timedelta = STEP,
+    baseline: dict[int, datetime] | None = None,
 ) -> Suggestion:
     """The start in ``[earliest, latest]`` at which ``window`` (its nodes and length;
     its own start is ignored) costs least by :attr:`WindowCost.rank`, among
-    :func:`candidate_starts`; ties go to the earliest. Raises ``ValueError`` as
-    :func:`candidate_starts` does."""
+    :func:`candidate_starts`; ties go to the earliest. ``baseline`` as for
+    :func:`window_cost`. Raises ``ValueError`` as :func:`candidate_starts` does."""
     length = window.end_at - window.start_at
-    baseline = plan_without(snapshot, policy, now)
+    baseline = baseline if baseline is not None else plan_without(snapshot, policy, now)
     tried = tuple(
         window_cost(snapshot, policy, now, replace(window, start_at=start, end_at=start + length), baseline)
         for start in candidate_starts(snapshot, now, window.nodes, earliest, latest, step)
