@@ -77,6 +77,18 @@ class CostPreview:
     jobs: dict[int, tuple[str, str, str]]
 
 
+def suggest_range_problems(earliest: datetime | None, latest: datetime | None) -> dict[str, str]:
+    """What is wrong with a range to search for a start (``suggest_from`` to
+    ``suggest_until``), by field; empty when it is fine or not given at all. The one rule
+    the form and the API both ask."""
+    if (earliest is None) != (latest is None):
+        missing = "suggest_until" if latest is None else "suggest_from"
+        return {missing: "Give both ends of the range to search, or neither."}
+    if earliest is not None and latest is not None and latest <= earliest:
+        return {"suggest_until": "Must be after suggest_from: the range is empty."}
+    return {}
+
+
 def preview_cost(
     window: Window,
     now: datetime,

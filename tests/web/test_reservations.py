@@ -11,6 +11,7 @@ from django.test import Client
 
 from people.models import AuditEntry
 from scheduler.models import Reservation
+from tests.builders import queue_behind_a_running_job
 
 pytestmark = pytest.mark.django_db
 
@@ -101,19 +102,10 @@ def at(hours: float) -> str:
 
 @pytest.fixture
 def queue(world):
-    """h100-01 busy until +2 h (8 GPUs, walltime 3 h, started an hour ago), h100-02 busy
-    until +9 h; alice's 8-GPU job of 2 h waits, planned on h100-01 at +2 h."""
     import time_machine
 
-    from tests.builders import run_attempt, submit
-
     with time_machine.travel(NOW, tick=False):
-        first = submit(world.alice, world.lab, gpus_per_node=8, walltime_seconds=3 * 3600)
-        run_attempt(first, NOW - timedelta(hours=1), None, node="h100-01", gpus=8)
-        second = submit(world.charlie, world.other, gpus_per_node=8, walltime_seconds=10 * 3600)
-        run_attempt(second, NOW - timedelta(hours=1), None, node="h100-02", gpus=8)
-        waiting = submit(world.alice, world.lab, name="finetune", gpus_per_node=8, walltime_seconds=2 * 3600)
-        yield {"running": first, "waiting": waiting}
+        yield queue_behind_a_running_job(world, NOW)
 
 
 MAINT = {**FORM, "nodes": "h100-01", "action": "preview"}

@@ -20,12 +20,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from scheduler.api.reservations import ReservationSerializer
+from scheduler.api.reservations import ReservationSerializer, window_of
 from scheduler.clusters.reservations import delete_reservation, save_reservation
 from scheduler.core.window_cost import WindowCost
 from scheduler.models import Reservation
-from scheduler.reads.reservations import CostPreview, ahead, preview_cost
-from scheduler.tick.snapshot import as_window
+from scheduler.reads.reservations import CostPreview, ahead, preview_cost, suggest_range_problems
 from web.manage.access import staff_required, validated
 
 #: How a span's ends are typed: a browser's datetime-local, read as UTC.
@@ -67,12 +66,9 @@ class ReservationForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        earliest, latest = data.get("suggest_from"), data.get("suggest_until")
-        if (earliest is None) != (latest is None) and not self.has_error("suggest_from"):
-            missing = "suggest_until" if latest is None else "suggest_from"
-            self.add_error(missing, "Give both ends of the range to search, or neither.")
-        elif earliest is not None and latest is not None and latest <= earliest:
-            self.add_error("suggest_until", "Must be after the range's start: the range is empty.")
+        if not (self.has_error("suggest_from") or self.has_error("suggest_until")):
+            for field, problem in suggest_range_problems(data.get("suggest_from"), data.get("suggest_until")).items():
+                self.add_error(field, problem)
         return data
 
     def suggest_range(self) -> tuple[datetime, datetime] | None:
@@ -136,10 +132,7 @@ def _previewed(form: ReservationForm, reservation: Reservation | None) -> dict[s
     serializer = ReservationSerializer(reservation, data=form.body())
     if not validated(form, serializer):
         return None
-    data = serializer.validated_data
-    window = as_window(
-        data["name"], data["kind"], data["start_at"], data["end_at"], data["nodes"], data["accounts"], data["users"]
-    )
+    window = window_of(serializer.validated_data)
     span = form.suggest_range()
     earliest, latest = span if span else (None, None)
     replacing = reservation.name if reservation else None
