@@ -111,7 +111,8 @@ class WindowCost:
 
 @dataclass(frozen=True, slots=True)
 class Suggestion:
-    """The best start found in a range, and every start tried (in time order)."""
+    """The best start found in a range, and every start tried (in time order, up to the
+    first that displaces nothing)."""
 
     best: WindowCost
     tried: tuple[WindowCost, ...]
@@ -200,14 +201,21 @@ def least_costly_start(
     """The start in ``[earliest, latest]`` at which ``window`` (its nodes and length;
     its own start is ignored) costs least by :attr:`WindowCost.rank`, among
     :func:`candidate_starts`; ties go to the earliest. ``baseline`` as for
-    :func:`window_cost`. Raises ``ValueError`` as :func:`candidate_starts` does."""
+    :func:`window_cost`. Raises ``ValueError`` as :func:`candidate_starts` does.
+
+    Starts are tried in time order, and the search stops at the first that displaces
+    nothing: no cost is below zero, so no later start can rank better (each start
+    tried plans the whole queue; on a quiet site this spares most of them).
+    """
     length = window.end_at - window.start_at
     baseline = baseline if baseline is not None else plan_without(snapshot, policy, now)
-    tried = tuple(
-        window_cost(snapshot, policy, now, replace(window, start_at=start, end_at=start + length), baseline)
-        for start in candidate_starts(snapshot, now, window.nodes, earliest, latest, step)
-    )
-    return Suggestion(min(tried, key=lambda cost: cost.rank), tried)
+    tried: list[WindowCost] = []
+    for start in candidate_starts(snapshot, now, window.nodes, earliest, latest, step):
+        cost = window_cost(snapshot, policy, now, replace(window, start_at=start, end_at=start + length), baseline)
+        tried.append(cost)
+        if not cost.delays and not cost.overruns:
+            break
+    return Suggestion(min(tried, key=lambda cost: cost.rank), tuple(tried))
 
 
 def _alone(snapshot: Snapshot) -> Snapshot:

@@ -150,6 +150,7 @@ def test_the_suggestion_waits_for_the_running_job_and_the_queued_one_behind_it()
 def test_among_starts_that_cost_the_same_the_earliest_wins() -> None:
     found = least_costly_start(site([]), POLICY, NOW, maintenance("n1", in_h=0, for_h=2), at(1), at(3))
     assert found.best.start_at == at(1) and found.best.gpu_hours == 0
+    assert len(found.tried) == 1  # nothing can beat displacing nothing: the search stops there
 
 
 def test_the_starts_tried_are_the_grid_the_range_s_ends_and_the_ends_of_jobs_on_the_window_s_nodes() -> None:

@@ -113,30 +113,33 @@ def _initial(reservation: Reservation) -> dict[str, Any]:
     }
 
 
-def _saved(request: HttpRequest, form: ReservationForm, reservation: Reservation | None) -> Reservation | None:
-    """Validate ``form`` through the API serializer and save it; ``None`` (with the
-    errors on the form) when it is not valid."""
+def _validated(form: ReservationForm, reservation: Reservation | None) -> dict[str, Any] | None:
+    """``form`` validated by the API's serializer (as a change of ``reservation``, if
+    given); ``None`` (with the errors on the form) when it is not valid."""
     if not form.is_valid():
         return None
     serializer = ReservationSerializer(reservation, data=form.body())
     if not validated(form, serializer):
         return None
-    return save_reservation(request.user, reservation, **serializer.validated_data)
+    return dict(serializer.validated_data)
+
+
+def _saved(request: HttpRequest, form: ReservationForm, reservation: Reservation | None) -> Reservation | None:
+    """Validate ``form`` and save it; ``None`` (errors on the form) when it is not valid."""
+    data = _validated(form, reservation)
+    return None if data is None else save_reservation(request.user, reservation, **data)
 
 
 def _previewed(form: ReservationForm, reservation: Reservation | None) -> dict[str, Any] | None:
     """Validate ``form`` as :func:`_saved` does, save nothing, and say what the window
     would cost (what the page shows of it); ``None`` (errors on the form) when not valid."""
-    if not form.is_valid():
+    data = _validated(form, reservation)
+    if data is None:
         return None
-    serializer = ReservationSerializer(reservation, data=form.body())
-    if not validated(form, serializer):
-        return None
-    window = window_of(serializer.validated_data)
     span = form.suggest_range()
     earliest, latest = span if span else (None, None)
     replacing = reservation.name if reservation else None
-    found = preview_cost(window, timezone.now(), replacing=replacing, earliest=earliest, latest=latest)
+    found = preview_cost(window_of(data), timezone.now(), replacing=replacing, earliest=earliest, latest=latest)
     return _shown(found, form)
 
 
