@@ -66,6 +66,10 @@ def nodes_for_gpus(model: str, count: int, start: datetime, end: datetime, *, ke
     return chosen
 
 
+#: The delayed jobs a cost preview names (the longest delays: what a page lists).
+NAMED = 50
+
+
 @dataclass(frozen=True, slots=True)
 class CostPreview:
     """What a window not yet saved would cost the queue (``scheduler.core.window_cost``),
@@ -73,7 +77,7 @@ class CostPreview:
 
     cost: WindowCost
     suggestion: Suggestion | None
-    #: Job id -> (name, owner, account) for the jobs the listed delays name.
+    #: Job id -> (name, owner, account) for the first :data:`NAMED` delayed jobs.
     jobs: dict[int, tuple[str, str, str]]
 
 
@@ -112,7 +116,7 @@ def preview_cost(
     suggestion = None
     if earliest is not None and latest is not None:
         suggestion = least_costly_start(world, config.policy, now, window, earliest, latest, baseline=baseline)
-    named = {d.job_id for d in cost.delays} | ({d.job_id for d in suggestion.best.delays} if suggestion else set())
+    named = [d.job_id for d in cost.delays[:NAMED]]
     jobs = {
         job_id: (name, owner, account)
         for job_id, name, owner, account in Job.objects.filter(pk__in=named).values_list(

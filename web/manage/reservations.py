@@ -24,7 +24,7 @@ from scheduler.api.reservations import ReservationSerializer, window_of
 from scheduler.clusters.reservations import delete_reservation, save_reservation
 from scheduler.core.window_cost import WindowCost
 from scheduler.models import Reservation
-from scheduler.reads.reservations import CostPreview, ahead, preview_cost, suggest_range_problems
+from scheduler.reads.reservations import NAMED, CostPreview, ahead, preview_cost, suggest_range_problems
 from web.manage.access import staff_required, validated
 
 #: How a span's ends are typed: a browser's datetime-local, read as UTC.
@@ -143,13 +143,10 @@ def _previewed(form: ReservationForm, reservation: Reservation | None) -> dict[s
     return _shown(found, form)
 
 
-#: The delayed jobs listed; the rest are counted.
-LISTED = 50
-
-
 def _shown(found: CostPreview, form: ReservationForm) -> dict[str, Any]:
-    """A cost preview as the template shows it: rows with whole seconds, and the form's
-    fields with the suggested span in place (the *Use this start* button posts them)."""
+    """A cost preview as the template shows it: the first :data:`NAMED` delays as rows
+    with whole seconds (the rest counted), and the form's fields with the suggested span
+    in place (the *Use this start* button posts them)."""
     cost = found.cost
     shown: dict[str, Any] = {"cost": _summary(cost), "suggestion": None}
     shown["delays"] = [
@@ -162,9 +159,9 @@ def _shown(found: CostPreview, form: ReservationForm) -> dict[str, Any]:
             "delay_s": None if d.seconds is None else round(d.seconds),
             "gpu_hours": d.gpu_hours,
         }
-        for d in cost.delays[:LISTED]
+        for d in cost.delays[:NAMED]
     ]
-    shown["more"] = max(0, len(cost.delays) - LISTED)
+    shown["more"] = max(0, len(cost.delays) - NAMED)
     shown["overruns"] = cost.overruns
     if found.suggestion is not None:
         best = found.suggestion.best
