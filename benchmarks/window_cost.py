@@ -10,7 +10,8 @@ long, 2 h from now. Prints, per site size:
 - ``window_cost_one_s``: one start's cost given that plan (the *Preview cost* button
   without a range), with ``delayed`` and ``gpu_hours`` in the line;
 - ``window_cost_search_s``: the search over a range of ``--hours`` from +1 h (every
-  quarter hour and the ends of jobs on the window's nodes), with ``tried``;
+  quarter hour and the ends of jobs on the window's nodes, fewer on a long queue:
+  ``scheduler.core.window_cost.starts_for``), with ``tried``;
 
 then one ``window_cost_core`` line: whether the scheduling core ran compiled.
 """

@@ -34,8 +34,12 @@ from scheduler.core.types import Policy, Snapshot, Window
 
 #: The spacing of the starts tried across an admin's range, unless more are needed.
 STEP = timedelta(minutes=15)
-#: The most starts of each kind (grid points, job ends) one search plans the queue for.
+#: The most starts of each kind (grid steps, job ends) one search plans the queue for.
 MAX_CANDIDATES = 96
+#: About how many jobs one search may plan in all (each start tried plans the queue):
+#: a long queue gets fewer, more widely spaced starts (:func:`starts_for`), so that a
+#: search answers within a web request.
+PLANNED_JOBS = 100_000
 
 _HOUR = 3600.0
 
@@ -149,6 +153,13 @@ def window_cost(
     return WindowCost(window.start_at, window.end_at, tuple(delays), _overruns(snapshot, now, window))
 
 
+def starts_for(pending: int) -> int:
+    """How many steps (and job ends) a search over a queue of ``pending`` jobs tries:
+    :data:`MAX_CANDIDATES`, or fewer (at least 2) so that it plans about
+    :data:`PLANNED_JOBS` jobs at most."""
+    return max(2, min(MAX_CANDIDATES, PLANNED_JOBS // (2 * max(1, pending))))
+
+
 def candidate_starts(
     snapshot: Snapshot,
     now: datetime,
@@ -156,23 +167,27 @@ def candidate_starts(
     earliest: datetime,
     latest: datetime,
     step: timedelta = STEP,
+    most: int = MAX_CANDIDATES,
 ) -> list[datetime]:
     """The starts a search tries in ``[earliest, latest]``, in time order: ``earliest``,
-    then every ``step`` (widened so that at most :data:`MAX_CANDIDATES` fit), ``latest``,
-    and the walltime limits of the jobs running on ``nodes`` that fall inside (the
+    then every ``step`` (widened so that at most ``most`` steps fit), ``latest``, and the
+    first ``most`` walltime limits of the jobs running on ``nodes`` that fall inside (the
     instants the nodes free up: a window starting then displaces no running work).
 
-    Raises ``ValueError`` when ``latest`` is before ``earliest`` or ``step`` is not positive.
+    Raises ``ValueError`` when ``latest`` is before ``earliest``, ``step`` is not
+    positive or ``most`` is below 1.
     """
     if latest < earliest:
         raise ValueError("the range ends before it begins")
     if step <= timedelta(0):
         raise ValueError("the step must be positive")
+    if most < 1:
+        raise ValueError("a search tries at least one step")
     span = latest - earliest
     steps = span // step
-    if steps > MAX_CANDIDATES:
-        step = span / MAX_CANDIDATES
-        steps = MAX_CANDIDATES
+    if steps > most:
+        step = span / most
+        steps = most
     starts = {earliest + step * k for k in range(steps + 1)}
     starts.add(latest)
     ends = sorted(
@@ -184,7 +199,7 @@ def candidate_starts(
             if earliest < end < latest
         }
     )
-    starts.update(ends[:MAX_CANDIDATES])
+    starts.update(ends[:most])
     return sorted(starts)
 
 
@@ -197,11 +212,13 @@ def least_costly_start(
     latest: datetime,
     step: timedelta = STEP,
     baseline: dict[int, datetime] | None = None,
+    most: int | None = None,
 ) -> Suggestion:
     """The start in ``[earliest, latest]`` at which ``window`` (its nodes and length;
     its own start is ignored) costs least by :attr:`WindowCost.rank`, among
-    :func:`candidate_starts`; ties go to the earliest. ``baseline`` as for
-    :func:`window_cost`. Raises ``ValueError`` as :func:`candidate_starts` does.
+    :func:`candidate_starts` (``most``: :func:`starts_for` the snapshot's queue unless
+    given); ties go to the earliest. ``baseline`` as for :func:`window_cost`. Raises
+    ``ValueError`` as :func:`candidate_starts` does.
 
     Starts are tried in time order, and the search stops at the first that displaces
     nothing: no cost is below zero, so no later start can rank better (each start
@@ -210,7 +227,8 @@ def least_costly_start(
     length = window.end_at - window.start_at
     baseline = baseline if baseline is not None else plan_without(snapshot, policy, now)
     tried: list[WindowCost] = []
-    for start in candidate_starts(snapshot, now, window.nodes, earliest, latest, step):
+    most = most if most is not None else starts_for(len(snapshot.pending))
+    for start in candidate_starts(snapshot, now, window.nodes, earliest, latest, step, most):
         cost = window_cost(snapshot, policy, now, replace(window, start_at=start, end_at=start + length), baseline)
         tried.append(cost)
         if not cost.delays and not cost.overruns:

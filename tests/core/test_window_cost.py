@@ -17,6 +17,7 @@ from scheduler.core.window_cost import (
     MAX_CANDIDATES,
     candidate_starts,
     least_costly_start,
+    starts_for,
     window_cost,
 )
 from tests.builders import T0, node, pending
@@ -165,12 +166,33 @@ def test_a_long_range_is_tried_at_a_wider_step_not_at_more_starts() -> None:
 
 
 @pytest.mark.parametrize(
-    "earliest,latest,step,message",
-    [(2, 1, timedelta(minutes=15), "ends before it begins"), (0, 1, timedelta(0), "step must be positive")],
+    "pending,steps",
+    [(0, MAX_CANDIDATES), (500, MAX_CANDIDATES), (1000, 50), (10_000, 5), (1_000_000, 2)],
+    ids=["empty queue", "short queue", "1,000 jobs", "10,000 jobs", "a million jobs"],
 )
-def test_a_range_that_ends_before_it_begins_or_a_zero_step_is_refused(earliest, latest, step, message) -> None:  # type: ignore[no-untyped-def]
+def test_a_long_queue_is_searched_at_fewer_starts_so_that_a_search_plans_about_as_many_jobs(pending, steps) -> None:  # type: ignore[no-untyped-def]
+    assert starts_for(pending) == steps
+
+
+def test_the_search_tries_at_most_the_steps_it_is_given_and_the_running_jobs_ends() -> None:
+    ends = [busy(90, "n1", 2, ends_in_h=0.4), busy(91, "n1", 2, ends_in_h=1.1), busy(92, "n1", 2, ends_in_h=3)]
+    starts = candidate_starts(site([], ends), NOW, frozenset({"n1"}), at(0), at(4), most=2)
+    assert starts == [at(0), at(0.4), at(1.1), at(2), at(4)]  # two steps, the first two job ends
+
+
+@pytest.mark.parametrize(
+    "earliest,latest,step,most,message",
+    [
+        (2, 1, timedelta(minutes=15), 4, "ends before it begins"),
+        (0, 1, timedelta(0), 4, "step must be positive"),
+        (0, 1, timedelta(minutes=15), 0, "at least one step"),
+    ],
+)
+def test_a_range_that_ends_before_it_begins_a_zero_step_or_no_step_is_refused(
+    earliest, latest, step, most, message
+) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match=message):
-        candidate_starts(site([]), NOW, frozenset({"n1"}), at(earliest), at(latest), step)
+        candidate_starts(site([]), NOW, frozenset({"n1"}), at(earliest), at(latest), step, most)
 
 
 # --- Property: the suggestion is never worse than any start it could have picked -----------
