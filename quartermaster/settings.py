@@ -282,6 +282,7 @@ SPECTACULAR_SETTINGS = {
         "BackendKindEnum": "scheduler.choices.BackendKind",
         "MembershipRoleEnum": "people.choices.Role",
         "NotificationEventEnum": "notifications.models.Event",
+        "ReservationKindEnum": "scheduler.models.Reservation.Kind",
     },
 }
 

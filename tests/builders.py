@@ -223,6 +223,18 @@ def run_attempt(job: Any, start: datetime, end: datetime | None, node: str = "h1
         transition(job.id, [JobState.RUNNING], JobState.COMPLETED, ended_at=end, exit_code=0)
 
 
+def queue_behind_a_running_job(world: Any, now: datetime) -> dict[str, Any]:
+    """At ``now``: h100-01 busy until +2 h (alice's 8 GPUs, walltime 3 h, started an hour
+    ago), h100-02 until +9 h (charlie's); alice's 8-GPU job ``finetune`` of 2 h waits,
+    planned on h100-01 at +2 h. What a window over h100-01 costs is easy to tell."""
+    first = submit(world.alice, world.lab, gpus_per_node=8, walltime_seconds=3 * 3600)
+    run_attempt(first, now - timedelta(hours=1), None, node="h100-01", gpus=8)
+    second = submit(world.charlie, world.other, gpus_per_node=8, walltime_seconds=10 * 3600)
+    run_attempt(second, now - timedelta(hours=1), None, node="h100-02", gpus=8)
+    waiting = submit(world.alice, world.lab, name="finetune", gpus_per_node=8, walltime_seconds=2 * 3600)
+    return {"running": first, "waiting": waiting}
+
+
 #: The states a job ends in.
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"})
 

@@ -171,16 +171,28 @@ def load_windows(now: datetime) -> tuple[Window, ...]:
         Reservation.objects.filter(end_at__gt=now).prefetch_related("nodes", "accounts", "users").order_by("start_at")
     )
     return tuple(
-        Window(
-            name=r.name,
-            nodes=frozenset(n.name for n in r.nodes.all()),
-            start_at=r.start_at,
-            end_at=r.end_at,
-            maintenance=r.kind == Reservation.Kind.MAINTENANCE,
-            accounts=frozenset(a.name for a in r.accounts.all()),
-            users=frozenset(u.get_username() for u in r.users.all()),
-        )
-        for r in rows
+        as_window(r.name, r.kind, r.start_at, r.end_at, r.nodes.all(), r.accounts.all(), r.users.all()) for r in rows
+    )
+
+
+def as_window(
+    name: str,
+    kind: str,
+    start_at: datetime,
+    end_at: datetime,
+    nodes: Iterable[Node],
+    accounts: Iterable[Account],
+    users: Iterable[Any],
+) -> Window:
+    """A reservation, saved or only typed (a form's validated fields), as the core's window."""
+    return Window(
+        name=name,
+        nodes=frozenset(n.name for n in nodes),
+        start_at=start_at,
+        end_at=end_at,
+        maintenance=kind == Reservation.Kind.MAINTENANCE,
+        accounts=frozenset(a.name for a in accounts),
+        users=frozenset(u.get_username() for u in users),
     )
 
 

@@ -32,12 +32,24 @@ def test_an_admin_makes_a_maintenance_window_and_sees_it_on_the_nodes(
     page.fill("#id_start_at", typed(6))
     page.fill("#id_end_at", typed(2))  # before the start: the API's rule, under its field
     page.fill("#id_nodes", "h100-01")
-    page.click("#reservation-form button[type=submit]")
+    page.click("#reservation-form button[value=save]")
     expect(page.locator("#reservation-form .errorlist")).to_contain_text("after start_at")
     assert_fields_laid_out(page, "#reservation-form")
 
     page.fill("#id_end_at", typed(10))
-    page.click("#reservation-form button[type=submit]")
+    earliest = typed(4)
+    page.fill("#id_suggest_from", earliest)
+    page.fill("#id_suggest_until", typed(8))
+    page.click("#reservation-form button[value=preview]")  # nothing saved: the cost under the form
+    expect(page.locator("#cost-summary")).to_contain_text("GPU-hours displaced")
+    expect(page.locator("#cost-suggestion")).to_contain_text("the one that displaces least")
+    assert not overlap(box(page.locator("#reservation-form")), box(page.locator("#reservation-cost")))
+    assert_fields_laid_out(page, "#reservation-form")
+    shot(page, "reservation-cost")
+    page.click("#use-suggestion button")  # the earliest start: nothing is in the way
+    expect(page.locator("#id_start_at")).to_have_value(earliest)
+
+    page.click("#reservation-form button[value=save]")
     expect(page.locator("#reservation-fw-upgrade")).to_be_visible()
     table, form = box(page.locator("#reservations")), box(page.locator("#reservation-form"))
     assert not overlap(table, form) and table["y"] < form["y"]

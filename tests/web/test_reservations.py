@@ -11,6 +11,7 @@ from django.test import Client
 
 from people.models import AuditEntry
 from scheduler.models import Reservation
+from tests.builders import queue_behind_a_running_job
 
 pytestmark = pytest.mark.django_db
 
@@ -88,3 +89,92 @@ def test_staff_reserve_a_number_of_gpus_of_a_model_and_the_nodes_are_chosen(worl
     assert (made.gpus, made.gpu_model) == (16, "H100-80GB")
     assert sorted(made.nodes.values_list("name", flat=True)) == ["h100-01", "h100-02"]
     assert "16 x H100-80GB on h100-01, h100-02" in client.get("/manage/reservations/").content.decode()
+
+
+# --- Preview cost: what a window would cost the queue, before it is saved -----------------
+
+NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+
+
+def at(hours: float) -> str:
+    return (NOW + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M")
+
+
+@pytest.fixture
+def queue(world):
+    import time_machine
+
+    with time_machine.travel(NOW, tick=False):
+        yield queue_behind_a_running_job(world, NOW)
+
+
+MAINT = {**FORM, "nodes": "h100-01", "action": "preview"}
+
+
+def test_preview_cost_lists_the_job_a_window_delays_and_the_gpu_hours_displaced_and_saves_nothing(world, queue):
+    # Maintenance on h100-01 from +1 h to +5 h: the waiting job goes from +2 h to +5 h
+    # (8 GPUs x 3 h), and the running job's last hour falls inside (8 GPUs x 1 h).
+    response = logged_in(world.admin).post("/manage/reservations/", {**MAINT, "start_at": at(1), "end_at": at(5)})
+    assert response.status_code == 200
+    assert not Reservation.objects.exists()
+    preview = response.context["preview"]
+    (delay,) = preview["delays"]
+    assert (delay["job_id"], delay["name"], delay["owner"], delay["delay_s"]) == (
+        queue["waiting"].id,
+        "finetune",
+        "alice",
+        3 * 3600,
+    )
+    assert preview["cost"]["gpu_hours"] == pytest.approx(32)
+    assert [o.job_id for o in preview["overruns"]] == [queue["running"].id]
+    page = response.content.decode()
+    row = page[page.index(f'id="delayed-{queue["waiting"].id}"') :].split("</tr>")[0]
+    assert "finetune" in row and "<td>3h</td>" in row and "<td>24.0</td>" in row
+    assert "32.0 GPU-hours displaced" in page
+    assert 'id="cost-suggestion"' not in page  # no range asked
+
+
+def test_preview_cost_suggests_the_start_in_the_range_that_displaces_least_and_one_click_uses_it(world, queue):
+    client = logged_in(world.admin)
+    body = {**MAINT, "start_at": at(1), "end_at": at(5), "suggest_from": at(1), "suggest_until": at(8)}
+    suggestion = client.post("/manage/reservations/", body).context["preview"]["suggestion"]
+    # From +4 h the running job and the waiting one planned after it have both ended.
+    assert (suggestion["start_at"], suggestion["gpu_hours"]) == (NOW + timedelta(hours=4), 0)
+    assert suggestion["fields"]["start_at"] == at(4) and suggestion["fields"]["end_at"] == at(8)
+    used = client.post("/manage/reservations/", {**suggestion["fields"], "action": "preview"})
+    assert used.context["form"]["start_at"].value() == at(4)
+    assert used.context["preview"]["cost"]["gpu_hours"] == 0 and not used.context["preview"]["delays"]
+    assert not Reservation.objects.exists()
+    made = client.post("/manage/reservations/", {**suggestion["fields"], "action": "save"})
+    assert made.status_code == 302 and Reservation.objects.get().start_at == NOW + timedelta(hours=4)
+
+
+def test_preview_cost_on_a_saved_window_measures_it_against_the_world_without_it(world, queue):
+    client = logged_in(world.admin)
+    client.post("/manage/reservations/", {**MAINT, "action": "save", "start_at": at(1), "end_at": at(5)})
+    made = Reservation.objects.get()
+    response = client.post(f"/manage/reservations/{made.pk}/", {**MAINT, "start_at": at(1), "end_at": at(5)})
+    assert response.context["preview"]["cost"]["gpu_hours"] == pytest.approx(32)
+    assert "Preview cost" in response.content.decode()
+
+
+def test_a_researcher_may_not_preview_a_windows_cost(world, queue):
+    response = logged_in(world.alice).post("/manage/reservations/", {**MAINT, "start_at": at(1), "end_at": at(5)})
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    "changes,field,fragment",
+    [
+        ({"start_at": at(5), "end_at": at(1)}, "end_at", "after start_at"),
+        ({"suggest_from": at(6), "suggest_until": at(2)}, "suggest_until", "the range is empty"),
+        ({"suggest_from": at(2), "suggest_until": at(2)}, "suggest_until", "the range is empty"),
+        ({"suggest_from": at(2)}, "suggest_until", "Give both ends"),
+        ({"nodes": "nowhere"}, "nodes", "nowhere"),
+    ],
+)
+def test_a_bad_preview_is_a_form_error_and_plans_nothing(world, queue, changes, field, fragment):
+    body = {**MAINT, "start_at": at(1), "end_at": at(5), **changes}
+    response = logged_in(world.admin).post("/manage/reservations/", body)
+    assert response.status_code == 200 and response.context["preview"] is None
+    assert fragment in " ".join(response.context["form"].errors[field])
