@@ -7,6 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from monitoring.ingest import MAX_PROCESS_COMMAND, MAX_PROCESS_USER
 from monitoring.sample_fields import MAX_THROTTLE_REASON, SAMPLE_FIELDS, SampleField
 from monitoring.series import METRICS
 
@@ -14,6 +15,9 @@ from monitoring.series import METRICS
 class ProcessSerializer(serializers.Serializer):
     pid = serializers.IntegerField()
     used_memory_mib = serializers.IntegerField(required=False)
+    uid = serializers.IntegerField(required=False, min_value=0, help_text="The owner's numeric user id.")
+    user = serializers.CharField(required=False, max_length=MAX_PROCESS_USER, help_text="The owner's user name.")
+    command = serializers.CharField(required=False, max_length=MAX_PROCESS_COMMAND, help_text="Its command name.")
 
 
 class SampleSerializer(serializers.Serializer):
