@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from monitoring import efficiency, idle, queue, services
+from monitoring import audit, efficiency, idle, queue, services
 
 
 @shared_task(name="monitoring.rollup", ignore_result=True)
@@ -42,3 +42,10 @@ def enforce_idle() -> dict[str, int]:
     """Flag running jobs holding idle GPUs, and requeue or cancel them as their account
     asks (``monitoring.idle``)."""
     return idle.enforce()
+
+
+@shared_task(name="monitoring.audit_gpu_processes", ignore_result=True)
+def audit_gpu_processes() -> dict[str, int]:
+    """Find processes on GPUs that no job accounts for, and clear those gone
+    (``monitoring.audit``)."""
+    return audit.audit_processes()

@@ -40,6 +40,7 @@ def periodic_jobs(settings: Any) -> tuple[PeriodicJob, ...]:
         PeriodicJob("monitoring-prune", "monitoring.prune", 3600.0),
         PeriodicJob("monitoring-record-efficiencies", "monitoring.record_efficiencies", 60.0),
         PeriodicJob("monitoring-enforce-idle", "monitoring.enforce_idle", 60.0),
+        PeriodicJob("monitoring-audit-gpu-processes", "monitoring.audit_gpu_processes", 60.0),
         PeriodicJob("notifications-pump", "notifications.pump", settings.NOTIFY_SECONDS),
         PeriodicJob("portal-sync-directory", "portal.sync_directory", settings.LDAP_SYNC_SECONDS)
         if settings.LDAP_SERVER_URI
