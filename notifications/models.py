@@ -23,6 +23,7 @@ class Event(models.TextChoices):
     ESTIMATE_MOVED = "estimate_moved", "a waiting job's estimated start moved a lot"
     QUOTA_NEAR = "quota_near", "an account of mine uses 80% of a GPU quota"
     IDLE = "idle", "a running job of mine holds GPUs it does not use"
+    GPU_PROCESS = "gpu_process", "(staff) a GPU runs a process no job accounts for"
 
 
 class Channel(models.TextChoices):
@@ -41,8 +42,8 @@ def new_secret() -> str:
 
 def default_events() -> list[str]:
     """What a user is told without having chosen: their jobs started, ended, held by
-    someone else, or holding idle GPUs."""
-    return [Event.STARTED.value, Event.ENDED.value, Event.HELD.value, Event.IDLE.value]
+    someone else, or holding idle GPUs; and, staff only, the GPU process audit's findings."""
+    return [Event.STARTED.value, Event.ENDED.value, Event.HELD.value, Event.IDLE.value, Event.GPU_PROCESS.value]
 
 
 class Preference(models.Model):

@@ -130,6 +130,16 @@ def make_user(username: str, *, staff: bool = False) -> Any:
     return get_user_model().objects.create_user(username, f"{username}@example.org", "pw-" + username, is_staff=staff)
 
 
+def report_processes(node: str, index: int, processes: list[dict[str, Any]], at: datetime) -> None:
+    """The node agent of ``node`` reports GPU ``index`` at ``at`` running ``processes``
+    (``gpu_process`` items), through the ingest service."""
+    from monitoring.services import ingest_batch
+    from scheduler.models import Node
+
+    reading = {"index": index, "at": at.isoformat(), "memory_used_mib": 1024, "processes": processes}
+    assert ingest_batch(Node.objects.get(name=node), [reading], now=at).accepted == 1
+
+
 def give_identity(user: Any, uid: int) -> Any:
     """``user``'s jobs run as the POSIX user of their name with ``uid`` on the clusters."""
     from people.models import ClusterIdentity

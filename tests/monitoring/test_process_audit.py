@@ -112,9 +112,8 @@ def test_each_finding_says_which_rule_and_the_evidence():
         3, T0, [SeenProcess(10, uid=ALICE, user="alice")], [node_job(1, (0, 1), uid=ALICE)], [], GRACE
     )
     assert escaped.reason == "job 1 of alice (uid 1001) runs on this node with GPUs 0, 1, not GPU 3"
-    [left] = audit_gpu(
-        2, T0, [SeenProcess(10, uid=ALICE)], [], [node_job(5, (2,), uid=ALICE, ended_at=T0 - timedelta(minutes=5))], GRACE
-    )
+    ended = node_job(5, (2,), uid=ALICE, ended_at=T0 - timedelta(minutes=5))
+    [left] = audit_gpu(2, T0, [SeenProcess(10, uid=ALICE)], [], [ended], GRACE)
     assert left.reason == "still on GPU 2 5 min after job 5 ended (grace 120 s)"
     [foreign] = audit_gpu(0, T0, [SeenProcess(10, uid=BOB, user="bob")], [node_job(1, (0,), uid=ALICE)], [], GRACE)
     assert foreign.reason == "bob (uid 1002) owns no job on this GPU (job 1 holds it)"
