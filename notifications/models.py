@@ -42,13 +42,28 @@ def new_secret() -> str:
 
 def default_events() -> list[str]:
     """What a user is told without having chosen: their jobs started, ended, held by
-    someone else, or holding idle GPUs; and, staff only, the GPU process audit's findings."""
-    return [Event.STARTED.value, Event.ENDED.value, Event.HELD.value, Event.IDLE.value, Event.GPU_PROCESS.value]
+    someone else, or holding idle GPUs."""
+    return [Event.STARTED.value, Event.ENDED.value, Event.HELD.value, Event.IDLE.value]
+
+
+#: The events only staff are told of (and offered).
+STAFF_EVENTS: frozenset[str] = frozenset({Event.GPU_PROCESS.value})
+
+
+def defaults_for(*, staff: bool) -> list[str]:
+    """What a user is told without having chosen: ``default_events``, and for staff the
+    GPU process audit's findings too."""
+    return default_events() + ([Event.GPU_PROCESS.value] if staff else [])
+
+
+def offered(*, staff: bool) -> list[tuple[str, str]]:
+    """The events a user may choose: staff's events for staff only."""
+    return [(value, label) for value, label in Event.choices if staff or value not in STAFF_EVENTS]
 
 
 class Preference(models.Model):
     """One user's choices. Without a row, the defaults (``of``): e-mail, if the user has an
-    address, for ``default_events``."""
+    address, for ``defaults_for`` them."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notify")
     events = models.JSONField(default=default_events, help_text="The Event values to be told about.")
@@ -61,9 +76,10 @@ class Preference(models.Model):
         return f"notification preferences of {self.user}"
 
     @classmethod
-    def of(cls, user_id: int) -> Preference:
-        """The user's stored choices, or the defaults (unsaved) when they made none."""
-        return cls.objects.filter(user_id=user_id).first() or cls(user_id=user_id)
+    def of(cls, user_id: int, *, staff: bool = False) -> Preference:
+        """The user's stored choices, or the defaults (unsaved) when they made none
+        (``defaults_for``: say whether the user is ``staff``)."""
+        return cls.objects.filter(user_id=user_id).first() or cls(user_id=user_id, events=defaults_for(staff=staff))
 
 
 class Status(models.TextChoices):

@@ -25,7 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from notifications import facts, send
-from notifications.models import Channel, Cursor, Delivery, Preference, Status
+from notifications.models import Channel, Cursor, Delivery, Preference, Status, defaults_for
 from notifications.wanted import wanted
 from scheduler.models import JobEvent
 
@@ -50,10 +50,15 @@ def enqueue(messages: Iterable[facts.Message], now: datetime) -> int:
         return 0
     users = {m.user_id for m in messages}
     prefs = {p.user_id: p for p in Preference.objects.filter(user_id__in=users)}
-    emails = dict(get_user_model().objects.filter(pk__in=users).values_list("pk", "email"))
+    people = {
+        pk: (email, staff)
+        for pk, email, staff in get_user_model().objects.filter(pk__in=users).values_list("pk", "email", "is_staff")
+    }
+    emails = {pk: email for pk, (email, _) in people.items()}
     rows = []
     for message in messages:
-        pref = prefs.get(message.user_id) or Preference(user_id=message.user_id)  # the defaults
+        staff = people.get(message.user_id, ("", False))[1]
+        pref = prefs.get(message.user_id) or Preference(user_id=message.user_id, events=defaults_for(staff=staff))
         if not wanted(message.event, pref.events, mail_types=message.mail_types, ended=message.ended):
             continue
         channels = []

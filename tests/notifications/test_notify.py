@@ -351,3 +351,15 @@ def test_staff_who_chose_their_events_before_the_audit_are_told_of_its_findings_
     migration.tell_staff_of_gpu_processes(apps, None)
     assert Preference.objects.get(user=world.admin).events == ["started", "gpu_process"]
     assert Preference.objects.get(user=world.alice).events == ["started"]
+
+
+def test_staff_who_made_no_choice_are_mailed_gpu_process_findings(world):
+    from monitoring.audit import audit_processes
+
+    now = timezone.now()
+    report_processes("h100-01", 2, [gpu_process(999, uid=4000)], now)
+    audit_processes(now)
+    outbox.read_findings(now)
+    assert list(Delivery.objects.values_list("user__username", "channel", "event")) == [
+        ("admin", "email", "gpu_process")
+    ]
