@@ -124,8 +124,11 @@ def record_findings(judged: list[tuple[int, datetime]], found: dict[int, list[Fi
     """Open, refresh and clear findings for the GPUs ``judged`` (id, when its sample was
     read) from what was ``found`` on each; returns (opened, cleared)."""
     read_at = dict(judged)
+    # Every open finding (few), rather than an IN of every GPU judged (thousands).
     open_rows = {
-        (f.gpu_id, f.pid, f.rule): f for f in ProcessFinding.objects.filter(cleared_at__isnull=True, gpu_id__in=read_at)
+        (f.gpu_id, f.pid, f.rule): f
+        for f in ProcessFinding.objects.filter(cleared_at__isnull=True)
+        if f.gpu_id in read_at
     }
     new: list[ProcessFinding] = []
     seen: list[ProcessFinding] = []
@@ -147,7 +150,7 @@ def record_findings(judged: list[tuple[int, datetime]], found: dict[int, list[Fi
     gone = [row for row in open_rows.values() if read_at[row.gpu_id] > row.last_seen_at]
     for row in gone:
         row.cleared_at = read_at[row.gpu_id]
-    ProcessFinding.objects.bulk_create(new)
+    ProcessFinding.objects.bulk_create(new, ignore_conflicts=True)  # a pass run alongside opened it first
     fields = ["uid", "user", "command", "used_memory_mib", "job_id", "reason", "last_seen_at"]
     ProcessFinding.objects.bulk_update(seen, fields)
     ProcessFinding.objects.bulk_update(gone, ["cleared_at"])
