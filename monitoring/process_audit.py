@@ -166,7 +166,7 @@ def _escaped(index: int, covers: frozenset[int], process: SeenProcess, active: S
 
 def _foreign(process: SeenProcess, holders: Sequence[NodeJob]) -> Finding:
     if not holders:
-        return Finding(FOREIGN, process, None, f"no job of the portal holds this GPU; {process.owner} runs it")
+        return Finding(FOREIGN, process, None, "no job of the portal holds this GPU")
     held_by = ", ".join(f"job {job.job_id}" for job in holders)
     return Finding(FOREIGN, process, None, f"{process.owner} owns no job on this GPU ({held_by} holds it)")
 
