@@ -8,6 +8,7 @@ from typing import Any
 from rest_framework import serializers
 
 from monitoring.ingest import MAX_PROCESS_COMMAND, MAX_PROCESS_USER
+from monitoring.models import ProcessFinding
 from monitoring.sample_fields import MAX_THROTTLE_REASON, SAMPLE_FIELDS, SampleField
 from monitoring.series import METRICS
 
@@ -90,3 +91,38 @@ class SeriesSerializer(serializers.Serializer):
     bucket_seconds = serializers.IntegerField()
     points = SeriesPointSerializer(many=True)
     figure = serializers.DictField(help_text="The Plotly figure (data and layout).")
+
+
+class ProcessFindingQuerySerializer(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=["open", "all"], default="open", help_text="open (default): those still keeping their GPU from jobs."
+    )
+    node = serializers.CharField(required=False, max_length=200, help_text="Only this node's.")
+
+
+class ProcessFindingSerializer(serializers.ModelSerializer):
+    """A finding of the GPU process audit: the process, its owner, the rule it broke."""
+
+    node = serializers.CharField(source="gpu.node.name", read_only=True)
+    gpu = serializers.IntegerField(source="gpu.index", read_only=True, help_text="The GPU's index on its node.")
+    job = serializers.IntegerField(source="job_id", read_only=True, allow_null=True)
+
+    class Meta:
+        model = ProcessFinding
+        fields = [
+            "id",
+            "node",
+            "gpu",
+            "rule",
+            "pid",
+            "uid",
+            "user",
+            "command",
+            "used_memory_mib",
+            "job",
+            "reason",
+            "first_seen_at",
+            "last_seen_at",
+            "cleared_at",
+        ]
+        read_only_fields = fields

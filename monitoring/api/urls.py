@@ -1,8 +1,9 @@
 from django.urls import path
 
-from monitoring.api.views import SampleIngestView, SeriesView
+from monitoring.api.views import ProcessFindingList, SampleIngestView, SeriesView
 
 urlpatterns = [
     path("monitoring/samples/", SampleIngestView.as_view(), name="monitoring-samples"),
     path("monitoring/series/", SeriesView.as_view(), name="monitoring-series"),
+    path("monitoring/process-findings/", ProcessFindingList.as_view(), name="monitoring-process-findings"),
 ]

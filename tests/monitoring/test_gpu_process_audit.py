@@ -142,3 +142,31 @@ def test_the_scheduler_places_no_new_job_on_a_gpu_with_a_foreign_process(world, 
     tick()
     second.refresh_from_db()
     assert (second.state, second.allocations) == ("PENDING", [])
+
+
+@pytest.mark.django_db
+def test_the_api_lists_findings_to_staff_only(world, agent, frozen, client_for):
+    agent.post_samples([sample(3, NOW, processes=[gpu_process(777, uid=STRANGER, user="mallory", command="xmrig")])])
+    audit_processes(NOW)
+    url = "/api/v1/monitoring/process-findings/"
+    assert client_for(world.alice).get(url).status_code == 403
+    [listed] = client_for(world.admin).get(url).json()["results"]
+    assert {k: listed[k] for k in ("node", "gpu", "rule", "pid", "uid", "user", "command", "job", "cleared_at")} == {
+        "node": "h100-01",
+        "gpu": 3,
+        "rule": "foreign",
+        "pid": 777,
+        "uid": STRANGER,
+        "user": "mallory",
+        "command": "xmrig",
+        "job": None,
+        "cleared_at": None,
+    }
+    gone = NOW + timedelta(seconds=10)
+    agent.post_samples([sample(3, gone, processes=[])])
+    audit_processes(gone)
+    assert client_for(world.admin).get(url).json()["results"] == []
+    assert [f["pid"] for f in client_for(world.admin).get(url, {"state": "all"}).json()["results"]] == [777]
+    assert client_for(world.admin).get(url, {"node": "l4-01", "state": "all"}).json()["results"] == []
+    bad = client_for(world.admin).get(url, {"state": "closed"})
+    assert bad.status_code == 400 and "state" in bad.json()
