@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.utils import timezone
 
-from monitoring.models import GpuHealth, GpuSample, NodeToken
+from monitoring.models import GpuHealth, GpuSample, NodeToken, ProcessFinding
 
 
 @admin.register(GpuSample)
@@ -22,6 +22,23 @@ class GpuHealthAdmin(admin.ModelAdmin):
     list_display = ["gpu", "condition", "xid", "xid_at", "since"]
     list_select_related = ["gpu", "gpu__node"]
     search_fields = ["gpu__node__name", "condition"]
+
+
+@admin.register(ProcessFinding)
+class ProcessFindingAdmin(admin.ModelAdmin):
+    """The GPU process audit's findings (``monitoring.audit``), open and cleared: written
+    by the audit alone, so read-only here."""
+
+    list_display = ["gpu", "rule", "pid", "user", "uid", "command", "job", "first_seen_at", "cleared_at"]
+    list_filter = ["rule", "gpu__node"]
+    list_select_related = ["gpu", "gpu__node"]
+    search_fields = ["gpu__node__name", "user", "command"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(NodeToken)

@@ -13,11 +13,15 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from monitoring.models import GpuHealth
+from monitoring.models import GpuHealth, ProcessFinding
 
 
 def unhealthy_gpu_ids(now: datetime | None = None) -> set[int]:
-    """GPUs that get no new jobs now: a condition, or an XID within the hold period. One query."""
+    """GPUs that get no new jobs now: a condition, an XID within the hold period, or an
+    open finding of the GPU process audit (a process no job accounts for, see
+    ``monitoring.audit``). One query."""
     now = now or timezone.now()
     hold = timedelta(seconds=settings.MONITORING_XID_HOLD_SECONDS)
-    return set(GpuHealth.objects.filter(~Q(condition="") | Q(xid_at__gt=now - hold)).values_list("gpu_id", flat=True))
+    health = GpuHealth.objects.filter(~Q(condition="") | Q(xid_at__gt=now - hold)).order_by().values_list("gpu_id")
+    audit = ProcessFinding.objects.filter(cleared_at__isnull=True).order_by().values_list("gpu_id")
+    return {gpu_id for (gpu_id,) in health.union(audit)}

@@ -24,7 +24,13 @@ REQUIRED = tuple(f.name for f in SAMPLE_FIELDS if f.required)
 INTEGERS = {f.name for f in MEASUREMENTS if f.kind == "integer"}
 MAX_PROCESSES = int(sample_field("processes").maximum or 0)
 MAX_UUID = int(sample_field("uuid").maximum or 0)
-_PROCESSES_MESSAGE = f'Must be a list (at most {MAX_PROCESSES}) of {{"pid": int, "used_memory_mib": int}}.'
+#: The longest process owner name (POSIX: 32) and command name (Linux's comm is 15) taken.
+MAX_PROCESS_USER = 32
+MAX_PROCESS_COMMAND = 64
+_PROCESSES_MESSAGE = (
+    f'Must be a list (at most {MAX_PROCESSES}) of {{"pid": int, "used_memory_mib": int, "uid": int, '
+    f'"user": str (<= {MAX_PROCESS_USER}), "command": str (<= {MAX_PROCESS_COMMAND})}}; pid required.'
+)
 _UUID_MESSAGE = f"Must be a string of at most {MAX_UUID} characters (no NUL)."
 
 #: field -> (types accepted, minimum, maximum, wrong-type message, out-of-range message),
@@ -115,13 +121,26 @@ def validate_sample(raw: Any, *, now: datetime, oldest: datetime) -> tuple[Clean
     return CleanSample(at, index, uuid, values), {}
 
 
+_PROCESS_KEYS = frozenset({"pid", "used_memory_mib", "uid", "user", "command"})
+
+
 def _process(item: Any) -> bool:
+    """A process of a sample: ``pid`` and what the agent knows of it (memory, its owner's
+    ``uid`` and ``user``, its ``command`` name), each optional but ``pid``."""
     return (
         isinstance(item, dict)
-        and item.keys() <= {"pid", "used_memory_mib"}
+        and item.keys() <= _PROCESS_KEYS
         and type(item.get("pid")) is int
         and type(item.get("used_memory_mib", 0)) is int
+        and type(item.get("uid", 0)) is int
+        and item.get("uid", 0) >= 0
+        and _short_text(item.get("user", ""), MAX_PROCESS_USER)
+        and _short_text(item.get("command", ""), MAX_PROCESS_COMMAND)
     )
+
+
+def _short_text(value: Any, longest: int) -> bool:
+    return isinstance(value, str) and len(value) <= longest and not has_nul(value)
 
 
 def _time(raw: Any, now: datetime, oldest: datetime, errors: dict[str, str]) -> datetime | None:

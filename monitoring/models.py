@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from monitoring.process_audit import ESCAPED, FOREIGN, LEFTOVER, SeenProcess
 from people.models import HashedToken
 
 
@@ -31,7 +32,11 @@ class GpuSample(models.Model):
     ecc_errors = models.PositiveIntegerField(
         null=True, blank=True, help_text="Volatile uncorrected ECC errors (count since driver load)."
     )
-    processes = models.JSONField(default=list, blank=True, help_text='[{"pid": 1, "used_memory_mib": 10}]')
+    processes = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='[{"pid": 1, "used_memory_mib": 10, "uid": 1001, "user": "alice", "command": "python"}]',
+    )
 
     class Meta:
         ordering = ["-at"]
@@ -125,6 +130,65 @@ class GpuHealth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu_id}: {self.condition or 'ok'}"
+
+
+class ProcessRule(models.TextChoices):
+    """Which rule of the GPU process audit a process broke (``monitoring.process_audit``):
+    a process no job on its GPU accounts for; a job's process on a GPU it was not given; a
+    process still on a GPU after the job that held it ended."""
+
+    FOREIGN = FOREIGN, "foreign process"
+    ESCAPED = ESCAPED, "escaped job"
+    LEFTOVER = LEFTOVER, "leftover"
+
+
+class ProcessFinding(models.Model):
+    """A process on a GPU that no job accounts for, found by the GPU process audit
+    (``monitoring.audit``): open while ``cleared_at`` is null, and the GPU gets no new
+    jobs while one is open (``monitoring.gpu_health``). At most one open finding per
+    GPU, pid and rule; it clears once a newer sample of its GPU no longer shows the
+    process breaking that rule."""
+
+    gpu = models.ForeignKey("scheduler.Gpu", on_delete=models.CASCADE, related_name="process_findings")
+    rule = models.CharField(max_length=16, choices=ProcessRule.choices)
+    pid = models.PositiveIntegerField()
+    uid = models.PositiveIntegerField(null=True, blank=True, help_text="Its owner's uid; null: the agent did not say.")
+    user = models.CharField(max_length=32, blank=True, help_text="Its owner's user name, as the node names it.")
+    command = models.CharField(max_length=64, blank=True)
+    used_memory_mib = models.PositiveIntegerField(default=0)
+    job = models.ForeignKey(
+        "scheduler.Job",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The job it is taken to belong to (escaped, leftover); null for a foreign process.",
+    )
+    reason = models.CharField(max_length=300, help_text="The rule it broke, in words, with the evidence.")
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    cleared_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["gpu_id", "pid", "rule"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["gpu", "pid", "rule"],
+                condition=models.Q(cleared_at__isnull=True),
+                name="processfinding_one_open",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["gpu"], condition=models.Q(cleared_at__isnull=True), name="processfinding_open")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rule} pid {self.pid} on {self.gpu_id}"
+
+    @property
+    def owner(self) -> str:
+        """Its owner in words: ``alice (uid 1001)``, ``uid 1001``, or ``unknown owner``."""
+        return SeenProcess(self.pid, uid=self.uid, user=self.user).owner
 
 
 class QueueSample(models.Model):

@@ -67,7 +67,13 @@ SAMPLE_FIELDS: tuple[SampleField, ...] = (
     SampleField("throttle_reasons", "list", meaning='Active clock throttle reasons, e.g. ["sw_power_cap"].'),
     SampleField("xid", "integer", "", 0, 1_000_000, meaning="An XID error seen since the last sample."),
     SampleField("ecc_errors", "integer", "errors", 0, 2**31 - 1),
-    SampleField("processes", "list", maximum=256, meaning='[{"pid": 1, "used_memory_mib": 10}]'),
+    SampleField(
+        "processes",
+        "list",
+        maximum=256,
+        meaning='[{"pid": 1, "used_memory_mib": 10, "uid": 1001, "user": "alice", "command": "python"}]: '
+        "the owner and command where the agent could read them (the GPU process audit).",
+    ),
 )
 
 #: Every field's name.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from monitoring import efficiency, fairness, idle, queue, services
+from monitoring import audit, efficiency, fairness, idle, queue, services
 
 
 @shared_task(name="monitoring.rollup", ignore_result=True)
@@ -50,3 +50,8 @@ def fairness_watch() -> str:
     """Check how evenly accounts were treated over the last day, opening or closing a
     starvation episode (``monitoring.fairness``)."""
     return fairness.watch(timezone.now())
+@shared_task(name="monitoring.audit_gpu_processes", ignore_result=True)
+def audit_gpu_processes() -> dict[str, int]:
+    """Find processes on GPUs that no job accounts for, and clear those gone
+    (``monitoring.audit``)."""
+    return audit.audit_processes()

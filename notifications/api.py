@@ -84,11 +84,15 @@ class PreferenceView(generics.GenericAPIView):
     pagination_class = None
 
     def get(self, request: Request) -> Response:
-        return Response(PreferenceSerializer(Preference.of(cast(int, request.user.pk))).data)
+        return Response(
+            PreferenceSerializer(Preference.of(cast(int, request.user.pk), staff=request.user.is_staff)).data
+        )
 
     @extend_schema(request=PreferenceSerializer, responses=PreferenceSerializer)
     def patch(self, request: Request) -> Response:
-        body = PreferenceSerializer(Preference.of(cast(int, request.user.pk)), data=request.data, partial=True)
+        body = PreferenceSerializer(
+            Preference.of(cast(int, request.user.pk), staff=request.user.is_staff), data=request.data, partial=True
+        )
         body.is_valid(raise_exception=True)
         body.save()
         return Response(body.data)

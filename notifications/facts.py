@@ -1,7 +1,8 @@
 """What is worth telling someone, read from what has already happened: job events (the
 trail every state change writes in its own transaction; the idle-GPU rule's flags are
 events too), the state of the queue (accounts near a quota, estimates that moved) and,
-for staff, the fairness watch's episodes (an account starving).
+for staff, the fairness watch's episodes (an account starving) and the GPU process
+audit's open findings.
 
 Each ``Message`` carries a ``key`` naming the fact it tells (``event:42``,
 ``idle:7:2``): the outbox sends each key once per channel, however often a fact is read.
@@ -22,6 +23,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count
 
 from monitoring.fairness import open_episode
+from monitoring.models import ProcessFinding
 from notifications.models import EstimateSeen, Event
 from people.models import Membership, Quota
 from scheduler.choices import ACTIVE_STATES, TERMINAL_STATES, EventKind, JobState
@@ -293,3 +295,46 @@ def starving(now: datetime) -> Iterator[Message]:
                 "switch": episode.switch_id,
             },
         )
+def nodes_url() -> str:
+    return f"{settings.PORTAL_URL.rstrip('/')}/manage/nodes/"
+
+
+def gpu_process_findings() -> Iterator[Message]:
+    """Each active staff member, once per open finding of the GPU process audit
+    (``monitoring.audit``): the key names the finding, so a finding seen by many audit
+    passes is one message; a process that leaves and comes back is a new finding."""
+    findings = list(
+        ProcessFinding.objects.filter(cleared_at__isnull=True).select_related("gpu__node").order_by("first_seen_at")
+    )
+    if not findings:
+        return
+    staff = list(get_user_model().objects.filter(is_staff=True, is_active=True).values_list("pk", flat=True))
+    for finding in findings:
+        where = f"GPU {finding.gpu.index} of {finding.gpu.node.name}"
+        process = f"pid {finding.pid}" + (f" ({finding.command})" if finding.command else "")
+        text = (
+            f"{finding.get_rule_display().capitalize()} on {where}: {process} of {finding.owner}, "
+            f"{finding.used_memory_mib} MiB; {finding.reason}. The GPU gets no new jobs until it is gone."
+        )
+        payload = {
+            "node": finding.gpu.node.name,
+            "gpu": finding.gpu.index,
+            "rule": finding.rule,
+            "pid": finding.pid,
+            "uid": finding.uid,
+            "user": finding.user,
+            "command": finding.command,
+            "job": finding.job_id,
+            "since": finding.first_seen_at.isoformat(),
+            "url": nodes_url(),
+        }
+        for user_id in staff:
+            yield Message(
+                user_id,
+                Event.GPU_PROCESS,
+                f"gpu-process:{finding.pk}:{user_id}",
+                f"GPU process: {finding.get_rule_display()} on {where}",
+                f"{text}\n{nodes_url()}",
+                None,
+                payload,
+            )

@@ -23,12 +23,8 @@ class Event(models.TextChoices):
     ESTIMATE_MOVED = "estimate_moved", "a waiting job's estimated start moved a lot"
     QUOTA_NEAR = "quota_near", "an account of mine uses 80% of a GPU quota"
     IDLE = "idle", "a running job of mine holds GPUs it does not use"
-    STARVING = "starving", "an account's jobs wait far longer than others' (staff)"
-
-
-#: Notices to staff about the site (made only for staff): sent to each one's channels
-#: whatever events they chose, so never offered as a choice.
-STAFF_EVENTS: frozenset[str] = frozenset({Event.STARVING})
+    STARVING = "starving", "(staff) an account's jobs wait far longer than others'"
+    GPU_PROCESS = "gpu_process", "(staff) a GPU runs a process no job accounts for"
 
 
 class Channel(models.TextChoices):
@@ -51,9 +47,25 @@ def default_events() -> list[str]:
     return [Event.STARTED.value, Event.ENDED.value, Event.HELD.value, Event.IDLE.value]
 
 
+#: Notices to staff about the site (made only for staff: an account starving, a GPU
+#: process no job accounts for), offered to staff alone and on until they untick them.
+STAFF_EVENTS: frozenset[str] = frozenset({Event.STARVING.value, Event.GPU_PROCESS.value})
+
+
+def defaults_for(*, staff: bool) -> list[str]:
+    """What a user is told without having chosen: ``default_events``, and for staff the
+    notices about the site (:data:`STAFF_EVENTS`) too."""
+    return default_events() + (sorted(STAFF_EVENTS) if staff else [])
+
+
+def offered(*, staff: bool) -> list[tuple[str, str]]:
+    """The events a user may choose: staff's events for staff only."""
+    return [(value, label) for value, label in Event.choices if staff or value not in STAFF_EVENTS]
+
+
 class Preference(models.Model):
     """One user's choices. Without a row, the defaults (``of``): e-mail, if the user has an
-    address, for ``default_events``."""
+    address, for ``defaults_for`` them."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notify")
     events = models.JSONField(default=default_events, help_text="The Event values to be told about.")
@@ -66,9 +78,10 @@ class Preference(models.Model):
         return f"notification preferences of {self.user}"
 
     @classmethod
-    def of(cls, user_id: int) -> Preference:
-        """The user's stored choices, or the defaults (unsaved) when they made none."""
-        return cls.objects.filter(user_id=user_id).first() or cls(user_id=user_id)
+    def of(cls, user_id: int, *, staff: bool = False) -> Preference:
+        """The user's stored choices, or the defaults (unsaved) when they made none
+        (``defaults_for``: say whether the user is ``staff``)."""
+        return cls.objects.filter(user_id=user_id).first() or cls(user_id=user_id, events=defaults_for(staff=staff))
 
 
 class Status(models.TextChoices):

@@ -4,8 +4,9 @@ the last pass into the outbox, then send what is due.
 1. Job events after the cursor (and older than ``SETTLE``, so that a transaction that
    took an id earlier but committed later is not skipped) become messages; the
    deliveries they make and the cursor's move commit together.
-2. The queue's conditions (quotas, estimates, the fairness watch's episodes) become messages; their keys
-   make each fact one message, however many passes see it.
+2. The queue's conditions (quotas, estimates, the fairness watch's episodes) become
+   messages, and the GPU process audit's open findings messages to staff; their keys make
+   each fact one message, however many passes see it.
 3. Every due delivery is sent: e-mail through Django's mail framework, webhooks as a
    signed POST. A failure is retried with exponential backoff (``backoff``) up to
    ``NOTIFY_MAX_ATTEMPTS``, then marked failed, visible on the user's profile page; a
@@ -24,7 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from notifications import facts, send
-from notifications.models import Channel, Cursor, Delivery, Preference, Status
+from notifications.models import Channel, Cursor, Delivery, Preference, Status, defaults_for
 from notifications.wanted import wanted
 from scheduler.models import JobEvent
 
@@ -49,10 +50,15 @@ def enqueue(messages: Iterable[facts.Message], now: datetime) -> int:
         return 0
     users = {m.user_id for m in messages}
     prefs = {p.user_id: p for p in Preference.objects.filter(user_id__in=users)}
-    emails = dict(get_user_model().objects.filter(pk__in=users).values_list("pk", "email"))
+    people = {
+        pk: (email, staff)
+        for pk, email, staff in get_user_model().objects.filter(pk__in=users).values_list("pk", "email", "is_staff")
+    }
+    emails = {pk: email for pk, (email, _) in people.items()}
     rows = []
     for message in messages:
-        pref = prefs.get(message.user_id) or Preference(user_id=message.user_id)  # the defaults
+        staff = people.get(message.user_id, ("", False))[1]
+        pref = prefs.get(message.user_id) or Preference(user_id=message.user_id, events=defaults_for(staff=staff))
         if not wanted(message.event, pref.events, mail_types=message.mail_types, ended=message.ended):
             continue
         channels = []
@@ -107,6 +113,12 @@ def read_conditions(now: datetime) -> int:
     return sum(enqueue(found(now), now) for found in (facts.quotas_near, facts.estimates_moved, facts.starving))
 
 
+def read_findings(now: datetime) -> int:
+    """Step 2, for staff: the GPU process audit's open findings, on every pass (a GPU kept
+    from jobs is news that should not wait for the conditions' period)."""
+    return enqueue(facts.gpu_process_findings(), now)
+
+
 def send_due(now: datetime) -> dict[str, int]:
     """Step 3: send every due delivery once; returns counts by outcome."""
     due = list(
@@ -137,5 +149,5 @@ def send_due(now: datetime) -> dict[str, int]:
 def pump(now: datetime | None = None) -> dict[str, int]:
     """One pass: steps 1-3."""
     now = now or timezone.now()
-    made = read_events(now) + read_conditions(now)
+    made = read_events(now) + read_conditions(now) + read_findings(now)
     return {"made": made, **send_due(now)}

@@ -6,8 +6,8 @@ events Slurm's mail types name: its start, its end and its requeues (:data:`COVE
 The events no mail type names (held by someone else, idle GPUs, an estimate that moved,
 an account near its quota) stay the owner's choice (``Preference.events``), as does a
 job that chose nothing (``None``). Where a wanted message goes (e-mail, webhook) is
-always the owner's choice. Notices to staff about the site (``STAFF_EVENTS``: an
-account starving) are always wanted; where they go is still the staff member's choice.
+always the owner's choice, and so are the notices to staff about the site
+(``STAFF_EVENTS``: an account starving, a GPU process no job accounts for).
 
 Slurm's meanings, kept: END is any end, a cancellation by someone else included; FAIL
 only an end that is a failure (failed, timed out, node failure: not completed, not
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
-from notifications.models import STAFF_EVENTS, Event
+from notifications.models import Event
 from scheduler.choices import JobState
 
 #: The ends that are failures to Slurm's FAIL.
@@ -55,8 +55,6 @@ def wanted(
     chosen events (``Preference.events``, or its defaults); ``mail_types`` the job's own
     choice (``Job.mail_events``; ``None``: it made none); ``ended`` the state(s) its job,
     or an array's tasks, ended in (``FAILED``), which FAIL and TIME_LIMIT look at."""
-    if event in STAFF_EVENTS:
-        return True  # a notice to staff about the site, not a choice (see STAFF_EVENTS)
     if mail_types is None or event not in JOB_CHOSEN:
         return event in user_events
     return any(COVERS[kind](event, ended) for kind in mail_types if kind in COVERS)

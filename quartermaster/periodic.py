@@ -42,6 +42,7 @@ def periodic_jobs(settings: Any) -> tuple[PeriodicJob, ...]:
         PeriodicJob("monitoring-enforce-idle", "monitoring.enforce_idle", 60.0),
         # The last day's fairness moves slowly; it returns at once when FAIRNESS_WATCH_BELOW is 0.
         PeriodicJob("monitoring-fairness-watch", "monitoring.fairness_watch", 300.0),
+        PeriodicJob("monitoring-audit-gpu-processes", "monitoring.audit_gpu_processes", 60.0),
         PeriodicJob("notifications-pump", "notifications.pump", settings.NOTIFY_SECONDS),
         PeriodicJob("portal-sync-directory", "portal.sync_directory", settings.LDAP_SYNC_SECONDS)
         if settings.LDAP_SERVER_URI

@@ -460,6 +460,9 @@ MONITORING_UNHEALTHY_THROTTLE_REASONS = env_list(
 )
 MONITORING_XID_HOLD_SECONDS = env_int("MONITORING_XID_HOLD_SECONDS", 3600, minimum=0)
 MONITORING_CRITICAL_XIDS = env_int_list("MONITORING_CRITICAL_XIDS", [48, 63, 64, 74, 79, 94, 95])
+#: The GPU process audit: a process still on a job's GPUs this long after the job ended
+#: is reported as a leftover (and the GPU gets no new jobs until it is gone).
+MONITORING_PROCESS_GRACE_SECONDS = env_int("MONITORING_PROCESS_GRACE_SECONDS", 120, minimum=0)
 #: Bearer token Prometheus must send to GET /metrics; empty = /metrics is open.
 MONITORING_METRICS_TOKEN = env_str("MONITORING_METRICS_TOKEN", "")
 #: Serve /metrics without a token outside DEBUG (e.g. behind a private network).

@@ -76,6 +76,25 @@ def snapshot(
     return Snapshot(nodes=tuple(nodes), running=tuple(running_jobs), pending=tuple(pending_jobs))
 
 
+def node_job(job_id: int, gpus: tuple[int, ...], *, uid: int | None = 1001, ended_at: datetime | None = None) -> Any:
+    """A job's part on one node for the GPU process audit, running as ``uid`` (``None``:
+    its owner has no cluster identity), holding (or, ended, having held) ``gpus``."""
+    from monitoring.process_audit import Identity, NodeJob
+
+    identity = Identity(uid, f"u{uid}") if uid is not None else None
+    return NodeJob(job_id, identity, frozenset(gpus), ended_at)
+
+
+def gpu_process(pid: int, *, uid: int | None = None, user: str = "", command: str = "python", mib: int = 1024) -> Any:
+    """A process on a GPU as a sample lists it (``processes`` items), owner as given."""
+    item: dict[str, Any] = {"pid": pid, "used_memory_mib": mib, "command": command}
+    if uid is not None:
+        item["uid"] = uid
+    if user:
+        item["user"] = user
+    return item
+
+
 # --- Database -------------------------------------------------------------------------
 
 
@@ -109,6 +128,23 @@ def make_user(username: str, *, staff: bool = False) -> Any:
     from django.contrib.auth import get_user_model
 
     return get_user_model().objects.create_user(username, f"{username}@example.org", "pw-" + username, is_staff=staff)
+
+
+def report_processes(node: str, index: int, processes: list[dict[str, Any]], at: datetime) -> None:
+    """The node agent of ``node`` reports GPU ``index`` at ``at`` running ``processes``
+    (``gpu_process`` items), through the ingest service."""
+    from monitoring.services import ingest_batch
+    from scheduler.models import Node
+
+    reading = {"index": index, "at": at.isoformat(), "memory_used_mib": 1024, "processes": processes}
+    assert ingest_batch(Node.objects.get(name=node), [reading], now=at).accepted == 1
+
+
+def give_identity(user: Any, uid: int) -> Any:
+    """``user``'s jobs run as the POSIX user of their name with ``uid`` on the clusters."""
+    from people.models import ClusterIdentity
+
+    return ClusterIdentity.objects.create(user=user, username=user.get_username(), uid=uid)
 
 
 def make_account(name: str, *, parent: Any = None, shares: int = 1) -> Any:

@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 
 from common.forms import NulFreeCharField
 from notifications import outbound
-from notifications.models import STAFF_EVENTS, Channel, Delivery, Event, Preference, Status
+from notifications.models import Channel, Delivery, Preference, Status, offered
 from notifications.send import mail_kept_elsewhere
 from people.access import default_account
 from people.email import address_directory, clean_address
@@ -65,7 +65,7 @@ class EmailForm(forms.Form):
 
 class NotifyForm(forms.ModelForm):
     events = forms.MultipleChoiceField(
-        choices=[(value, label) for value, label in Event.choices if value not in STAFF_EVENTS],
+        choices=offered(staff=False),
         widget=forms.CheckboxSelectMultiple,
         required=False,
         label="Tell me when",
@@ -83,6 +83,9 @@ class NotifyForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        events = self.fields["events"]
+        assert isinstance(events, forms.MultipleChoiceField)
+        events.choices = offered(staff=self.instance.user.is_staff)  # staff's events for staff only
         address = self.instance.user.email
         self.fields["email"].help_text = f"To {address}." if address else NO_ADDRESS
         # Ticking it would send nothing: the outbox makes no e-mail for a user without an address.
@@ -96,7 +99,7 @@ class NotifyForm(forms.ModelForm):
 
 
 def _notify_form(request: HttpRequest, user: Any) -> tuple[NotifyForm, Preference]:
-    pref = Preference.of(user.pk)
+    pref = Preference.of(user.pk, staff=user.is_staff)
     data = request.POST if request.method == "POST" and request.POST.get("form") == "notify" else None
     return NotifyForm(data, instance=pref), pref
 

@@ -24,8 +24,25 @@ def throttle_names(mask: int) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Process:
+    """A process on a GPU; its owner (``uid``, ``user``) and ``command`` name where the
+    agent could read them (``agent.collectors.owners``), else unknown."""
+
     pid: int
     used_memory_mib: int
+    uid: int | None = None
+    user: str = ""
+    command: str = ""
+
+    def to_payload(self) -> dict[str, Any]:
+        """The process as a sample's ``processes`` item: its unknown fields left out."""
+        item: dict[str, Any] = {"pid": self.pid, "used_memory_mib": self.used_memory_mib}
+        if self.uid is not None:
+            item["uid"] = self.uid
+        if self.user:
+            item["user"] = self.user
+        if self.command:
+            item["command"] = self.command
+        return item
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +90,7 @@ class Reading:
         if self.throttle_reasons:
             payload["throttle_reasons"] = list(self.throttle_reasons)
         if self.processes:
-            payload["processes"] = [{"pid": p.pid, "used_memory_mib": p.used_memory_mib} for p in self.processes]
+            payload["processes"] = [p.to_payload() for p in self.processes]
         return payload
 
 

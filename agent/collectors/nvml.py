@@ -2,7 +2,8 @@
 
 The only seam is the ``pynvml`` module itself: :class:`NvmlCollector` takes it as an
 argument (the real one by default), so tests hand it a fake with the same functions and
-nothing else is mocked.
+nothing else is mocked. Each GPU process's owner and command name are read from
+``/proc`` (``agent.collectors.owners``; a directory of the same shape in tests).
 
 A MIG-enabled GPU answers NOT_SUPPORTED for utilization. Where the driver has GPU
 performance monitoring (GPM: Hopper and later, driver 520+), the collector reads the
@@ -19,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from agent.collectors.base import CollectorError, Process, Reading, throttle_names
+from agent.collectors.owners import ProcReader
 
 MIB = 1024 * 1024
 
@@ -34,7 +36,7 @@ class NvmlCollector:
 
     name = "nvml"
 
-    def __init__(self, nvml: ModuleType | Any | None = None) -> None:
+    def __init__(self, nvml: ModuleType | Any | None = None, proc: ProcReader | None = None) -> None:
         if nvml is None:
             try:
                 import pynvml
@@ -42,6 +44,7 @@ class NvmlCollector:
                 raise CollectorError("nvidia-ml-py is not installed") from exc
             nvml = pynvml
         self.nvml: Any = nvml
+        self.proc = proc or ProcReader()
         self._ready = False
         self._events: Any = None
         #: GPU index -> its GPM samples of the previous collect, per GPU instance id
@@ -154,6 +157,12 @@ class NvmlCollector:
             if index is not None:
                 xids[int(index)] = int(event.eventData)
 
+    def _process(self, info: Any) -> Process:
+        """One of NVML's running processes, with its owner and command name from ``/proc``."""
+        pid = int(info.pid)
+        owner = self.proc.owner(pid)
+        return Process(pid, int(info.usedGpuMemory or 0) // MIB, owner.uid, owner.user, owner.command)
+
     def collect(self) -> list[Reading]:
         self._init()
         nvml = self.nvml
@@ -188,9 +197,7 @@ class NvmlCollector:
                     throttle_reasons=throttle_names(int(reasons)) if reasons is not None else (),
                     xid=xids.get(i),
                     ecc_errors=int(ecc) if ecc is not None else None,
-                    processes=tuple(
-                        Process(int(p.pid), int(p.usedGpuMemory or 0) // MIB) for p in processes if p is not None
-                    ),
+                    processes=tuple(self._process(p) for p in processes if p is not None),
                 )
             )
         return readings

@@ -7,6 +7,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from monitoring.ingest import MAX_PROCESS_COMMAND, MAX_PROCESS_USER
+from monitoring.models import ProcessFinding
 from monitoring.sample_fields import MAX_THROTTLE_REASON, SAMPLE_FIELDS, SampleField
 from monitoring.series import METRICS
 
@@ -14,6 +16,9 @@ from monitoring.series import METRICS
 class ProcessSerializer(serializers.Serializer):
     pid = serializers.IntegerField()
     used_memory_mib = serializers.IntegerField(required=False)
+    uid = serializers.IntegerField(required=False, min_value=0, help_text="The owner's numeric user id.")
+    user = serializers.CharField(required=False, max_length=MAX_PROCESS_USER, help_text="The owner's user name.")
+    command = serializers.CharField(required=False, max_length=MAX_PROCESS_COMMAND, help_text="Its command name.")
 
 
 class SampleSerializer(serializers.Serializer):
@@ -109,3 +114,36 @@ class FairnessSerializer(serializers.Serializer):
     accounts = serializers.DictField(child=serializers.FloatField(), help_text="Each account's mean bounded slowdown.")
     level = serializers.FloatField(help_text="FAIRNESS_WATCH_BELOW: staff are told below it (0: the watch is off).")
     starving = StarvingSerializer(allow_null=True, help_text="The episode under way, if any.")
+class ProcessFindingQuerySerializer(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=["open", "all"], default="open", help_text="open (default): those still keeping their GPU from jobs."
+    )
+    node = serializers.CharField(required=False, max_length=200, help_text="Only this node's.")
+
+
+class ProcessFindingSerializer(serializers.ModelSerializer):
+    """A finding of the GPU process audit: the process, its owner, the rule it broke."""
+
+    node = serializers.CharField(source="gpu.node.name", read_only=True)
+    gpu = serializers.IntegerField(source="gpu.index", read_only=True, help_text="The GPU's index on its node.")
+    job = serializers.IntegerField(source="job_id", read_only=True, allow_null=True)
+
+    class Meta:
+        model = ProcessFinding
+        fields = [
+            "id",
+            "node",
+            "gpu",
+            "rule",
+            "pid",
+            "uid",
+            "user",
+            "command",
+            "used_memory_mib",
+            "job",
+            "reason",
+            "first_seen_at",
+            "last_seen_at",
+            "cleared_at",
+        ]
+        read_only_fields = fields

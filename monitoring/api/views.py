@@ -1,13 +1,15 @@
-"""The monitoring API: node agents post samples; people read series for charts."""
+"""The monitoring API: node agents post samples; staff read series for charts and the
+GPU process audit's findings."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, status
+from rest_framework import exceptions, generics, status
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,12 +20,14 @@ from monitoring.api.auth import IsNodeAgent, NodeTokenAuthentication
 from monitoring.api.serializers import (
     FairnessSerializer,
     IngestResultSerializer,
+    ProcessFindingQuerySerializer,
+    ProcessFindingSerializer,
     SampleBatchSerializer,
     SeriesQuerySerializer,
     SeriesSerializer,
 )
 from monitoring.fairness import open_episode
-from monitoring.models import NodeToken
+from monitoring.models import NodeToken, ProcessFinding
 from monitoring.series import series
 from scheduler.models import Gpu
 from scheduler.reads.fairness import WINDOW, read_fairness
@@ -121,3 +125,26 @@ class FairnessView(APIView):
             "starving": open_episode(),
         }
         return Response(FairnessSerializer(payload).data)
+class ProcessFindingList(generics.ListAPIView):
+    """``GET /api/v1/monitoring/process-findings/``: the GPU process audit's findings
+    (``monitoring.audit``), open ones by default, newest first.
+
+    Staff only: a finding names another user's process and job.
+    """
+
+    serializer_class = ProcessFindingSerializer
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(parameters=[ProcessFindingQuerySerializer], summary="GPU process audit findings")
+    def get(self, request: Request, *args: object, **kwargs: object) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> Any:
+        query = ProcessFindingQuerySerializer(data=self.request.query_params)
+        query.is_valid(raise_exception=True)
+        findings = ProcessFinding.objects.select_related("gpu__node").order_by("-first_seen_at", "-id")
+        if query.validated_data["state"] == "open":
+            findings = findings.filter(cleared_at__isnull=True)
+        if query.validated_data.get("node"):
+            findings = findings.filter(gpu__node__name=query.validated_data["node"])
+        return findings

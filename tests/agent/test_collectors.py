@@ -10,6 +10,7 @@ import pytest
 from agent.collectors.base import CollectorError, Process, throttle_names
 from agent.collectors.dcgm import parse_dcgm_metrics
 from agent.collectors.nvml import NvmlCollector
+from agent.collectors.owners import ProcReader
 from agent.collectors.simulated import SimulatedGpu, simulate
 from tests.builders import T0
 
@@ -228,14 +229,43 @@ def test_a_mig_gpu_without_gpm_stays_unmeasured():
         assert collector.collect()[1].utilization_pct is None
 
 
-def test_nvml_reads_every_field_in_api_units():
-    first, second = NvmlCollector(FakeNvml()).collect()
+def test_nvml_reads_every_field_in_api_units(tmp_path):
+    first, second = NvmlCollector(FakeNvml(), ProcReader(tmp_path)).collect()
     assert (first.index, first.uuid, first.utilization_pct) == (0, "GPU-h0", 87.0)
     assert (first.memory_used_mib, first.memory_total_mib) == (40960, 143771)
     assert (first.temperature_c, first.power_w, first.power_limit_w, first.sm_clock_mhz) == (71.0, 612.345, 700.0, 1980)
     assert first.throttle_reasons == ("sw_power_cap",)  # idle (0x1) is not a problem
-    assert first.processes == (Process(4242, 1024),)
+    assert first.processes == (Process(4242, 1024),)  # its /proc shows no pid 4242: owner unknown
     assert (first.ecc_errors, second.ecc_errors) == (2, None)  # unsupported: left out
+
+
+def fake_proc(root: Path, pid: int, *, uid: int, comm: str) -> None:
+    """``root/<pid>/status`` and ``comm`` as Linux writes them (real, effective, saved, fs uids)."""
+    (root / str(pid)).mkdir(parents=True)
+    (root / str(pid) / "status").write_text(f"Name:\t{comm}\nUmask:\t0022\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
+    (root / str(pid) / "comm").write_text(f"{comm}\n")
+
+
+def test_nvml_names_each_process_owner_and_command_from_proc(tmp_path):
+    fake_proc(tmp_path, 4242, uid=1002, comm="python3")
+    proc = ProcReader(tmp_path, names={1002: "bob"}.get)
+    [first, _] = NvmlCollector(FakeNvml(), proc).collect()
+    assert first.processes == (Process(4242, 1024, uid=1002, user="bob", command="python3"),)
+    assert first.to_payload(T0)["processes"] == [
+        {"pid": 4242, "used_memory_mib": 1024, "uid": 1002, "user": "bob", "command": "python3"}
+    ]
+
+
+def test_a_process_gone_before_proc_is_read_has_an_unknown_owner(tmp_path):
+    [first, _] = NvmlCollector(FakeNvml(), ProcReader(tmp_path)).collect()
+    assert first.processes == (Process(4242, 1024),)
+    assert first.to_payload(T0)["processes"] == [{"pid": 4242, "used_memory_mib": 1024}]
+
+
+def test_an_unnamed_uid_is_sent_without_a_user_name(tmp_path):
+    fake_proc(tmp_path, 4242, uid=7777, comm="train")
+    [first, _] = NvmlCollector(FakeNvml(), ProcReader(tmp_path, names=lambda uid: "")).collect()
+    assert first.processes == (Process(4242, 1024, uid=7777, command="train"),)
 
 
 def test_a_mig_enabled_gpu_is_unmeasured_through_nvml_never_0_percent():

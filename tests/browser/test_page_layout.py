@@ -86,3 +86,20 @@ def test_the_header_is_one_line_of_links_and_the_staffs_pages_one_more(transacti
     manage = page.locator("header nav.manage").bounding_box()
     assert manage["y"] >= first["y"] + first["height"]  # under the first row, over nothing of it
     assert manage["y"] + manage["height"] <= header["y"] + header["height"] + 0.5
+
+
+def test_the_nodes_page_with_a_gpu_process_finding_fits_the_window(transactional_db, world, login, shot):
+    from datetime import UTC, datetime
+
+    from monitoring.audit import audit_processes
+    from tests.builders import gpu_process, report_processes
+
+    now = datetime.now(UTC)
+    report_processes("h100-02", 6, [gpu_process(4321, uid=4000, user="mallory", command="xmrig", mib=2048)], now)
+    audit_processes(now)
+    page = login("admin")
+    page.goto("/manage/nodes/")
+    shot(page, "manage-nodes-gpu-process")
+    finding = page.locator("#node-h100-02 .finding")
+    assert "GPU 6: foreign process" in finding.inner_text()
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1400

@@ -14,6 +14,10 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 OLDEST = NOW - timedelta(hours=48)
 AT = "2026-03-01T11:59:50+00:00"
 GOOD = {"index": 0, "at": AT, "utilization_pct": 50.0, "memory_used_mib": 1000}
+PROCESSES_MESSAGE = (
+    'Must be a list (at most 256) of {"pid": int, "used_memory_mib": int, "uid": int, '
+    '"user": str (<= 32), "command": str (<= 64)}; pid required.'
+)
 
 
 def check(raw: Any) -> tuple[Any, dict[str, str]]:
@@ -62,16 +66,20 @@ def check(raw: Any) -> tuple[Any, dict[str, str]]:
         ({"throttle_reasons": [1]}, {"throttle_reasons": "Must be a list of short strings."}),
         (
             {"processes": [{"pid": "1"}]},
-            {"processes": 'Must be a list (at most 256) of {"pid": int, "used_memory_mib": int}.'},
+            {"processes": PROCESSES_MESSAGE},
         ),
         (
             {"processes": [{"pid": 1, "name": "python"}]},
-            {"processes": 'Must be a list (at most 256) of {"pid": int, "used_memory_mib": int}.'},
+            {"processes": PROCESSES_MESSAGE},
         ),
         (
             {"processes": [{"pid": 1}] * 257},
-            {"processes": 'Must be a list (at most 256) of {"pid": int, "used_memory_mib": int}.'},
+            {"processes": PROCESSES_MESSAGE},
         ),
+        ({"processes": [{"pid": 1, "uid": -1}]}, {"processes": PROCESSES_MESSAGE}),
+        ({"processes": [{"pid": 1, "uid": "1001"}]}, {"processes": PROCESSES_MESSAGE}),
+        ({"processes": [{"pid": 1, "user": "a" * 33}]}, {"processes": PROCESSES_MESSAGE}),
+        ({"processes": [{"pid": 1, "command": "py\x00"}]}, {"processes": PROCESSES_MESSAGE}),
         (
             {"utilization_pct": 101, "at": "soon", "power_w": -1, "extra": 1},
             {
@@ -117,6 +125,10 @@ def check(raw: Any) -> tuple[Any, dict[str, str]]:
         "a process pid not an int",
         "a process with an unknown key",
         "too many processes",
+        "a process owner's uid negative",
+        "a process owner's uid not an int",
+        "a process owner's name too long",
+        "a process command with NUL",
         "every error of a sample at once",
     ],
 )
@@ -140,7 +152,10 @@ def test_a_full_sample_keeps_every_reading():
         "throttle_reasons": ["sw_power_cap"],
         "xid": 79,
         "ecc_errors": 0,
-        "processes": [{"pid": 10}, {"pid": 11, "used_memory_mib": 512}],
+        "processes": [
+            {"pid": 10},
+            {"pid": 11, "used_memory_mib": 512, "uid": 1001, "user": "alice", "command": "python"},
+        ],
     }
     sample, errors = check({"uuid": "GPU-1", "at": "2026-03-01T11:59:50.5Z", **readings})
     assert errors == {}

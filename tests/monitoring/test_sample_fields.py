@@ -102,7 +102,7 @@ def test_the_agent_sends_every_field_by_its_name():
         throttle_reasons=("sw_power_cap",),
         xid=0,
         ecc_errors=0,
-        processes=(Process(pid=1, used_memory_mib=10),),
+        processes=(Process(pid=1, used_memory_mib=10, uid=1001, user="alice", command="python"),),
     )
     payload = reading.to_payload(NOW - timedelta(seconds=10))
     assert set(payload) == set(SAMPLE_NAMES)

@@ -24,7 +24,7 @@ from scheduler.jobs.submit import submit_job
 from scheduler.jobs.transitions import record_event, transition
 from scheduler.jobs.verbs import cancel_job, hold_job
 from scheduler.models import Job
-from tests.builders import submit
+from tests.builders import gpu_process, report_processes, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -317,3 +317,49 @@ def test_the_demos_mail_to_a_demo_address_lands_in_a_file_and_the_profile_says_w
     client.force_login(world.alice)
     page = html.unescape(client.get("/profile/").content.decode())
     assert f"This site's e-mail is written to files in {tmp_path / 'mail'}, not sent to inboxes." in page
+
+
+def test_staff_are_told_of_each_gpu_process_finding_once(world, receiver):
+    from monitoring.audit import audit_processes
+
+    webhook(world.admin, receiver.url)
+    webhook(world.alice, receiver.url)
+    now = timezone.now()
+    for seconds in (0, 10, 20):  # three samples, three audit passes: one finding
+        at = now + timedelta(seconds=seconds)
+        report_processes("h100-01", 2, [gpu_process(999, uid=4000, user="mallory", command="xmrig")], at)
+        audit_processes(at)
+        pump(at + timedelta(seconds=1))
+
+    told = [json.loads(body) for _, body in receiver.received]
+    assert [(m["event"], m["node"], m["gpu"], m["rule"], m["pid"], m["user"]) for m in told] == [
+        ("gpu_process", "h100-01", 2, "foreign", 999, "mallory")
+    ]
+    assert told[0]["subject"] == "GPU process: foreign process on GPU 2 of h100-01"
+    assert "pid 999 (xmrig) of mallory (uid 4000)" in told[0]["text"]
+    assert Delivery.objects.filter(user=world.alice).count() == 0  # staff only
+
+
+def test_staff_who_chose_their_events_before_the_site_notices_are_told_of_them_too(world):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("notifications.migrations.0005_staff_events")
+    Preference.objects.create(user=world.admin, events=["started"])
+    Preference.objects.create(user=world.alice, events=["started"])
+    migration.tell_staff_of_the_site(apps, None)
+    assert Preference.objects.get(user=world.admin).events == ["started", "starving", "gpu_process"]
+    assert Preference.objects.get(user=world.alice).events == ["started"]
+
+
+def test_staff_who_made_no_choice_are_mailed_gpu_process_findings(world):
+    from monitoring.audit import audit_processes
+
+    now = timezone.now()
+    report_processes("h100-01", 2, [gpu_process(999, uid=4000)], now)
+    audit_processes(now)
+    outbox.read_findings(now)
+    assert list(Delivery.objects.values_list("user__username", "channel", "event")) == [
+        ("admin", "email", "gpu_process")
+    ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from notifications.models import STAFF_EVENTS, Event, default_events
+from notifications.models import STAFF_EVENTS, Event, default_events, defaults_for
 from notifications.wanted import COVERS, told_of, wanted
 from scheduler.choices import JobState
 from scheduler.jobs.mail_type import APPLIED
@@ -58,16 +58,17 @@ def test_events_no_mail_type_names_stay_the_owners_choice(event, mail_types):
     assert not wanted(event, [], mail_types=mail_types)
 
 
-@pytest.mark.parametrize("event", sorted(set(EVERYTHING) - STAFF_EVENTS))
+@pytest.mark.parametrize("event", EVERYTHING)
 def test_a_job_that_chose_nothing_is_told_as_its_owner_chose(event):
     assert wanted(event, default_events(), ended=FAILED) is (event in default_events())
     assert wanted(event, [event], mail_types=None)
 
 
 @pytest.mark.parametrize("event", sorted(STAFF_EVENTS))
-def test_notices_to_staff_are_wanted_whatever_events_were_chosen(event):
-    assert wanted(event, [])
-    assert wanted(event, default_events(), mail_types=["END"])
+def test_notices_to_staff_are_on_for_staff_until_they_untick_them(event):
+    assert wanted(event, defaults_for(staff=True))
+    assert not wanted(event, defaults_for(staff=False))
+    assert not wanted(event, default_events(), mail_types=["ALL"])
 
 
 def test_every_type_the_portal_applies_says_what_it_asks_for():

@@ -13,7 +13,7 @@ from django.test import Client
 from people.models import Account, AuditEntry, Membership, Quota
 from scheduler.choices import JobState
 from scheduler.models import Job, Node, Simulation
-from tests.builders import end, start, submit
+from tests.builders import end, gpu_process, report_processes, start, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -541,3 +541,18 @@ def test_a_policy_switch_shows_each_accounts_slowdown_under_both(world):
     assert "0.798 under the site's policy, 0.906 under stretch-las-preempt" in html
     assert '<tr id="row-other"><td>other</td><td class="num">8</td>' in html
     assert '<td class="num">11.00</td><td class="num">-</td>' in html
+def test_the_nodes_page_shows_staff_a_gpus_foreign_process_its_owner_and_rule(world):
+    from monitoring.audit import audit_processes
+
+    now = datetime.now(UTC)
+    report_processes("h100-02", 6, [gpu_process(4321, uid=4000, user="mallory", command="xmrig", mib=2048)], now)
+    audit_processes(now)
+    html = logged_in(world.admin).get("/manage/nodes/").content.decode()
+    row = html[html.index('id="node-h100-02"') :]
+    row = row[: row.index("</tr>")]
+    assert "GPU 6: foreign process" in row
+    assert "pid 4321 (xmrig) of mallory (uid 4000), 2048 MiB" in row
+    assert "no job of the portal holds this GPU" in row and "No new jobs on this GPU until it is gone." in row
+    assert "xmrig" not in html[: html.index('id="node-h100-02"')]  # on its node's row only
+    denied = logged_in(world.alice).get("/manage/nodes/")
+    assert denied.status_code == 403 and "xmrig" not in denied.content.decode()

@@ -5,6 +5,7 @@ to no inbox, a send that failed), and that a directory user's address is the dir
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 from django.test import Client
@@ -187,3 +188,11 @@ def test_a_directory_off_now_leaves_the_address_to_the_user(world, settings):
     ClusterIdentity.objects.create(user=world.alice, username="alice", uid=20001, source=IdentitySource.LDAP)
 
     assert set_address(logged_in(world.alice), "mine@example.org").status_code == 302
+
+
+def test_the_gpu_process_audits_notices_are_offered_and_on_by_default_to_staff_only(world):
+    staff_page, researcher_page = page_of(logged_in(world.admin)), page_of(logged_in(world.bob))
+    label = "(staff) a GPU runs a process no job accounts for"
+    assert label in staff_page and label not in researcher_page
+    [box] = re.findall(r'<input[^>]*value="gpu_process"[^>]*>', staff_page)
+    assert "checked" in box  # told by default: staff made no choice

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from common.forms import NulFreeCharField
+from monitoring.audit import open_findings_by_node
 from scheduler.clusters.nodes import drain_node, resume_node
 from scheduler.models import Node
 from scheduler.reads.reservations import by_node
@@ -25,11 +26,14 @@ class DrainForm(forms.Form):
 def nodes(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     reserved = by_node(now)
+    findings = open_findings_by_node()
     return render(
         request,
         "web/manage/nodes.html",
         {
-            "rows": [(row, reserved.get(row.node.name, [])) for row in figures.node_rows()],
+            "rows": [
+                (row, reserved.get(row.node.name, []), findings.get(row.node.name, [])) for row in figures.node_rows()
+            ],
             "drain_form": DrainForm(),
             "now": now,
         },
