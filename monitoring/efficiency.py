@@ -116,14 +116,16 @@ def busy_gpus(job: Job, ids: list[int], *, raw: bool) -> int | None:
     two. ``None`` when no sample measured utilization. One query, grouped by GPU."""
     window = {"gpu_id__in": ids, "at__gte": job.started_at, "at__lte": job.ended_at}
     if raw:
-        means = GpuSample.objects.filter(**window).values("gpu_id").annotate(mean=Avg("utilization_pct"))
+        rows = GpuSample.objects.filter(**window).values("gpu_id").annotate(mean=Avg("utilization_pct"))
+        means = [row["mean"] for row in rows]
     else:
-        means = (
+        rollups = (
             GpuRollup.objects.filter(period=Resolution.MINUTE, utilization_mean__isnull=False, **window)
             .values("gpu_id")
             .annotate(mean=Sum(F("utilization_mean") * F("samples")) / Sum("samples"))
         )
-    measured = [row["mean"] for row in means if row["mean"] is not None]
+        means = [row["mean"] for row in rollups]
+    measured = [mean for mean in means if mean is not None]
     return sum(mean >= IDLE_BELOW_PCT for mean in measured) if measured else None
 
 

@@ -1,0 +1,78 @@
+"""Right-sizing advice: what a user's ended jobs of a shape used of what they asked, the
+smaller request that would have fitted them (``scheduler.reads.advice``), and how much
+sooner that request would have started them, measured, not guessed: the site's last
+``ADVICE_DAYS`` of history replayed as it ran and with those jobs asking for the
+suggestion instead, as an account preview does (``scheduler.previews``).
+
+The replay is heavy (two replays of the site's history), so an advice is computed once
+per user and shape and kept in the cache for ``ADVICE_CACHE_SECONDS``; its key names the
+latest of the jobs it read, so a job of the shape that ends makes the next read compute
+it afresh. Fewer than ``ADVICE_MIN_JOBS`` ended jobs of the shape: no advice, and no
+replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.cache import cache
+
+from scheduler.previews import site_as_now, site_history
+from scheduler.reads.advice import Advice, Run, Shape, Suggestion, runs_of, suggest
+from scheduler.replay.simulator import Replay, replay
+from scheduler.replay.trace import TraceJob
+
+#: How many of a user's latest jobs of a shape an advice reads ("your last 20 jobs").
+LAST_JOBS = 20
+
+
+def advise(owner_id: int, shape: Shape, now: datetime) -> Advice | None:
+    """The advice for ``owner_id``'s requests of ``shape``, from the cache when the same
+    jobs were read before; ``None`` on fewer than ``ADVICE_MIN_JOBS`` jobs (two cheap
+    queries, nothing cached)."""
+    days = settings.ADVICE_DAYS
+    runs = runs_of(owner_id, shape, since=now - timedelta(days=days), limit=LAST_JOBS)
+    suggestion = suggest(runs, settings.ADVICE_MIN_JOBS)
+    if suggestion is None:
+        return None
+    key = f"advice:{owner_id}:{shape.key}:{runs[0].job_id}:{len(runs)}:{days}"
+    cached = cache.get(key)
+    if isinstance(cached, Advice):
+        return cached
+    sooner = started_sooner(runs, suggestion, now, days) if suggestion.smaller else None
+    advice = Advice(suggestion, sooner, days)
+    cache.set(key, advice, settings.ADVICE_CACHE_SECONDS)
+    return advice
+
+
+def started_sooner(runs: list[Run], suggestion: Suggestion, now: datetime, days: int) -> float:
+    """How much sooner, on average, ``runs``' jobs would have started in a replay of the
+    site's last ``days`` with each asking for ``suggestion``'s GPUs and walltime instead
+    (negative: later). Those of them the replay does not hold (CPU-only, or submitted
+    before the window) do not count; 0.0 when none is held."""
+    trace = site_history(now, days)
+    ids = {run.job_id for run in runs}
+    smaller = [resized(job, suggestion) if job.id in ids else job for job in trace]
+    cluster, policy, accounts, limits = site_as_now()
+    as_ran, advised = (_waits(replay(t, cluster, policy, limits, accounts), ids) for t in (trace, smaller))
+    both = as_ran.keys() & advised.keys()
+    return sum(as_ran[i] - advised[i] for i in both) / len(both) if both else 0.0
+
+
+def resized(job: TraceJob, suggestion: Suggestion) -> TraceJob:
+    """``job`` asking for the suggestion: fewer GPUs (as many as it kept busy, so it runs as
+    long), a shorter walltime (which kills it if it ran longer, as it would have)."""
+    return replace(
+        job, gpus=min(job.gpus, suggestion.gpus), walltime_s=min(job.walltime_s, max(1, suggestion.walltime_s))
+    )
+
+
+def _waits(result: Replay, ids: set[int]) -> dict[int, int]:
+    """The time each of ``ids`` waited for its first start in ``result``."""
+    return {
+        r.job.id: (r.first_start_s if r.first_start_s >= 0 else r.start_s) - r.job.submit_s
+        for r in result.records
+        if r.job.id in ids
+    }
