@@ -7,7 +7,7 @@ A coordinator or staff member who may see someone's job is refused its advice (4
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.utils import timezone
@@ -78,4 +78,4 @@ class AdviceView(APIView):
         shape = shape_of(
             params["gpus"], params["walltime_seconds"], params["gpu_model"], cluster.id if cluster else None
         )
-        return advice_response(int(request.user.pk), shape)
+        return advice_response(cast(int, request.user.pk), shape)
