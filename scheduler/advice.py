@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from scheduler.previews import site_as_now, site_history
-from scheduler.reads.advice import Advice, Run, Shape, Suggestion, runs_of, suggest
+from scheduler.reads.advice import Advice, Run, Shape, Suggestion, advice_words, runs_of, shape_of, suggest
 from scheduler.replay.simulator import Replay, replay
 from scheduler.replay.trace import TraceJob
 
@@ -45,6 +45,26 @@ def advise(owner_id: int, shape: Shape, now: datetime) -> Advice | None:
     advice = Advice(suggestion, sooner, days)
     cache.set(key, advice, settings.ADVICE_CACHE_SECONDS)
     return advice
+
+
+def advice_sentence(
+    owner_id: int,
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    gpu_share: float,
+    walltime_seconds: int,
+    gpu_model: str,
+    cluster_id: int | None,
+    now: datetime,
+) -> str:
+    """The advice for a request, in words, for the pages (the job page, the submit form's
+    estimate); ``""`` for a request of no whole GPUs (CPU-only or a GPU share: there is
+    nothing to right-size) and on too few ended jobs of its shape."""
+    if gpus_per_node == 0 or gpu_share:
+        return ""
+    found = advise(owner_id, shape_of(nodes * gpus_per_node, walltime_seconds, gpu_model, cluster_id), now)
+    return advice_words(found) if found else ""
 
 
 def started_sooner(runs: list[Run], suggestion: Suggestion, now: datetime, days: int) -> float:
