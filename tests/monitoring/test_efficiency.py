@@ -107,7 +107,7 @@ def test_rollups_without_utilization_do_not_dilute_a_long_runs_mean(world, setti
     assert figures.memory_used_mean_mib == pytest.approx(1500.0)
 
 
-def test_the_gpus_a_job_kept_busy_are_counted_each_by_its_own_mean(world):
+def test_the_gpus_a_job_kept_busy_are_counted_each_by_its_own_mean(world, client_for):
     """What the right-sizing advice reads as "GPUs used": a 4-GPU job that kept two
     busy, one idle below the grid's idle line and one that reported nothing used two."""
     job = ran(submit(world.alice, world.lab, gpus_per_node=4), T0, END, *(("h100-01", i) for i in range(4)))
@@ -115,6 +115,7 @@ def test_the_gpus_a_job_kept_busy_are_counted_each_by_its_own_mean(world):
     samples([gpu("h100-01", 2).id], T0, 60, utilization=2.0)
     record_efficiencies(LATER)
     assert JobEfficiency.objects.get(job=job).gpus_busy == 2
+    assert client_for(world.alice).get(f"/api/v1/jobs/{job.id}/").json()["efficiency"]["gpus_busy"] == 2
 
 
 def test_the_busy_gpus_of_a_long_run_come_from_its_minute_rollups(world, settings):

@@ -32,6 +32,7 @@ def test_the_job_page_tells_its_owner_what_asking_less_would_have_bought(world):
     job = world.alice.jobs.first()
     html = logged_in(world.alice).get(f"/jobs/{job.id}/").content.decode()
     assert "Right-sizing" in html and SAID in html and "sooner on average" in html
+    assert "<th>GPUs busy</th><td>2 " in html  # its own efficiency, which the advice reads
 
 
 def test_bob_sees_alices_job_but_not_her_advice(world):
