@@ -4,21 +4,27 @@ sooner that request would have started them, measured, not guessed: the site's l
 ``ADVICE_DAYS`` of history replayed as it ran and with those jobs asking for the
 suggestion instead, as an account preview does (``scheduler.previews``).
 
-The replay is heavy (two replays of the site's history), so an advice is computed once
-per user and shape and kept in the cache for ``ADVICE_CACHE_SECONDS``; its key names the
-latest of the jobs it read, so a job of the shape that ends makes the next read compute
-it afresh. Fewer than ``ADVICE_MIN_JOBS`` ended jobs of the shape: no advice, and no
-replay.
+The replay is heavy (two replays of the site's history: seconds to minutes on a busy
+site), so a page or API read never runs it: on a miss it asks the Celery task
+``scheduler.advise`` for it (once: a marker in the cache keeps a second read from asking
+again; inline without a broker) and answers with the suggestion alone, its saving
+``pending``. The task stores the advice in the cache for ``ADVICE_CACHE_SECONDS``; its
+key names the latest of the jobs it read, so a job of the shape that ends makes the next
+read ask afresh. Fewer than ``ADVICE_MIN_JOBS`` ended jobs of the shape: no advice, and
+no replay.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.utils import timezone
 
+from scheduler.jobs.remote import after_commit
 from scheduler.previews import site_as_now, site_history
 from scheduler.reads.advice import Advice, Run, Shape, Suggestion, advice_words, runs_of, shape_of, suggest
 from scheduler.replay.simulator import Replay, replay
@@ -28,23 +34,38 @@ from scheduler.replay.trace import TraceJob
 LAST_JOBS = 20
 
 
-def advise(owner_id: int, shape: Shape, now: datetime) -> Advice | None:
-    """The advice for ``owner_id``'s requests of ``shape``, from the cache when the same
-    jobs were read before; ``None`` on fewer than ``ADVICE_MIN_JOBS`` jobs (two cheap
-    queries, nothing cached)."""
+def advise(owner_id: int, shape: Shape, now: datetime, *, wait: bool = False) -> Advice | None:
+    """The advice for ``owner_id``'s requests of ``shape``: from the cache when the same
+    jobs were read before; else measured here (``wait``: the task) or asked of the task
+    after commit, answering with the saving ``pending`` meanwhile. ``None`` on fewer
+    than ``ADVICE_MIN_JOBS`` jobs (two cheap queries, nothing cached or asked)."""
     days = settings.ADVICE_DAYS
     runs = runs_of(owner_id, shape, since=now - timedelta(days=days), limit=LAST_JOBS)
     suggestion = suggest(runs, settings.ADVICE_MIN_JOBS)
     if suggestion is None:
         return None
+    if not suggestion.smaller:  # nothing to replay: what they asked fits them
+        return Advice(suggestion, None, days)
     key = f"advice:{owner_id}:{shape.key}:{runs[0].job_id}:{len(runs)}:{days}"
     cached = cache.get(key)
     if isinstance(cached, Advice):
         return cached
-    sooner = started_sooner(runs, suggestion, now, days) if suggestion.smaller else None
-    advice = Advice(suggestion, sooner, days)
-    cache.set(key, advice, settings.ADVICE_CACHE_SECONDS)
-    return advice
+    if wait:
+        advice = Advice(suggestion, started_sooner(runs, suggestion, now, days), days)
+        cache.set(key, advice, settings.ADVICE_CACHE_SECONDS)
+        return advice
+    # One ask per key while it runs (the marker outlives the task's time limit).
+    if cache.add(f"{key}:asked", True, settings.PREVIEW_TIME_LIMIT_SECONDS + 60):
+        after_commit("scheduler.advise", measure, {"owner_id": owner_id, **asdict(shape)})
+    found = cache.get(key)  # inline without a broker, outside a transaction: done already
+    return found if isinstance(found, Advice) else Advice(suggestion, None, days, pending=True)
+
+
+def measure(request: dict[str, Any]) -> None:
+    """The task's work: measure and cache the advice ``request`` names (``owner_id`` and
+    the fields of a :class:`Shape`) as of now. Idempotent: a second run finds it cached."""
+    shape = {name: value for name, value in request.items() if name != "owner_id"}
+    advise(int(request["owner_id"]), Shape(**shape), timezone.now(), wait=True)
 
 
 def advice_sentence(

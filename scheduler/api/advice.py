@@ -45,9 +45,12 @@ class SuggestionSerializer(serializers.Serializer):
     started_sooner_seconds = serializers.FloatField(
         allow_null=True,
         help_text="How much sooner, on average, the suggestion would have started them in a replay of the "
-        "site's history; null: it asks for no less.",
+        "site's history; null: it asks for no less, or the replay is pending.",
     )
     history_days = serializers.IntegerField()
+    pending = serializers.BooleanField(
+        help_text="The replay that measures started_sooner_seconds is under way: ask again shortly."
+    )
 
 
 class AdviceSerializer(serializers.Serializer):

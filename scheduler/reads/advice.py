@@ -179,11 +179,13 @@ def suggest(runs: list[Run], min_jobs: int) -> Suggestion | None:
 class Advice:
     """A suggestion and what it would have bought: ``sooner_s``, how much sooner its jobs
     would have started on average in the replay of the site's history (``None`` when
-    the suggestion asks for no less, so nothing was replayed)."""
+    the suggestion asks for no less, so nothing was replayed, or while ``pending``: the
+    replay is being run)."""
 
     suggestion: Suggestion
     sooner_s: float | None
     days: int
+    pending: bool = False
 
 
 def hours_text(seconds: float) -> str:
@@ -203,7 +205,9 @@ def advice_words(advice: Advice) -> str:
         return f"{used[0].upper()}{used[1:]}; what they asked for fits them."
     ask = f"asking {duration_text(s.walltime_s)} and {s.gpus} GPU{'s' if s.gpus != 1 else ''}"
     sooner = advice.sooner_s or 0.0
-    if sooner < 60:
+    if advice.pending:
+        gain = "might have started them sooner: the replay of this site's history that says how much is under way"
+    elif sooner < 60:
         gain = f"would not have started them sooner on the last {advice.days} days of this site"
     else:
         gain = f"would have started them {hours_text(sooner)} sooner on average"
@@ -227,6 +231,7 @@ def advice_payload(advice: Advice | None, min_jobs: int) -> dict[str, Any]:
             "suggested_gpus": s.gpus,
             "started_sooner_seconds": None if advice.sooner_s is None else round(advice.sooner_s, 1),
             "history_days": advice.days,
+            "pending": advice.pending,
         },
         "min_jobs": min_jobs,
     }

@@ -57,9 +57,15 @@ def crowded_history(world, *, jobs: int = 12, busy: int | None = 2) -> None:
 EIGHT_FOR_HALF_A_DAY = shape_of(8, 12 * 3600)
 
 
+def measured_history(world) -> None:
+    """:func:`crowded_history` with alice's advice measured, as the task leaves it."""
+    crowded_history(world)
+    advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, timezone.now(), wait=True)
+
+
 def test_asking_what_the_jobs_used_would_have_started_them_hours_sooner_in_the_replay(world):
     crowded_history(world)
-    got = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, timezone.now())
+    got = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, timezone.now(), wait=True)
     assert got is not None
     s = got.suggestion
     assert (s.jobs, s.gpus_used, s.gpus, s.walltime_s) == (12, 2, 2, 4500)
@@ -75,18 +81,23 @@ def test_the_saving_is_the_replays_and_nothing_else(world, monkeypatch):
     """With the replay answering that the smaller asks start no sooner, no saving is shown."""
     crowded_history(world)
     monkeypatch.setattr(advisor, "resized", lambda job, suggestion: job)  # the "smaller" trace is the same
-    got = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, timezone.now())
+    got = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, timezone.now(), wait=True)
     assert got is not None and got.sooner_s == 0.0
 
 
-def test_fewer_jobs_of_the_shape_than_the_setting_give_no_advice_and_replay_nothing(world, settings, monkeypatch):
+def test_fewer_jobs_of_the_shape_than_the_setting_give_no_advice_and_replay_nothing(
+    world, settings, monkeypatch, django_capture_on_commit_callbacks
+):
     settings.ADVICE_MIN_JOBS = 13
     crowded_history(world)
     monkeypatch.setattr(advisor, "started_sooner", lambda *a: pytest.fail("replayed"))
-    assert advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, timezone.now()) is None
+    with django_capture_on_commit_callbacks() as asked:
+        assert advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, timezone.now()) is None
+        assert advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, timezone.now(), wait=True) is None
+    assert asked == []
     settings.ADVICE_MIN_JOBS = 12
     monkeypatch.undo()
-    assert advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, timezone.now()) is not None
+    assert advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, timezone.now(), wait=True) is not None
 
 
 def test_jobs_that_used_what_they_asked_are_not_replayed(world, monkeypatch):
@@ -110,8 +121,8 @@ def test_the_replay_runs_once_for_the_same_jobs_and_again_when_another_ends(worl
 
     monkeypatch.setattr(advisor, "started_sooner", counted)
     now = timezone.now()
-    first = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now)
-    assert advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now) == first and len(calls) == 1
+    first = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now, wait=True)
+    assert advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now, wait=True) == first and len(calls) == 1
     ended_job(
         world.alice,
         world.lab,
@@ -120,5 +131,22 @@ def test_the_replay_runs_once_for_the_same_jobs_and_again_when_another_ends(worl
         gpus_per_node=8,
         walltime_seconds=12 * 3600,
     )
-    advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now)
+    advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now, wait=True)
     assert len(calls) == 2
+
+
+def test_a_read_never_replays_it_asks_the_task_once_and_shows_the_suggestion_meanwhile(
+    world, django_capture_on_commit_callbacks
+):
+    crowded_history(world)
+    now = timezone.now()
+    with django_capture_on_commit_callbacks() as asked:
+        first = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now)
+        again = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now)
+    assert len(asked) == 1  # the second read finds it asked
+    assert first == again and first is not None and first.pending and first.sooner_s is None
+    assert first.suggestion.gpus == 2
+    assert "the replay of this site's history that says how much is under way" in advice_words(first)
+    asked[0]()  # the task (inline without a broker)
+    measured = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now)
+    assert measured is not None and not measured.pending and measured.sooner_s > 9 * 3600

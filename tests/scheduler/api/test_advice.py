@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core.cache import cache
 
-from tests.scheduler.test_advice import crowded_history
+from tests.scheduler.test_advice import crowded_history, measured_history
 
 pytestmark = pytest.mark.django_db
 
@@ -20,11 +20,16 @@ def empty_cache():  # type: ignore[no-untyped-def]
     cache.clear()
 
 
-def test_you_read_the_advice_for_a_shape_you_describe(world, client_for):
+def test_you_read_the_advice_for_a_shape_you_describe(world, client_for, django_capture_on_commit_callbacks):
     crowded_history(world)
-    response = client_for(world.alice).get("/api/v1/advice/", EIGHT_FOR_HALF_A_DAY)
+    client = client_for(world.alice)
+    with django_capture_on_commit_callbacks(execute=True):  # the task, inline after commit
+        first = client.get("/api/v1/advice/", EIGHT_FOR_HALF_A_DAY).json()["advice"]
+    assert first["pending"] and first["started_sooner_seconds"] is None and first["suggested_gpus"] == 2
+    response = client.get("/api/v1/advice/", EIGHT_FOR_HALF_A_DAY)
     assert response.status_code == 200, response.json()
     body = response.json()
+    assert body["advice"]["pending"] is False
     advice = body["advice"]
     assert (advice["jobs"], advice["gpus_used"], advice["suggested_gpus"]) == (12, 2, 2)
     assert advice["suggested_walltime_seconds"] == 4500 and advice["started_sooner_seconds"] > 9 * 3600
@@ -33,7 +38,7 @@ def test_you_read_the_advice_for_a_shape_you_describe(world, client_for):
 
 
 def test_a_jobs_advice_is_for_its_owner(world, client_for):
-    crowded_history(world)
+    measured_history(world)
     job = world.alice.jobs.first()
     mine = client_for(world.alice).get(f"/api/v1/jobs/{job.id}/advice/")
     assert mine.status_code == 200 and mine.json()["advice"]["jobs"] == 12
