@@ -32,6 +32,8 @@ from scheduler.replay.trace import TraceJob
 
 #: How many of a user's latest jobs of a shape an advice reads ("your last 20 jobs").
 LAST_JOBS = 20
+#: How much of the site's history before the first of those jobs the replay starts with.
+LEAD_IN = timedelta(days=1)
 
 
 def advise(owner_id: int, shape: Shape, now: datetime, *, wait: bool = False) -> Advice | None:
@@ -45,20 +47,21 @@ def advise(owner_id: int, shape: Shape, now: datetime, *, wait: bool = False) ->
     if suggestion is None:
         return None
     if not suggestion.smaller:  # nothing to replay: what they asked fits them
-        return Advice(suggestion, None, days)
+        return Advice(suggestion, None)
     key = f"advice:{owner_id}:{shape.key}:{runs[0].job_id}:{len(runs)}:{days}"
     cached = cache.get(key)
     if isinstance(cached, Advice):
         return cached
     if wait:
-        advice = Advice(suggestion, started_sooner(runs, suggestion, now, days), days)
+        window = replay_window(runs, now, days)
+        advice = Advice(suggestion, started_sooner(runs, suggestion, now, window), window)
         cache.set(key, advice, settings.ADVICE_CACHE_SECONDS)
         return advice
     # One ask per key while it runs (the marker outlives the task's time limit).
     if cache.add(f"{key}:asked", True, settings.PREVIEW_TIME_LIMIT_SECONDS + 60):
         after_commit("scheduler.advise", measure, {"owner_id": owner_id, **asdict(shape)})
     found = cache.get(key)  # inline without a broker, outside a transaction: done already
-    return found if isinstance(found, Advice) else Advice(suggestion, None, days, pending=True)
+    return found if isinstance(found, Advice) else Advice(suggestion, None, pending=True)
 
 
 def measure(request: dict[str, Any]) -> None:
@@ -88,7 +91,16 @@ def advice_sentence(
     return advice_words(found) if found else ""
 
 
-def started_sooner(runs: list[Run], suggestion: Suggestion, now: datetime, days: int) -> float:
+def replay_window(runs: list[Run], now: datetime, days: int) -> float:
+    """The days of history to replay for ``runs``: from :data:`LEAD_IN` before the first of
+    them was submitted (so the site is as busy as it was when they came) to ``now``, at
+    most ``days``. A user whose last 20 jobs came this week costs a week's replay, not
+    ``ADVICE_DAYS``'."""
+    first = min(run.submitted_at for run in runs)
+    return min(float(days), (now - first + LEAD_IN) / timedelta(days=1))
+
+
+def started_sooner(runs: list[Run], suggestion: Suggestion, now: datetime, days: float) -> float:
     """How much sooner, on average, ``runs``' jobs would have started in a replay of the
     site's last ``days`` with each asking for ``suggestion``'s GPUs and walltime instead
     (negative: later). Those of them the replay does not hold (CPU-only, or submitted

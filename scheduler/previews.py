@@ -83,7 +83,7 @@ class Preview:
     impossible: tuple[ImpossibleJob, ...] = ()
 
 
-def site_history(now: datetime, days: int) -> list[TraceJob]:
+def site_history(now: datetime, days: float) -> list[TraceJob]:
     """The jobs submitted in the ``days`` before ``now`` that ran and ended, as a trace
     whose clock starts at the first submission (two queries)."""
     rows = list(

@@ -47,7 +47,11 @@ class SuggestionSerializer(serializers.Serializer):
         help_text="How much sooner, on average, the suggestion would have started them in a replay of the "
         "site's history; null: it asks for no less, or the replay is pending.",
     )
-    history_days = serializers.IntegerField()
+    replayed_days = serializers.FloatField(
+        allow_null=True,
+        help_text="The days of the site's history the replay covered: from a day before the first of these "
+        "jobs to now, at most ADVICE_DAYS; null: no replay (yet).",
+    )
     pending = serializers.BooleanField(
         help_text="The replay that measures started_sooner_seconds is under way: ask again shortly."
     )

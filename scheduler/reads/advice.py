@@ -74,6 +74,7 @@ class Run:
     elapsed_s: int
     gpus: int
     gpus_busy: int | None
+    submitted_at: datetime
 
 
 def runs_of(owner_id: int, shape: Shape, *, since: datetime, limit: int) -> list[Run]:
@@ -98,11 +99,11 @@ def runs_of(owner_id: int, shape: Shape, *, since: datetime, limit: int) -> list
         jobs = jobs.filter(walltime_seconds__lte=WALLTIME_BANDS_S[shape.band])
     if shape.cluster_id is not None:
         jobs = jobs.filter(cluster_id=shape.cluster_id)
-    rows = list(jobs.values_list("id", "walltime_seconds", "started_at", "ended_at")[:limit])
+    rows = list(jobs.values_list("id", "walltime_seconds", "started_at", "ended_at", "submitted_at")[:limit])
     busy = measured_busy_gpus(row[0] for row in rows)
     return [
-        Run(job_id, walltime, max(0, int((ended - started).total_seconds())), shape.gpus, busy.get(job_id))
-        for job_id, walltime, started, ended in rows
+        Run(job_id, walltime, max(0, int((ended - started).total_seconds())), shape.gpus, busy.get(job_id), submitted)
+        for job_id, walltime, started, ended, submitted in rows
         if started is not None and ended is not None  # excluded by the query; keeps the types honest
     ]
 
@@ -184,7 +185,8 @@ class Advice:
 
     suggestion: Suggestion
     sooner_s: float | None
-    days: int
+    #: The days of the site's history the replay covered (``None``: none was run yet).
+    replayed_days: float | None = None
     pending: bool = False
 
 
@@ -208,7 +210,7 @@ def advice_words(advice: Advice) -> str:
     if advice.pending:
         gain = "might have started them sooner: the replay of this site's history that says how much is under way"
     elif sooner < 60:
-        gain = f"would not have started them sooner on the last {advice.days} days of this site"
+        gain = "would not have started them sooner in a replay of this site's history"
     else:
         gain = f"would have started them {hours_text(sooner)} sooner on average"
     return f"{used[0].upper()}{used[1:]}; {ask} {gain}."
@@ -230,7 +232,7 @@ def advice_payload(advice: Advice | None, min_jobs: int) -> dict[str, Any]:
             "suggested_walltime_seconds": s.walltime_s,
             "suggested_gpus": s.gpus,
             "started_sooner_seconds": None if advice.sooner_s is None else round(advice.sooner_s, 1),
-            "history_days": advice.days,
+            "replayed_days": None if advice.replayed_days is None else round(advice.replayed_days, 2),
             "pending": advice.pending,
         },
         "min_jobs": min_jobs,

@@ -10,8 +10,8 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from scheduler import advice as advisor
-from scheduler.advice import advise
-from scheduler.reads.advice import advice_words, hours_text, shape_of
+from scheduler.advice import advise, replay_window
+from scheduler.reads.advice import advice_words, hours_text, runs_of, shape_of
 from tests.builders import ended_job
 
 pytestmark = pytest.mark.django_db
@@ -75,6 +75,17 @@ def test_asking_what_the_jobs_used_would_have_started_them_hours_sooner_in_the_r
     assert advice_words(got).endswith(
         "asking 1 h 15 min and 2 GPUs would have started them " + hours_text(got.sooner_s) + " sooner on average."
     )
+
+
+def test_the_replay_covers_from_a_day_before_the_first_job_read_to_now_at_most_the_setting(world, settings):
+    crowded_history(world)  # alice's jobs came two days ago
+    now = timezone.now()
+    runs = runs_of(world.alice.id, EIGHT_FOR_HALF_A_DAY, since=now - timedelta(days=30), limit=20)
+    first = min(run.submitted_at for run in runs)
+    assert replay_window(runs, now, 30) == pytest.approx((now - first) / timedelta(days=1) + 1)
+    assert replay_window(runs, now, 2) == 2.0
+    got = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now, wait=True)
+    assert got is not None and got.replayed_days == pytest.approx(3.0, abs=0.01)
 
 
 def test_the_saving_is_the_replays_and_nothing_else(world, monkeypatch):

@@ -19,13 +19,13 @@ from scheduler.reads.advice import (
     suggested_gpus,
     suggested_walltime,
 )
-from tests.builders import ended_job
+from tests.builders import T0, ended_job
 
 HOUR = 3600
 
 
 def runs(count: int, *, elapsed_s: int = HOUR, walltime_s: int = 12 * HOUR, gpus: int = 8, busy: int | None = 2):
-    return [Run(i, walltime_s, elapsed_s, gpus, busy) for i in range(count)]
+    return [Run(i, walltime_s, elapsed_s, gpus, busy, T0) for i in range(count)]
 
 
 @pytest.mark.parametrize(
@@ -79,14 +79,14 @@ def test_the_words_say_what_was_used_and_what_asking_less_would_have_bought():
         "asking 3 h 45 min and 2 GPUs would have started them 2.1 h sooner on average."
     )
     assert advice_words(Advice(suggestion, 10.0, 30)).endswith(
-        "asking 3 h 45 min and 2 GPUs would not have started them sooner on the last 30 days of this site."
+        "asking 3 h 45 min and 2 GPUs would not have started them sooner in a replay of this site's history."
     )
 
 
 def test_jobs_that_used_what_they_asked_are_told_it_fits_and_unmeasured_gpus_are_not_guessed():
     suggestion = suggest(runs(10, elapsed_s=12 * HOUR, busy=None), min_jobs=10)
     assert suggestion is not None and not suggestion.smaller
-    assert advice_words(Advice(suggestion, None, 30)) == (
+    assert advice_words(Advice(suggestion, None)) == (
         "Your last 10 jobs of this shape used 100% of their walltime; what they asked for fits them."
     )
 
