@@ -6,12 +6,13 @@ suggestion instead, as an account preview does (``scheduler.previews``).
 
 The replay is heavy (two replays of the site's history: seconds to minutes on a busy
 site), so a page or API read never runs it: on a miss it asks the Celery task
-``scheduler.advise`` for it (once: a marker in the cache keeps a second read from asking
-again; inline without a broker) and answers with the suggestion alone, its saving
-``pending``. The task stores the advice in the cache for ``ADVICE_CACHE_SECONDS``; its
-key names the latest of the jobs it read, so a job of the shape that ends makes the next
-read ask afresh. Fewer than ``ADVICE_MIN_JOBS`` ended jobs of the shape: no advice, and
-no replay.
+``scheduler.advise`` for it (once per web process: a marker in its cache keeps a second
+read from asking again; inline without a broker) and answers with the suggestion alone,
+its saving ``pending``. The task stores what it measured as an
+:class:`~scheduler.models.AdviceMeasurement` row, which every web process reads, for
+``ADVICE_CACHE_SECONDS``; its key names the latest of the jobs it read, so a job of the
+shape that ends makes the next read ask afresh. Fewer than ``ADVICE_MIN_JOBS`` ended
+jobs of the shape: no advice, and no replay.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from scheduler.jobs.remote import after_commit
+from scheduler.models import AdviceMeasurement
 from scheduler.previews import site_as_now, site_history
 from scheduler.reads.advice import Advice, Run, Shape, Suggestion, advice_words, runs_of, shape_of, suggest
 from scheduler.replay.simulator import Replay, replay
@@ -37,10 +39,10 @@ LEAD_IN = timedelta(days=1)
 
 
 def advise(owner_id: int, shape: Shape, now: datetime, *, wait: bool = False) -> Advice | None:
-    """The advice for ``owner_id``'s requests of ``shape``: from the cache when the same
-    jobs were read before; else measured here (``wait``: the task) or asked of the task
-    after commit, answering with the saving ``pending`` meanwhile. ``None`` on fewer
-    than ``ADVICE_MIN_JOBS`` jobs (two cheap queries, nothing cached or asked)."""
+    """The advice for ``owner_id``'s requests of ``shape``: with its saving as measured
+    before for the same jobs; else measured here (``wait``: the task) or asked of the
+    task after commit, answering with the saving ``pending`` meanwhile. ``None`` on fewer
+    than ``ADVICE_MIN_JOBS`` jobs (two cheap queries, nothing stored or asked)."""
     days = settings.ADVICE_DAYS
     runs = runs_of(owner_id, shape, since=now - timedelta(days=days), limit=LAST_JOBS)
     suggestion = suggest(runs, settings.ADVICE_MIN_JOBS)
@@ -48,20 +50,40 @@ def advise(owner_id: int, shape: Shape, now: datetime, *, wait: bool = False) ->
         return None
     if not suggestion.smaller:  # nothing to replay: what they asked fits them
         return Advice(suggestion, None)
-    key = f"advice:{owner_id}:{shape.key}:{runs[0].job_id}:{len(runs)}:{days}"
-    cached = cache.get(key)
-    if isinstance(cached, Advice):
-        return cached
-    if wait:
+    key = f"{owner_id}:{shape.key}:{runs[0].job_id}:{len(runs)}:{days}"
+    found = _measured(key, now)
+    if found is None and wait:
         window = replay_window(runs, now, days)
-        advice = Advice(suggestion, started_sooner(runs, suggestion, now, window), window)
-        cache.set(key, advice, settings.ADVICE_CACHE_SECONDS)
-        return advice
-    # One ask per key while it runs (the marker outlives the task's time limit).
-    if cache.add(f"{key}:asked", True, settings.PREVIEW_TIME_LIMIT_SECONDS + 60):
+        found = _store(owner_id, shape, key, started_sooner(runs, suggestion, now, window), window, now)
+    # One ask per key and process while it runs (the marker outlives the task's limit).
+    if found is None and cache.add(f"advice-asked:{key}", True, settings.PREVIEW_TIME_LIMIT_SECONDS + 60):
         after_commit("scheduler.advise", measure, {"owner_id": owner_id, **asdict(shape)})
-    found = cache.get(key)  # inline without a broker, outside a transaction: done already
-    return found if isinstance(found, Advice) else Advice(suggestion, None, pending=True)
+        found = _measured(key, now)  # inline without a broker, outside a transaction: done
+    if found is None:
+        return Advice(suggestion, None, pending=True)
+    return Advice(suggestion, found.sooner_seconds, found.replayed_days)
+
+
+def _measured(key: str, now: datetime) -> AdviceMeasurement | None:
+    """The measurement stored for ``key``, unless older than ``ADVICE_CACHE_SECONDS``."""
+    fresh = now - timedelta(seconds=settings.ADVICE_CACHE_SECONDS)
+    return AdviceMeasurement.objects.filter(key=key, computed_at__gte=fresh).first()
+
+
+def _store(owner_id: int, shape: Shape, key: str, sooner_s: float, days: float, now: datetime) -> AdviceMeasurement:
+    """Keep a measurement, replacing those of the same user and shape (older jobs read)."""
+    AdviceMeasurement.objects.filter(owner_id=owner_id, shape=shape.key).exclude(key=key).delete()
+    row, _ = AdviceMeasurement.objects.update_or_create(
+        key=key,
+        defaults={
+            "owner_id": owner_id,
+            "shape": shape.key,
+            "sooner_seconds": sooner_s,
+            "replayed_days": days,
+            "computed_at": now,
+        },
+    )
+    return row
 
 
 def measure(request: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@ what a replay of the last days with it says, and the replay runs once per jobs r
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import timedelta
 
 import pytest
@@ -10,7 +11,8 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from scheduler import advice as advisor
-from scheduler.advice import advise, replay_window
+from scheduler.advice import advise, measure, replay_window
+from scheduler.models import AdviceMeasurement
 from scheduler.reads.advice import advice_words, hours_text, runs_of, shape_of
 from tests.builders import ended_job
 
@@ -161,3 +163,30 @@ def test_a_read_never_replays_it_asks_the_task_once_and_shows_the_suggestion_mea
     asked[0]()  # the task (inline without a broker)
     measured = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now)
     assert measured is not None and not measured.pending and measured.sooner_s > 9 * 3600
+
+
+def test_what_the_task_measured_is_read_by_every_web_process_until_it_is_stale(world, settings):
+    """The task runs in a Celery worker: its answer is a row, not an entry in its own
+    process's cache, so a web process with an empty cache reads it, until it is older
+    than ADVICE_CACHE_SECONDS."""
+    crowded_history(world)
+    measure({"owner_id": world.alice.id, **asdict(EIGHT_FOR_HALF_A_DAY)})  # the task's work
+    cache.clear()  # another process
+    now = timezone.now()
+    read = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now)
+    assert read is not None and not read.pending and read.sooner_s > 9 * 3600
+    later = now + timedelta(seconds=settings.ADVICE_CACHE_SECONDS + 1)
+    stale = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, later)
+    assert stale is not None and stale.pending
+
+
+def test_a_new_measurement_of_a_shape_replaces_the_older_one(world):
+    crowded_history(world)
+    now = timezone.now()
+    advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now, wait=True)
+    ended_job(
+        world.alice, world.lab, submitted=now - HOUR * 3, gpus_busy=2, gpus_per_node=8, walltime_seconds=12 * 3600
+    )
+    advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now, wait=True)
+    [row] = AdviceMeasurement.objects.filter(owner=world.alice)
+    assert row.key.split(":")[-3] == str(world.alice.jobs.order_by("-ended_at", "-id").first().id)
