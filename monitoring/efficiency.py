@@ -22,7 +22,7 @@ from django.db.models import Avg, Count, F, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from monitoring.models import GpuRollup, GpuSample, JobEfficiency, Resolution
-from monitoring.readings import job_gpu_ids, jobs_gpu_ids
+from monitoring.readings import IDLE_BELOW_PCT, job_gpu_ids, jobs_gpu_ids
 from scheduler.core.hours import job_gpus
 from scheduler.models import Gpu, Job
 
@@ -58,12 +58,13 @@ def measure(job: Job, now: datetime, ids: list[int] | None = None) -> dict[str, 
         "memory_used_mean_mib": None,
         "memory_used_peak_mib": None,
         "memory_total_mib": None,
+        "gpus_busy": None,
     }
     ids = job_gpu_ids(job) if ids is None else ids  # its GPUs, when the caller has not read them
     if not ids:
         return figures
-    raw_since = now - timedelta(hours=settings.MONITORING_RAW_RETENTION_HOURS)
-    if job.started_at >= raw_since:
+    raw = job.started_at >= now - timedelta(hours=settings.MONITORING_RAW_RETENTION_HOURS)
+    if raw:
         row = GpuSample.objects.filter(gpu_id__in=ids, at__gte=job.started_at, at__lte=job.ended_at).aggregate(
             count=Count("utilization_pct"),  # samples that measured it (not MIG's nulls)
             util_mean=Avg("utilization_pct"),
@@ -103,8 +104,29 @@ def measure(job: Job, now: datetime, ids: list[int] | None = None) -> dict[str, 
         memory_used_mean_mib=row["memory_mean"],
         memory_used_peak_mib=row["memory_peak"],
         memory_total_mib=total,
+        gpus_busy=busy_gpus(job, ids, raw=raw),
     )
     return figures
+
+
+def busy_gpus(job: Job, ids: list[int], *, raw: bool) -> int | None:
+    """How many of ``ids`` (the job's GPUs) were busy over its run: a mean utilization of
+    at least ``IDLE_BELOW_PCT`` (the GPU grid's idle line). What the right-sizing advice
+    (``scheduler.advice``) reads as "GPUs used": an 8-GPU job that kept two busy needed
+    two. ``None`` when no sample measured utilization. One query, grouped by GPU."""
+    window = {"gpu_id__in": ids, "at__gte": job.started_at, "at__lte": job.ended_at}
+    if raw:
+        rows = GpuSample.objects.filter(**window).values("gpu_id").annotate(mean=Avg("utilization_pct"))
+        means = [row["mean"] for row in rows]
+    else:
+        rollups = (
+            GpuRollup.objects.filter(period=Resolution.MINUTE, utilization_mean__isnull=False, **window)
+            .values("gpu_id")
+            .annotate(mean=Sum(F("utilization_mean") * F("samples")) / Sum("samples"))
+        )
+        means = [row["mean"] for row in rollups]
+    measured = [mean for mean in means if mean is not None]
+    return sum(mean >= IDLE_BELOW_PCT for mean in measured) if measured else None
 
 
 def record_efficiencies(now: datetime | None = None) -> int:

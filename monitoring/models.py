@@ -248,6 +248,9 @@ class JobEfficiency(models.Model):
     memory_used_mean_mib = models.FloatField(null=True, help_text="Mean GPU memory used per GPU, MiB.")
     memory_used_peak_mib = models.FloatField(null=True)
     memory_total_mib = models.FloatField(null=True, help_text="Memory of one of its GPUs, MiB.")
+    gpus_busy = models.PositiveIntegerField(
+        null=True, help_text="Of its GPUs, how many were busy (mean utilization >= 5%) over its run; null: unmeasured."
+    )
     computed_at = models.DateTimeField()
 
     def __str__(self) -> str:

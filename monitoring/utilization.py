@@ -1,5 +1,6 @@
 """How busy finished attempts kept their GPUs: the second thing the scheduler reads
-from monitoring, for the utilization-weighted chargeback (``scheduler.reads.usage``).
+from monitoring, for the utilization-weighted chargeback (``scheduler.reads.usage``)
+and the right-sizing advice (``scheduler.reads.advice``).
 
 A leaf module (``monitoring.models`` only), like ``monitoring.gpu_health``, so the
 scheduler's reads can import it while monitoring, above the scheduler, imports the
@@ -23,3 +24,11 @@ def measured_utilization(job_ids: Iterable[int]) -> dict[tuple[int, int], float]
             job_id__in=set(job_ids), samples__gt=0, gpu_util_mean__isnull=False
         ).values_list("job_id", "attempt", "gpu_util_mean")
     }
+
+
+def measured_busy_gpus(job_ids: Iterable[int]) -> dict[int, int]:
+    """``job id -> GPUs it kept busy`` over its last measured attempt (see
+    ``monitoring.efficiency.busy_gpus``), for the right-sizing advice. Jobs whose GPUs
+    reported no utilization are absent: unmeasured, never 0 GPUs. One query."""
+    rows = JobEfficiency.objects.filter(job_id__in=set(job_ids), gpus_busy__isnull=False)
+    return {job: busy for job, busy in rows.values_list("job_id", "gpus_busy") if busy is not None}

@@ -26,6 +26,8 @@ ID is a job id (42) or a task of an array (42_7).
     qm fairshare                          the fair-share tree of your accounts (sshare)
     qm usage [--start D --end D --by G]   GPU-hours you may see, by account/user/model/qos (sreport)
     qm wait ID                            follow a job until it ends
+    qm advise ID | --gpus N --walltime T  right-sizing: what your ended jobs of that shape
+                                          used, and what asking less would have bought
 
 Exit status: 0 on success (``--wait``: the job completed), 1 when the API refused
 (the message says why, per field), 2 for bad usage (a Slurm option or ``#SBATCH``
@@ -45,7 +47,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from qm.api import Api, ApiError, Retry
-from qm.request import add_edit_options, add_request_options, edit_body, job_ref, request_body
+from qm.request import add_edit_options, add_request_options, edit_body, job_ref, request_body, walltime_arg
 from qm.sbatch import SBATCH_USAGE, SbatchUsage, sbatch_body
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"}
@@ -344,6 +346,33 @@ class Cli:
             )
         return 0
 
+    def advise(self, args: argparse.Namespace) -> int:
+        """Right-sizing advice for a job's shape (``ID``) or one described (``--gpus``,
+        ``--walltime``); 2 when neither or both are given."""
+        if (args.id is None) == (args.gpus is None and args.walltime is None):
+            print("qm: give a job ID or --gpus N --walltime T, not both", file=self.err)
+            return 2
+        if args.id is not None:
+            answer = self.api.get(f"jobs/{self.job_id(args.id)}/advice/")
+        elif args.gpus is None or args.walltime is None:
+            print("qm: a shape needs both --gpus N (GPUs in all) and --walltime T", file=self.err)
+            return 2
+        else:
+            answer = self.api.get(
+                "advice/",
+                gpus=args.gpus,
+                walltime_seconds=args.walltime,
+                gpu_model=args.gpu_model,
+                cluster=args.cluster,
+            )
+        if self.json_or(answer, args):
+            return 0
+        if answer["advice"] is None:
+            self.say(f"No advice: fewer than {answer['min_jobs']} of your ended jobs of this shape.")
+        else:
+            self.say(answer["advice"]["words"])
+        return 0
+
     def wait(self, args: argparse.Namespace) -> int:
         job_id = self.job_id(args.id)
         if args.id[1] is None and self.names_array(job_id):
@@ -497,6 +526,12 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_argument("--start", help="first day, YYYY-MM-DD (default: 30 days before --end)")
     usage.add_argument("--end", help="last day, YYYY-MM-DD (default: today)")
     usage.add_argument("--by", choices=["account", "user", "gpu_model", "qos"], default="account")
+    advise = sub.add_parser("advise", help="right-sizing advice from your ended jobs of a shape")
+    advise.add_argument("id", type=job_ref, nargs="?", help="a job id: advice for its shape")
+    advise.add_argument("--gpus", "-G", type=int, help="GPUs in all, for a shape described")
+    advise.add_argument("--walltime", "-t", type=walltime_arg, help="2h, 90m, 1:30:00 or seconds")
+    advise.add_argument("--gpu-model", help="a GPU model, if you name one")
+    advise.add_argument("--cluster", help="a cluster's name (default: any)")
     wait = sub.add_parser("wait", help="follow a job until it ends")
     wait.add_argument("id", type=job_ref, help="a job id, or ARRAY_TASK (42_7)")
     wait.add_argument("--interval", type=float, default=2.0)

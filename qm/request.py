@@ -26,7 +26,8 @@ def parse_walltime(text: str) -> int:
     raise ValueError(text)
 
 
-def _walltime(text: str) -> int:
+def walltime_arg(text: str) -> int:
+    """An argparse type: a walltime as :func:`parse_walltime` reads it, or a usage error."""
     try:
         return parse_walltime(text)
     except ValueError:
@@ -112,7 +113,7 @@ def _add_shared_options(parser: argparse.ArgumentParser, *, walltime: tuple[str,
     qm's own walltime option)."""
     parser.add_argument("--name", help="job name (default: the script's -J, else the command's first word)")
     parser.add_argument("--qos", "-q")
-    parser.add_argument(*walltime, type=_walltime, dest="walltime", help="2h, 90m, 1:30:00 or seconds")
+    parser.add_argument(*walltime, type=walltime_arg, dest="walltime", help="2h, 90m, 1:30:00 or seconds")
     parser.add_argument("--gpu-model", help="e.g. H100-80GB, or A100-40GB/3g.20gb for MIG slices")
     parser.add_argument("--nice", type=int, help="lower the job's priority by this much")
     parser.add_argument("--dependency", "-d", type=_dependencies, help="afterok:12,afterany:13 (sbatch's --dependency)")

@@ -304,6 +304,13 @@ SCHEDULER_STRANDED_SECONDS = env_float("SCHEDULER_STRANDED_SECONDS", 30.0, minim
 #: The longest a preview of an account change may replay (seconds; the Celery task's
 #: soft time limit, after which the preview fails saying so).
 PREVIEW_TIME_LIMIT_SECONDS = env_int("PREVIEW_TIME_LIMIT_SECONDS", 300, minimum=10)
+#: Right-sizing advice (``scheduler.advice``): never given on fewer of a user's ended
+#: jobs of a shape than ADVICE_MIN_JOBS; read from the last ADVICE_DAYS days (the
+#: longest window its replay of the site's history covers); what a replay measured is
+#: used for ADVICE_CACHE_SECONDS, or until another job of the shape ends.
+ADVICE_MIN_JOBS = env_int("ADVICE_MIN_JOBS", 10, minimum=1)
+ADVICE_DAYS = env_int("ADVICE_DAYS", 30, minimum=1)
+ADVICE_CACHE_SECONDS = env_int("ADVICE_CACHE_SECONDS", 21600, minimum=0)
 #: A job stuck in DISPATCHING longer than this is dispatched again (submit is idempotent).
 SCHEDULER_REDISPATCH_SECONDS = env_int("SCHEDULER_REDISPATCH_SECONDS", 60, minimum=1)
 #: Upper bound on starts per tick (keeps one tick's transaction short).

@@ -512,3 +512,25 @@ class Simulation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.pk}"
+
+
+class AdviceMeasurement(models.Model):
+    """What the replay of the site's history measured for one user's right-sizing advice
+    (``scheduler.advice``): how much sooner the suggestion would have started their last
+    jobs of a shape. Written by the Celery task ``scheduler.advise`` and read by every web
+    process, hence a row and not the per-process cache. ``key`` names the user, the
+    shape and the jobs read (the newest one's id and their count): another job of the
+    shape that ends makes a new key; the row of the old one is replaced."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    shape = models.CharField(max_length=300, help_text="The shape's key (scheduler.reads.advice.Shape.key).")
+    key = models.CharField(max_length=400, unique=True)
+    sooner_seconds = models.FloatField(help_text="Mean of how much sooner the jobs read would have started.")
+    replayed_days = models.FloatField()
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "shape"], name="advice_owner_shape")]
+
+    def __str__(self) -> str:
+        return f"advice measurement {self.key}"

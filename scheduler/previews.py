@@ -19,7 +19,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler.config import current_policy
-from scheduler.core.types import Limits
+from scheduler.core.fairshare import AccountNode
+from scheduler.core.types import Limits, NodeView, Policy
 from scheduler.models import Job
 from scheduler.replay.metrics import AccountFigures, by_account, measure
 from scheduler.replay.simulator import replay
@@ -82,7 +83,7 @@ class Preview:
     impossible: tuple[ImpossibleJob, ...] = ()
 
 
-def site_history(now: datetime, days: int) -> list[TraceJob]:
+def site_history(now: datetime, days: float) -> list[TraceJob]:
     """The jobs submitted in the ``days`` before ``now`` that ran and ended, as a trace
     whose clock starts at the first submission (two queries)."""
     rows = list(
@@ -124,6 +125,14 @@ def site_history(now: datetime, days: int) -> list[TraceJob]:
     return trace
 
 
+def site_as_now() -> tuple[tuple[NodeView, ...], Policy, list[AccountNode], dict[str, Limits]]:
+    """What a replay of the site's history runs on: the hardware as it is (every GPU
+    healthy), the site's policy without explanations or estimates, the accounts and
+    their limits as they are. Four queries."""
+    policy = replace(current_policy(), explain=False, estimates=False)
+    return load_hardware(), policy, load_accounts(), load_limits()[0]
+
+
 def preview(
     account: str,
     *,
@@ -141,10 +150,7 @@ def preview(
     trace = site_history(now, days)
     if len(trace) < MIN_JOBS:
         raise TooLittleHistory(f"{len(trace)} jobs ran in the last {days} days; a preview needs at least {MIN_JOBS}.")
-    cluster = load_hardware()
-    policy = replace(current_policy(), explain=False, estimates=False)
-    accounts = load_accounts()
-    account_limits = load_limits()[0]
+    cluster, policy, accounts, account_limits = site_as_now()
     changed_accounts = [replace(a, shares=shares) if a.name == account and shares is not None else a for a in accounts]
     changed_limits = dict(account_limits)
     if limits is not None:

@@ -12,7 +12,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler import simulations
+from scheduler import advice, simulations
 from scheduler.backends.base import BackendError
 from scheduler.clusters import dispatch, poll
 from scheduler.jobs import files, remote
@@ -85,3 +85,14 @@ def expire_job_files() -> dict[str, int]:
 def run_simulation(simulation_id: int) -> None:
     """A recorded preview or replay (``scheduler.simulations``)."""
     simulations.run_simulation(simulation_id)
+
+
+@shared_task(
+    name="scheduler.advise",
+    ignore_result=True,
+    soft_time_limit=settings.PREVIEW_TIME_LIMIT_SECONDS,
+    time_limit=settings.PREVIEW_TIME_LIMIT_SECONDS + 30,
+)
+def advise(request: dict[str, Any]) -> None:
+    """Measure and cache one right-sizing advice (``scheduler.advice``): a user and a shape."""
+    advice.measure(request)

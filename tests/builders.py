@@ -271,6 +271,42 @@ def queue_behind_a_running_job(world: Any, now: datetime) -> dict[str, Any]:
     return {"running": first, "waiting": waiting}
 
 
+def ended_job(
+    owner: Any,
+    account: Any,
+    *,
+    submitted: datetime,
+    waited: timedelta = timedelta(0),
+    ran: timedelta = timedelta(hours=1),
+    gpus_busy: int | None = None,
+    state: str = "COMPLETED",
+    cluster: Any = None,
+    **request: Any,
+) -> Any:
+    """A job of the past: submitted at ``submitted``, started ``waited`` later, ended after
+    ``ran`` in ``state`` (on ``cluster``), its efficiency measured with ``gpus_busy`` GPUs
+    busy (``None``: its GPUs reported nothing). Rows are written directly."""
+    from monitoring.models import JobEfficiency
+    from scheduler.models import Job
+
+    job = submit(owner, account, **request)
+    started = submitted + waited
+    Job.objects.filter(pk=job.pk).update(
+        state=state, submitted_at=submitted, started_at=started, ended_at=started + ran, cluster=cluster
+    )
+    job.refresh_from_db()
+    JobEfficiency.objects.create(
+        job=job,
+        attempt=job.attempt,
+        gpu_hours=job.nodes * job.gpus_per_node * ran.total_seconds() / 3600,
+        elapsed_seconds=int(ran.total_seconds()),
+        samples=0 if gpus_busy is None else 360,
+        gpus_busy=gpus_busy,
+        computed_at=job.ended_at,
+    )
+    return job
+
+
 #: The states a job ends in.
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"})
 

@@ -140,6 +140,9 @@ class EfficiencySerializer(serializers.Serializer):
     memory_used_mean_mib = serializers.FloatField(allow_null=True)
     memory_used_peak_mib = serializers.FloatField(allow_null=True)
     memory_total_mib = serializers.FloatField(allow_null=True)
+    gpus_busy = serializers.IntegerField(
+        allow_null=True, help_text="Of its GPUs, how many it kept busy (mean utilization >= 5%); null: unmeasured."
+    )
 
     def get_walltime_used(self, efficiency: Any) -> float:
         return round(efficiency.elapsed_seconds / max(1, efficiency.job.walltime_seconds), 4)

@@ -1,6 +1,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
+from scheduler.api.advice import AdviceView
 from scheduler.api.arrays import ArrayViewSet
 from scheduler.api.reservations import ReservationViewSet
 from scheduler.api.simulations import AccountPreviewStart, SimulationViewSet
@@ -20,6 +21,7 @@ router.register("simulations", SimulationViewSet, basename="simulation")
 #: the client would re-send a GET otherwise). It is the same view, left out of the
 #: schema (``schema=None``) so that the operation is documented once.
 urlpatterns = [
+    path("advice/", AdviceView.as_view(), name="advice"),
     path("accounts/<int:account_id>/preview/", AccountPreviewStart.as_view(), name="account-preview"),
     path(
         "jobs/estimate",

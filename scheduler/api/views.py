@@ -13,7 +13,7 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -23,6 +23,7 @@ from common.api.errors import Conflict
 from common.api.schema import ErrorSerializer
 from people.access import member_account_ids, visible_jobs
 from people.models import Account
+from scheduler.api.advice import AdviceSerializer, advice_response
 from scheduler.api.filters import GpuFilter, JobFilter, NodeFilter, NullsLastOrdering
 from scheduler.api.job_edit import JobEditSerializer, validate_edit
 from scheduler.api.serializers import (
@@ -49,6 +50,7 @@ from scheduler.jobs import verbs
 from scheduler.jobs.edit import edit_job
 from scheduler.models import Cluster, Gpu, Job, Node
 from scheduler.reads import reports
+from scheduler.reads.advice import job_shape
 from scheduler.reads.arrays import collapse_pending, without_folded_tasks
 from scheduler.tick import estimates
 
@@ -231,6 +233,17 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         serializer.is_valid(raise_exception=True)
         answer = estimates.what_if(owner=request.user, **serializer.validated_data)
         return Response(WhatIfSerializer(answer).data)
+
+    @extend_schema(responses={200: AdviceSerializer, 403: ErrorSerializer}, filters=False)
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def advice(self, request: Request, pk: str | None = None) -> Response:
+        """Right-sizing advice for requests like this job's, from its owner's ended jobs of
+        the same shape (see ``GET /api/v1/advice/``). Only the job's owner reads it: it
+        speaks of their jobs; anyone else who may see the job gets 403."""
+        job = self.get_object()
+        if job.owner_id != request.user.pk:
+            raise PermissionDenied("Right-sizing advice is for the job's owner alone.")
+        return advice_response(job.owner_id, job_shape(job))
 
     @extend_schema(responses={200: PriorityBreakdownSerializer, 409: None}, filters=False)
     @action(detail=True, methods=["get"], filter_backends=[])

@@ -107,6 +107,44 @@ def test_rollups_without_utilization_do_not_dilute_a_long_runs_mean(world, setti
     assert figures.memory_used_mean_mib == pytest.approx(1500.0)
 
 
+def test_the_gpus_a_job_kept_busy_are_counted_each_by_its_own_mean(world, client_for):
+    """What the right-sizing advice reads as "GPUs used": a 4-GPU job that kept two
+    busy, one idle below the grid's idle line and one that reported nothing used two."""
+    job = ran(submit(world.alice, world.lab, gpus_per_node=4), T0, END, *(("h100-01", i) for i in range(4)))
+    samples([gpu("h100-01", 0).id, gpu("h100-01", 1).id], T0, 60, utilization=60.0)
+    samples([gpu("h100-01", 2).id], T0, 60, utilization=2.0)
+    record_efficiencies(LATER)
+    assert JobEfficiency.objects.get(job=job).gpus_busy == 2
+    assert client_for(world.alice).get(f"/api/v1/jobs/{job.id}/").json()["efficiency"]["gpus_busy"] == 2
+
+
+def test_the_busy_gpus_of_a_long_run_come_from_its_minute_rollups(world, settings):
+    settings.MONITORING_RAW_RETENTION_HOURS = 1
+    job = ran(submit(world.alice, world.lab, gpus_per_node=2), T0, T0 + timedelta(hours=3), *WHOLE_AND_SILENT)
+    for index, utilization in ((5, 1.0), (6, None)):
+        GpuRollup.objects.bulk_create(
+            GpuRollup(
+                gpu=gpu("h100-02", index),
+                period=Resolution.MINUTE,
+                at=T0 + timedelta(minutes=m),
+                samples=6,
+                utilization_min=utilization,
+                utilization_mean=utilization,
+                utilization_max=utilization,
+                **{f"memory_used_{k}": 1000.0 for k in ("min", "mean", "max")},
+            )
+            for m in range(180)
+        )
+    record_efficiencies(T0 + timedelta(hours=4))
+    assert JobEfficiency.objects.get(job=job).gpus_busy == 0  # measured idle, not unmeasured
+
+
+def test_a_job_with_no_utilization_measured_has_no_busy_count(world):
+    job = ran(submit(world.alice, world.lab), T0, END, ("h100-01", 0))
+    record_efficiencies(LATER)
+    assert JobEfficiency.objects.get(job=job).gpus_busy is None
+
+
 #: A whole GPU that reports utilization and one whose driver does not.
 WHOLE_AND_SILENT = (("h100-02", 5), ("h100-02", 6))
 

@@ -356,3 +356,37 @@ def test_show_prints_an_array_task_and_its_array(qm, world):
     code, out, err = qm("show", f"{first.id}_2")
     assert (code, err) == (0, "")
     assert f"task 2 of array {first.id} (0-2): 3 PENDING" in out
+
+
+def test_advise_prints_the_advice_for_a_job_or_a_shape_described(qm, world):
+    from django.core.cache import cache
+
+    from tests.scheduler.test_advice import crowded_history
+
+    cache.clear()
+    crowded_history(world)
+    job = world.alice.jobs.first()
+    said = "Your last 12 jobs of this shape used 8% of their walltime and 2 of 8 GPUs; asking 1 h 15 min and 2 GPUs"
+
+    code, out, _ = qm("advise", str(job.id))
+    assert code == 0 and out.startswith(said) and "sooner on average." in out
+    code, out, _ = qm("advise", "--gpus", "8", "--walltime", "12h")
+    assert code == 0 and out.startswith(said)
+    code, out, _ = qm("advise", "--gpus", "4", "--walltime", "12h")
+    assert (code, out) == (0, "No advice: fewer than 10 of your ended jobs of this shape.\n")
+    cache.clear()
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "says"),
+    [
+        ((), 2, "give a job ID or --gpus N --walltime T"),
+        (("7", "--gpus", "8"), 2, "give a job ID or --gpus N --walltime T"),
+        (("--gpus", "8"), 2, "needs both --gpus N"),
+        (("--gpus", "8", "--walltime", "0"), 1, "walltime_seconds"),  # the API's refusal, per field
+    ],
+    ids=["nothing", "both", "half a shape", "a refused walltime"],
+)
+def test_advise_needs_a_job_or_a_whole_shape(qm, argv, status, says):
+    code, _, err = qm("advise", *argv)
+    assert code == status and says in err

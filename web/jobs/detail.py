@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from monitoring.models import JobEfficiency
 from monitoring.services import health_notes_for_job
 from notifications.wanted import told_of
 from people.access import visible_jobs
+from scheduler.advice import advice_sentence
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
 from scheduler.clusters.dispatch import output_of
 from scheduler.clusters.logs import read_job_log
@@ -74,6 +76,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "retention_days": settings.JOB_FILES_RETENTION_DAYS,
             "health_notes": health_notes_for_job(job, now),
             "efficiency": JobEfficiency.objects.filter(job=job, attempt=job.attempt).first(),
+            "advice": advice_for(request, job, now),
             "share_costs": share_costs(job),
             "label": display_id(job),
             "mail": {"types": mail_type_text(job.mail_events), "told": told_of(job.mail_events)},
@@ -86,6 +89,24 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
                 "requeue": job.state in ACTIVE_STATES | TERMINAL_STATES,
             },
         },
+    )
+
+
+def advice_for(request: HttpRequest, job: Job, now: datetime) -> str:
+    """The right-sizing advice for requests like ``job``'s, in words, for its owner alone
+    (it speaks of their jobs); ``""`` for anyone else (see ``advice_sentence``). Cached
+    (``scheduler.advice``): a view replays nothing the previous one did."""
+    if job.owner_id != request.user.pk:
+        return ""
+    return advice_sentence(
+        job.owner_id,
+        nodes=job.nodes,
+        gpus_per_node=job.gpus_per_node,
+        gpu_share=job.gpu_share,
+        walltime_seconds=job.walltime_seconds,
+        gpu_model=job.gpu_model,
+        cluster_id=job.cluster_id,
+        now=now,
     )
 
 

@@ -23,6 +23,7 @@ from common.nul import has_nul, nul_message
 from people.access import visible_jobs
 from people.models import Account, JobTemplate, SiteTemplate
 from people.services import save_site_template
+from scheduler.advice import advice_sentence
 from scheduler.api.throttles import SubmitThrottle, WhatIfThrottle
 from scheduler.clusters.software import missing_commands
 from scheduler.jobs.submit import submit_job
@@ -142,7 +143,18 @@ def _what_if(user: Any, account: Account, qos: Any, data: dict[str, Any]) -> dic
     else:
         headline = f"Would wait ({answer.pending_reason}); no start estimate for {shape}."
     blockers = shown_blockers(answer.blockers)
-    return {"headline": headline, "answer": answer, "blockers": blockers}
+    # What the user's past jobs of this shape say of it (on any cluster: none is chosen yet).
+    advice = advice_sentence(
+        user.pk,
+        nodes=data["nodes"],
+        gpus_per_node=data["gpus_per_node"],
+        gpu_share=data["gpu_share"],
+        walltime_seconds=data["walltime_seconds"],
+        gpu_model=data.get("gpu_model", ""),
+        cluster_id=None,
+        now=now,
+    )
+    return {"headline": headline, "answer": answer, "blockers": blockers, "advice": advice}
 
 
 def shown_blockers(blockers: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
