@@ -12,7 +12,7 @@ from django.test import Client
 
 from people.models import Account, AuditEntry, Membership, Quota
 from scheduler.choices import JobState
-from scheduler.models import Job, Node
+from scheduler.models import Job, Node, StartBacktest
 from tests.builders import end, start, submit
 
 pytestmark = pytest.mark.django_db
@@ -486,3 +486,22 @@ def table_rows(html: str, table_id: str) -> list[list[str]]:
         [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td>(.*?)</td>", row, re.S)]
         for row in re.findall(r"<tr>(.*?)</tr>", body.group(1), re.S)
     ]
+
+
+def test_the_cluster_overview_shows_the_latest_backtest_of_the_start_predictions(world):
+    assert "has not run yet" in logged_in(world.admin).get("/manage/cluster/").content.decode()
+    StartBacktest.objects.create(
+        ran_at=datetime(2026, 3, 1, 6, tzinfo=UTC), days=7, jobs=7000, judged=900, p50_coverage=0.5, p90_coverage=0.9
+    )
+    StartBacktest.objects.create(
+        ran_at=datetime(2026, 3, 1, 12, tzinfo=UTC),
+        days=7,
+        jobs=7000,
+        judged=800,
+        p50_coverage=0.55,
+        p90_coverage=0.8,
+        p50_error_s=720.0,
+    )
+    html = logged_in(world.admin).get("/manage/cluster/").content.decode()
+    assert 'id="start-backtest">80% of jobs started before their p90 and 55% before their p50; p50 error 12 min' in html
+    assert "replayed at 2026-03-01 12:00 UTC" in html
