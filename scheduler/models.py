@@ -554,10 +554,11 @@ class StartBacktest(models.Model):
     @property
     def summary(self) -> str:
         """The result in one sentence, as the dashboard and the API say it."""
+        days = f"{self.days} day{'s' if self.days != 1 else ''}"
         if not self.judged:
-            return f"No job waited for a start prediction in the {self.days} days replayed."
+            return f"No job waited for a start prediction in the {days} replayed."
         return (
             f"{self.p90_coverage:.0%} of jobs started before their p90 and {self.p50_coverage:.0%} before "
             f"their p50; p50 error {self.p50_error_s / 60:.0f} min ({self.judged} of {self.jobs} jobs "
-            f"replayed over {self.days} days waited and were judged)."
+            f"replayed over {days} waited and were judged)."
         )
