@@ -72,7 +72,8 @@ def ratio_quantile(samples: RatioSamples, account: str, user: str, q: float, at_
 
 
 class RuntimePredictor:
-    """Mean run-time-to-walltime ratios of each user's and each account's latest ended jobs."""
+    """Run-time-to-walltime ratios of each user's and each account's latest ended jobs:
+    their means (``ratios``) and, over a longer window, their spread (``samples``)."""
 
     def __init__(self, user_history: int = USER_HISTORY, account_history: int = ACCOUNT_HISTORY) -> None:
         if user_history < 1 or account_history < 1:
