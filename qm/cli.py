@@ -240,6 +240,8 @@ class Cli:
             self.say(f"  waits: {blocker['code']}: {blocker['message']}")
         if job.get("estimated_start_at"):
             self.say(f"  estimated start (latest): {job['estimated_start_at']}")
+        if job.get("estimated_start_p50_at") and job.get("estimated_start_p90_at"):
+            self.say(f"  likely start: {job['estimated_start_p50_at']} (p50), {job['estimated_start_p90_at']} (p90)")
         for alloc in job.get("allocations") or []:
             self.say(f"  on {alloc['node']} GPUs {','.join(map(str, alloc['gpu_indices']))}")
         if job.get("external_id"):

@@ -30,6 +30,7 @@ def periodic_jobs(settings: Any) -> tuple[PeriodicJob, ...]:
         PeriodicJob("scheduler-poll-backends", "scheduler.poll_backends", settings.SCHEDULER_POLL_SECONDS),
         PeriodicJob("scheduler-tick", "scheduler.tick", settings.SCHEDULER_TICK_SECONDS),
         PeriodicJob("scheduler-refresh-estimates", "scheduler.refresh_estimates", settings.SCHEDULER_ESTIMATE_SECONDS),
+        PeriodicJob("scheduler-backtest-starts", "scheduler.backtest_starts", settings.SCHEDULER_BACKTEST_SECONDS),
         # Hourly: a retention counted in days (JOB_FILES_RETENTION_DAYS).
         PeriodicJob("scheduler-expire-job-files", "scheduler.expire_job_files", 3600.0),
         PeriodicJob("monitoring-simulate", "monitoring.simulate", settings.MONITORING_SAMPLE_SECONDS)

@@ -294,6 +294,10 @@ SCHEDULER_POLL_SECONDS = env_float("SCHEDULER_POLL_SECONDS", 5.0, minimum=0.1)
 #: Seconds between passes that store every pending job's start estimate (beat and
 #: ``run_scheduler``); each pass plans the whole queue.
 SCHEDULER_ESTIMATE_SECONDS = env_float("SCHEDULER_ESTIMATE_SECONDS", 60.0, minimum=1.0)
+#: The backtest of calibrated (p50/p90) start times: the days of history it replays,
+#: and seconds between runs (beat and ``run_scheduler``; a week takes under a minute).
+SCHEDULER_BACKTEST_DAYS = env_int("SCHEDULER_BACKTEST_DAYS", 7, minimum=1)
+SCHEDULER_BACKTEST_SECONDS = env_float("SCHEDULER_BACKTEST_SECONDS", 6 * 3600.0, minimum=60.0)
 #: What-if answers (POST /api/v1/jobs/estimate/, the submit page's Estimate) per user.
 SCHEDULER_WHATIF_RATE = env_rate("SCHEDULER_WHATIF_RATE", "30/minute")
 #: How stale the submit-time hardware check may be: each web process reads whether

@@ -251,6 +251,14 @@ class Job(models.Model):
         blank=True,
         help_text="Latest expected start while pending (squeue --start), from the periodic estimate pass.",
     )
+    #: Predicted starts if every job runs its median / 90th percentile of what its kind
+    #: of job runs of its walltime (``scheduler.core.estimate.calibrated_starts``).
+    estimated_start_p50_at = models.DateTimeField(
+        null=True, blank=True, help_text="Predicted start while pending: half of jobs start by then (the p50)."
+    )
+    estimated_start_p90_at = models.DateTimeField(
+        null=True, blank=True, help_text="Predicted start while pending: 9 in 10 jobs start by then (the p90)."
+    )
     state_reason = models.CharField(max_length=500, blank=True)
     cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
     allocations = models.JSONField(default=list, blank=True)
@@ -305,6 +313,15 @@ class Job(models.Model):
     def backend_key(self) -> str:
         """Identity of the current attempt at the backend (submit is idempotent on it)."""
         return f"{self.uuid}.{self.attempt}"
+
+
+#: The stored start estimates of a pending job (the periodic estimate pass writes them).
+ESTIMATE_FIELDS = ("estimated_start_at", "estimated_start_p50_at", "estimated_start_p90_at")
+
+
+def no_estimates() -> dict[str, None]:
+    """The update that clears a job's estimates: it started, ended, was held or edited."""
+    return dict.fromkeys(ESTIMATE_FIELDS)
 
 
 class JobEvent(models.Model):
@@ -534,3 +551,38 @@ class AdviceMeasurement(models.Model):
 
     def __str__(self) -> str:
         return f"advice measurement {self.key}"
+class StartBacktest(models.Model):
+    """One run of the backtest of calibrated start times (``scheduler.backtests``, the
+    periodic task ``scheduler.backtest_starts``): the site's last ``days`` replayed, and
+    how often the jobs that waited started at or before their predicted p50 and p90
+    starts. The newest row is the one shown."""
+
+    ran_at = models.DateTimeField()
+    days = models.PositiveIntegerField()
+    #: Jobs replayed, and of them those judged (they waited and had a prediction).
+    jobs = models.PositiveIntegerField(default=0)
+    judged = models.PositiveIntegerField(default=0)
+    #: Shares (0 to 1) of the judged jobs that started at or before their p50 / p90.
+    p50_coverage = models.FloatField(default=0.0)
+    p90_coverage = models.FloatField(default=0.0)
+    #: The median of |start - p50| over the judged jobs, in seconds.
+    p50_error_s = models.FloatField(default=0.0)
+    wall_s = models.FloatField(default=0.0, help_text="How long the backtest took to run.")
+
+    class Meta:
+        ordering = ["-ran_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"start backtest at {self.ran_at}"
+
+    @property
+    def summary(self) -> str:
+        """The result in one sentence, as the dashboard and the API say it."""
+        days = f"{self.days} day{'s' if self.days != 1 else ''}"
+        if not self.judged:
+            return f"No job waited for a start prediction in the {days} replayed."
+        return (
+            f"{self.p90_coverage:.0%} of jobs started before their p90 and {self.p50_coverage:.0%} before "
+            f"their p50; p50 error {self.p50_error_s / 60:.0f} min ({self.judged} of {self.jobs} jobs "
+            f"replayed over {days} waited and were judged)."
+        )

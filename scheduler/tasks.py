@@ -12,7 +12,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler import advice, simulations
+from scheduler import advice, backtests, simulations
 from scheduler.backends.base import BackendError
 from scheduler.clusters import dispatch, poll
 from scheduler.jobs import files, remote
@@ -68,6 +68,14 @@ def poll_backends() -> dict[str, dict[str, int]]:
 def refresh_estimates() -> int:
     """Store every pending job's start estimate (beat runs it every SCHEDULER_ESTIMATE_SECONDS)."""
     return estimates.refresh_estimates()
+
+
+@shared_task(name="scheduler.backtest_starts", ignore_result=True)
+def backtest_starts() -> int:
+    """Replay the last SCHEDULER_BACKTEST_DAYS and store how often jobs started before
+    their p50 and p90 starts (beat runs it every SCHEDULER_BACKTEST_SECONDS); returns
+    the stored row's id."""
+    return backtests.run_backtest(timezone.now(), settings.SCHEDULER_BACKTEST_DAYS).pk
 
 
 @shared_task(name="scheduler.expire_job_files", ignore_result=True)

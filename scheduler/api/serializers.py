@@ -46,7 +46,7 @@ from scheduler.jobs.output_paths import MAX_PATH_LENGTH, pattern_problem
 from scheduler.jobs.request import REQUEST_FIELDS, parse_cpus
 from scheduler.jobs.sbatch import SbatchError, fields_of, merge, read_options, script_directives, with_arguments
 from scheduler.jobs.submit import submit_job
-from scheduler.models import Cluster, Gpu, Job, JobEvent, Node
+from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, StartBacktest
 from scheduler.reads.arrays import display_id
 from scheduler.reads.inventory import load_inventory
 
@@ -209,6 +209,8 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "pending_blockers",
             "borrowed",
             "estimated_start_at",
+            "estimated_start_p50_at",
+            "estimated_start_p90_at",
             "state_reason",
             "command",
             "script",
@@ -911,3 +913,25 @@ class StartEstimateSerializer(serializers.Serializer):
 
     job = serializers.IntegerField()
     estimated_start = serializers.DateTimeField()
+
+
+class StartBacktestSerializer(serializers.ModelSerializer):
+    """One backtest of the p50 and p90 starts (``scheduler.backtests``), with its sentence."""
+
+    summary = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = StartBacktest
+        fields = [
+            "id",
+            "ran_at",
+            "days",
+            "jobs",
+            "judged",
+            "p50_coverage",
+            "p90_coverage",
+            "p50_error_s",
+            "wall_s",
+            "summary",
+        ]
+        read_only_fields = fields

@@ -5,7 +5,7 @@ from scheduler.api.advice import AdviceView
 from scheduler.api.arrays import ArrayViewSet
 from scheduler.api.reservations import ReservationViewSet
 from scheduler.api.simulations import AccountPreviewStart, SimulationViewSet
-from scheduler.api.views import ClusterViewSet, GpuViewSet, JobViewSet, NodeViewSet
+from scheduler.api.views import ClusterViewSet, GpuViewSet, JobViewSet, NodeViewSet, StartBacktestViewSet
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
@@ -15,6 +15,7 @@ router.register("gpus", GpuViewSet, basename="gpu")
 router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("reservations", ReservationViewSet, basename="reservation")
 router.register("simulations", SimulationViewSet, basename="simulation")
+router.register("start-backtests", StartBacktestViewSet, basename="start-backtest")
 
 #: Routes besides the router's. ``POST /api/v1/jobs/estimate`` is the what-if without the
 #: router's trailing slash: APPEND_SLASH cannot redirect a POST (it raises under DEBUG and

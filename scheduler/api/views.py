@@ -1,4 +1,4 @@
-"""Scheduler API: jobs (and their verbs), nodes, GPUs, clusters.
+"""Scheduler API: jobs (and their verbs), nodes, GPUs, clusters, start backtests.
 
 Querysets come from ``people.access`` so a job someone may not see is a 404; verbs are
 ``@action``s that call ``scheduler.jobs.verbs``.
@@ -37,6 +37,7 @@ from scheduler.api.serializers import (
     NodeSerializer,
     PriorityBreakdownSerializer,
     ShareRowSerializer,
+    StartBacktestSerializer,
     StartEstimateSerializer,
     WhatIfSerializer,
 )
@@ -48,7 +49,7 @@ from scheduler.clusters.nodes import drain_node, resume_node
 from scheduler.clusters.poll import poll_cluster
 from scheduler.jobs import verbs
 from scheduler.jobs.edit import edit_job
-from scheduler.models import Cluster, Gpu, Job, Node
+from scheduler.models import Cluster, Gpu, Job, Node, StartBacktest
 from scheduler.reads import reports
 from scheduler.reads.advice import job_shape
 from scheduler.reads.arrays import collapse_pending, without_folded_tasks
@@ -323,3 +324,13 @@ class ClusterViewSet(viewsets.ModelViewSet):
             return Response(poll_cluster(cluster))
         except BackendError as exc:
             raise ValidationError({"config": exc.message}) from None
+
+
+class StartBacktestViewSet(viewsets.ReadOnlyModelViewSet):
+    """Staff read how well the p50 and p90 starts came true: each run of the periodic
+    backtest, newest first (``scheduler.backtests``)."""
+
+    queryset = StartBacktest.objects.all()
+    serializer_class = StartBacktestSerializer
+    permission_classes = [IsAdminUser]
+    filter_backends: list[Any] = []

@@ -21,7 +21,7 @@ from django.db import transaction
 from common.labels import field_labels
 from scheduler.choices import EventKind, JobState
 from scheduler.jobs.transitions import JobStateConflict, record_event
-from scheduler.models import Job
+from scheduler.models import Job, no_estimates
 
 #: The fields an edit may change, in the order they are reported.
 EDITABLE_FIELDS: tuple[str, ...] = (
@@ -53,7 +53,7 @@ def edit_job(job: Job, changes: dict[str, Any], *, by: str) -> dict[str, list[An
     report = {field: [_plain(getattr(job, field)), _plain(value)] for field, value in differ.items()}
     with transaction.atomic():
         # The tick recomputes the reason and the estimate from the new request.
-        if not Job.objects.filter(pk=job.id, state__in=EDITABLE_STATES).update(**differ, estimated_start_at=None):
+        if not Job.objects.filter(pk=job.id, state__in=EDITABLE_STATES).update(**differ, **no_estimates()):
             raise JobStateConflict(f"Job {job.id} started or ended meanwhile; it can no longer be edited.")
         names = field_labels([field for field in EDITABLE_FIELDS if field in differ])
         record_event(job.id, EventKind.EDITED, f"edited by {by}: {names}", {"changes": report})

@@ -20,7 +20,7 @@ from common.db.bulk import update_matching_rows, update_rows
 from common.db.sql import Inserts
 from scheduler.choices import ACTIVE_STATES, EventKind, JobState
 from scheduler.jobs import attempts, hours
-from scheduler.models import Job, JobEvent
+from scheduler.models import Job, JobEvent, no_estimates
 
 
 class JobStateConflict(StateConflict):
@@ -166,7 +166,7 @@ def claim_many(
             "dispatched_at": now,
             "pending_reason": "",
             "pending_blockers": [],
-            "estimated_start_at": None,
+            **no_estimates(),
             "updated_at": now,
         },
     )

@@ -1,6 +1,7 @@
 """Read-only reports for people: ``sshare`` (fair-share tree) and ``sprio`` (why a job
 has the priority it has). Both use the same pure functions and inputs as the tick, on
-the stored usage decayed to now, and write nothing."""
+the stored usage decayed to now, and write nothing. And for staff, the latest backtest
+of the calibrated start times."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from scheduler.config import current_config
 from scheduler.core.fairshare import ShareRow, fair_tree_factors, sshare
 from scheduler.core.priority import PriorityBreakdown, cluster_gpu_count, job_priority
 from scheduler.jobs.request import pending_job
-from scheduler.models import Job
+from scheduler.models import Job, StartBacktest
 from scheduler.tick.history import load_runtime_ratios
 from scheduler.tick.snapshot import load_fairshare_tree, load_nodes, load_qos_priorities
 from scheduler.tick.usage import current_usage
@@ -41,3 +42,8 @@ def priority_of(job: Job, now: datetime | None = None) -> PriorityBreakdown | No
         cluster_gpus=cluster_gpu_count(load_nodes()),
         runtime_ratios=load_runtime_ratios() if weights.expects_run_times else None,
     )
+
+
+def latest_start_backtest() -> StartBacktest | None:
+    """The newest backtest of the p50 and p90 starts (``scheduler.backtests``), if any ran."""
+    return StartBacktest.objects.first()

@@ -47,7 +47,8 @@ Modelling rules (each is a decision a reader of the figures needs to know):
 The package sits over the core and beside the application (it imports only the standard
 library and ``scheduler.core``): ``trace.py`` (trace formats, cluster files, walltime
 models, requests), ``simulator.py`` (the replay loop), ``metrics.py`` (figures and
-bounds), ``cli.py`` (the command line). All of it is pure apart from
+bounds), ``backtest.py`` (the p50 and p90 start predictions judged during a replay),
+``cli.py`` (the command line). All of it is pure apart from
 ``trace.load_philly_csv``/``load_cluster_file`` and ``cli``, which read files and write
 lines.
 """

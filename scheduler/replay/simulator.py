@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import cast
+from functools import partial
+from typing import Protocol, cast
 
 from scheduler.core.borrowing import GuaranteeBook
 from scheduler.core.carry import Carry
@@ -166,6 +167,19 @@ class Replay:
     refused: tuple[tuple[TraceJob, str], ...] = ()
 
 
+class ReplayWatch(Protocol):
+    """Sees a replay as it runs (the backtest of start predictions does): each job as it
+    ends on its own, and each cycle's snapshot before the cycle runs. Must not change
+    what it is shown."""
+
+    def ended(self, sim_id: int, job: TraceJob) -> None: ...
+
+    def cycle(self, now: datetime, snapshot: Callable[[], Snapshot]) -> None:
+        """``snapshot()`` builds the cycle's snapshot with every pending job in
+        ``pending`` (no kept queue, no carry): called only by a watch that wants it, as
+        it costs a pass over the queue."""
+
+
 def guarantees_for(trace: Sequence[TraceJob], capacity_gpus: int) -> dict[str, Limits]:
     """Each trace account's guaranteed GPUs: its share of the trace's GPU-seconds times
     the cluster's GPUs, rounded down (so the guarantees never add up to more than the
@@ -268,6 +282,7 @@ def replay(  # noqa: C901, PLR0915
     *,
     restart: RestartCost = RestartCost(),
     incremental: bool = True,
+    watch: ReplayWatch | None = None,
 ) -> Replay:
     """Replay ``trace`` on ``cluster`` under ``policy``, calling the real ``schedule()``.
 
@@ -275,7 +290,8 @@ def replay(  # noqa: C901, PLR0915
     ``Limits``); ``accounts`` the account tree with its shares (a site's own, for a
     preview of a change to it): without it every trace account is a top-level account
     of one share, and a trace account missing from it is added as one. ``restart`` is
-    what an eviction costs its job.
+    what an eviction costs its job. ``watch`` is shown every end and each cycle's
+    snapshot (the simulator's ids are positions in ``Replay.records``).
 
     Steps:
     1. Order jobs by submit time, keeping row order for ties; shape each request
@@ -367,6 +383,8 @@ def replay(  # noqa: C901, PLR0915
             if predictor is not None:
                 done = jobs[sim_id]
                 predictor.observe(done.account, done.account, done.walltime_s, done.run_s)
+            if watch is not None:
+                watch.ended(sim_id, jobs[sim_id])
         while next_submit < len(jobs) and jobs[next_submit].submit_s == t:
             enqueue(requests[next_submit])
             next_submit += 1
@@ -386,6 +404,8 @@ def replay(  # noqa: C901, PLR0915
         )
         if usage is not None:
             snapshot = replace(snapshot, fairshare_tree=usage.tree, usage=usage.as_of(t, running.values()))
+        if watch is not None:
+            watch.cycle(now, partial(_listing_pending, snapshot, pending))
         decisions = schedule(snapshot, policy, now)
         cycles += 1
         # 5.
@@ -431,6 +451,11 @@ def replay(  # noqa: C901, PLR0915
     )
     capacity = sum(len(n.gpus) for n in nodes if n.schedulable)
     return Replay(records, tuple(unplaceable), capacity, cycles, preemptions, lost_gpu_s, tuple(refused))
+
+
+def _listing_pending(snapshot: Snapshot, pending: Mapping[int, PendingJob]) -> Snapshot:
+    """``snapshot`` with every pending job in ``pending``, without a kept queue or a carry."""
+    return replace(snapshot, pending=tuple(pending.values()), queue=None, carry=None)
 
 
 class _UsageBook:

@@ -7,8 +7,11 @@ latest start, as ``squeue --start`` gives.
 
 - :func:`refresh_estimates` is the periodic pass (Celery task
   ``scheduler.refresh_estimates`` and ``run_scheduler``). It stores each pending job's
-  estimate in ``Job.estimated_start_at``, so showing estimates never plans the queue
-  per request. It is the only write in this module.
+  estimate in ``Job.estimated_start_at``, and its calibrated p50 and p90 starts (the
+  queue planned again with run times predicted from ended jobs, see
+  ``scheduler.core.estimate.calibrated_starts``) in ``estimated_start_p50_at`` and
+  ``estimated_start_p90_at``, so showing estimates never plans the queue per request.
+  It is the only write in this module.
 - :func:`what_if` answers "if I submitted this now, when would it start?" and writes
   nothing.
 """
@@ -30,7 +33,7 @@ from people.models import Account, Qos
 from scheduler.choices import JobState
 from scheduler.config import SchedulerConfig, current_config
 from scheduler.core.cycle import schedule
-from scheduler.core.estimate import estimate_starts
+from scheduler.core.estimate import calibrated_starts, estimate_starts
 from scheduler.core.priority import PriorityBreakdown
 from scheduler.core.reason_words import REASON_WORDS
 from scheduler.core.types import PendingReason, Snapshot
@@ -38,7 +41,8 @@ from scheduler.jobs.admission import quota_refusals, tasks
 from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.blockers import blockers_to_json
 from scheduler.jobs.request import pending_job
-from scheduler.models import Job
+from scheduler.models import ESTIMATE_FIELDS, Job, no_estimates
+from scheduler.tick.history import load_runtime_predictor
 from scheduler.tick.snapshot import load_dependency_states, load_snapshot, with_policy_inputs
 from scheduler.tick.usage import current_usage
 
@@ -153,37 +157,45 @@ def _explain(starts_now: bool, reason: PendingReason | None, estimated: bool, pr
 
 
 def refresh_estimates(now: datetime | None = None) -> int:
-    """Store every pending job's latest expected start; clear every other stored one.
+    """Store every pending job's latest expected start and its p50 and p90 starts; clear
+    every other stored one.
 
     Idempotent; returns the number of rows written. Queries do not grow with the queue
     (one ``UPDATE`` for the changed estimates, see ``common.db.bulk``; one per ``BATCH``
     cleared ones).
 
     Steps:
-    1. Plan the queue on a fresh snapshot, outside any transaction: on SQLite a
-       transaction holds the write lock, and planning must not stall the tick.
-    2. In one short transaction, read the stored estimates and write only those that
-       changed, in one ``UPDATE`` and only on jobs still PENDING (a job the tick started
-       meanwhile keeps the ``NULL`` its claim wrote).
+    1. Plan the queue on a fresh snapshot, outside any transaction (on SQLite a
+       transaction holds the write lock, and planning must not stall the tick): once
+       under walltimes, and twice more with run times predicted from the jobs that
+       ended (:func:`calibrated_starts`).
+    2. In one short transaction, read the stored estimates and write only the jobs whose
+       estimates changed, in one ``UPDATE`` and only on jobs still PENDING (a job the
+       tick started meanwhile keeps the ``NULL`` its claim wrote).
     3. In the same transaction, clear the estimates of jobs that have none now: they
        left the queue, or wait on a dependency, a quota or hardware.
     """
     now = now or timezone.now()
     config = current_config()
-    policy = config.policy
-    estimates = estimate_starts(planning_snapshot(now, config), policy, now)
+    snapshot = planning_snapshot(now, config)
+    latest = estimate_starts(snapshot, config.policy, now)
+    calibrated = calibrated_starts(snapshot, config.policy, now, load_runtime_predictor().samples)
+    estimates = {job_id: (at, calibrated.p50.get(job_id), calibrated.p90.get(job_id)) for job_id, at in latest.items()}
     written = 0
     with transaction.atomic():
-        stored = dict(Job.objects.filter(estimated_start_at__isnull=False).values_list("id", "estimated_start_at"))
-        changed = [(job_id, at) for job_id, at in sorted(estimates.items()) if stored.get(job_id) != at]
+        stored = {
+            row[0]: row[1:]
+            for row in Job.objects.filter(estimated_start_at__isnull=False).values_list("id", *ESTIMATE_FIELDS)
+        }
+        changed = [(job_id, ats) for job_id, ats in sorted(estimates.items()) if stored.get(job_id) != ats]
         written += update_rows(
             Job,
             [job_id for job_id, _ in changed],
-            {"estimated_start_at": [at for _, at in changed]},
+            {name: [ats[i] for _, ats in changed] for i, name in enumerate(ESTIMATE_FIELDS)},
             where={"state": JobState.PENDING},
         )
         for gone in _batches(sorted(set(stored) - set(estimates))):
-            written += Job.objects.filter(pk__in=gone).update(estimated_start_at=None)
+            written += Job.objects.filter(pk__in=gone).update(**no_estimates())
     return written
 
 

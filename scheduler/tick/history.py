@@ -21,7 +21,14 @@ INFORMATIVE_ENDS = (JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT)
 
 def load_runtime_ratios(limit: int = RUNTIME_HISTORY) -> dict[tuple[str, str], float]:
     """``Snapshot.runtime_ratios`` from the last run of the latest ``limit`` jobs that
-    ended on their own, fed to a :class:`RuntimePredictor` oldest first."""
+    ended on their own (see :func:`load_runtime_predictor`)."""
+    return load_runtime_predictor(limit).ratios
+
+
+def load_runtime_predictor(limit: int = RUNTIME_HISTORY) -> RuntimePredictor:
+    """A :class:`RuntimePredictor` fed the last run of the latest ``limit`` jobs that
+    ended on their own, oldest first: its ``ratios`` rank jobs, its ``samples`` give the
+    calibrated starts their quantiles."""
     rows = list(
         JobAttempt.objects.filter(job__state__in=INFORMATIVE_ENDS, attempt=F("job__attempt"))
         .order_by("-ended_at", "-id")
@@ -30,7 +37,7 @@ def load_runtime_ratios(limit: int = RUNTIME_HISTORY) -> dict[tuple[str, str], f
     predictor = RuntimePredictor()
     for account, user, walltime, started, ended in reversed(rows):
         predictor.observe(account, user, walltime, (ended - started).total_seconds())
-    return predictor.ratios
+    return predictor
 
 
 def load_attained_service() -> dict[int, int]:

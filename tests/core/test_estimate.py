@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core import Policy
-from scheduler.core.estimate import estimate_starts
+from scheduler.core.estimate import calibrated_starts, estimate_starts
 from scheduler.core.types import Allocation, RunningJob
 from tests.builders import T0, node, pending, snapshot
 
@@ -88,3 +88,86 @@ def test_a_cpu_only_job_with_node_labels_is_estimated_on_a_labelled_node_only() 
     job = pending(1, gpus_per_node=0, cpus_per_node=8, node_labels=(("rack", "r2"),))
     estimates = estimate_starts(snapshot([node("r1"), labelled], [job], [hog]), Policy(backfill=True), T0)
     assert estimates[1] == T0 + timedelta(hours=1)
+
+
+# --- Calibrated starts: the p50 and p90 ----------------------------------------------
+
+
+def tenths_of(user: str) -> dict[tuple[str, str], list[float]]:
+    """``RuntimePredictor.samples`` of a user (and account ``a``) whose jobs ran 0.1 ... 1.0 of their walltime."""
+    ratios = [tenth / 10 for tenth in range(1, 11)]
+    return {("a", user): ratios, ("a", ""): ratios}
+
+
+def test_the_p50_and_p90_plan_the_queue_with_the_median_and_90th_percentile_run_times() -> None:
+    """A 10-hour job holds the node; its user's jobs run a tenth to all of their walltime."""
+    holder = RunningJob(
+        90, (Allocation("n1", (0, 1)),), started_at=T0, walltime_seconds=10 * HOUR, account="a", user="u"
+    )
+    world = snapshot(
+        [node("n1", gpus=2)], [pending(1, gpus_per_node=2, walltime_seconds=HOUR, account="a", user="u")], [holder]
+    )
+    starts = calibrated_starts(world, Policy(backfill=True), T0, tenths_of("u"))
+    assert estimate_starts(world, Policy(backfill=True), T0) == {1: T0 + timedelta(hours=10)}
+    assert starts.p50 == {1: T0 + timedelta(hours=5)}
+    assert starts.p90 == {1: T0 + timedelta(hours=9)}
+
+
+def test_a_running_job_is_planned_past_what_it_already_ran() -> None:
+    """It ran 8 of its 10 hours: of the ratios it has not outrun (0.8, 0.9, 1.0) the
+    median is 0.9, so it ends in an hour, not at the median's 5 hours (already past)."""
+    holder = RunningJob(
+        90,
+        (Allocation("n1", (0, 1)),),
+        started_at=T0 - timedelta(hours=8),
+        walltime_seconds=10 * HOUR,
+        account="a",
+        user="u",
+    )
+    world = snapshot([node("n1", gpus=2)], [pending(1, gpus_per_node=2, account="a", user="u")], [holder])
+    starts = calibrated_starts(world, Policy(backfill=True), T0, tenths_of("u"))
+    assert starts.p50 == {1: T0 + timedelta(hours=1)} and starts.p90 == {1: T0 + timedelta(hours=2)}
+
+
+def test_without_history_the_p50_and_p90_are_the_latest_start() -> None:
+    world = snapshot(
+        [node("n1", gpus=2)],
+        [pending(1, gpus_per_node=2, walltime_seconds=HOUR), pending(2, gpus_per_node=1, walltime_seconds=HOUR)],
+        [busy(90, "n1", (0, 1), ends_in_h=3)],
+    )
+    latest = estimate_starts(world, Policy(backfill=True), T0)
+    starts = calibrated_starts(world, Policy(backfill=True), T0, {})
+    assert starts.p50 == starts.p90 == latest
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    jobs=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(1, 12), st.sampled_from(["u", "v"])), min_size=1, max_size=10
+    ),
+    holders=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 11)), max_size=3),
+    ratios=st.lists(st.floats(0.01, 1.0), min_size=5, max_size=30),
+    backfill=st.booleans(),
+)
+def test_every_estimated_job_gets_a_p50_no_later_than_its_p90(jobs, holders, ratios, backfill) -> None:
+    nodes = [node(f"n{i}", gpus=4) for i in range(1, 4)]
+    running = tuple(
+        RunningJob(
+            100 + i,
+            (Allocation(f"n{i + 1}", tuple(range(gpus))),),
+            started_at=T0 - timedelta(hours=ran),
+            walltime_seconds=12 * HOUR,
+            account="a",
+            user="u",
+        )
+        for i, (gpus, ran) in enumerate(holders)
+    )
+    queue = [
+        pending(i + 1, gpus_per_node=gpus, walltime_seconds=hours * HOUR, account="a", user=user)
+        for i, (gpus, hours, user) in enumerate(jobs)
+    ]
+    world = snapshot(nodes, queue, running)
+    policy = Policy(backfill=backfill)
+    starts = calibrated_starts(world, policy, T0, {("a", "u"): sorted(ratios), ("a", ""): sorted(ratios)})
+    assert starts.p50.keys() == starts.p90.keys() == estimate_starts(world, policy, T0).keys()
+    assert all(T0 <= starts.p50[job_id] <= starts.p90[job_id] for job_id in starts.p50)

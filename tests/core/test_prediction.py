@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.core.prediction import RuntimePredictor
+from scheduler.core.prediction import MIN_SAMPLES, USER_SAMPLES, RuntimePredictor, ratio_quantile
 from scheduler.core.priority import (
     PriorityWeights,
     job_priority,
@@ -87,3 +87,58 @@ def test_weights_refuse_a_negative_shortness_or_a_non_positive_stretch_target() 
         PriorityWeights(stretch_target=0)
     with pytest.raises(ValueError, match="shortness_horizon"):
         PriorityWeights(shortness_horizon=timedelta(0))
+
+
+# --- Quantiles: what the p50 and p90 starts plan with ---------------------------------
+
+
+def tenths(predictor: RuntimePredictor, account: str = "vision", user: str = "ana") -> RuntimePredictor:
+    """``user`` ended ten 1-hour jobs that ran 0.1, 0.2, ... 1.0 of their walltime."""
+    for tenth in range(1, 11):
+        predictor.observe(account, user, H, tenth * H / 10)
+    return predictor
+
+
+@pytest.mark.parametrize(
+    ("case", "q", "ran_s", "expected_s"),
+    [
+        ("the median is the nearest-rank middle ratio", 0.5, 0, 0.5 * H),
+        ("the 90th percentile is the ninth of ten", 0.9, 0, 0.9 * H),
+        ("the 100th percentile is the longest", 1.0, 0, H),
+        ("a job that ran 3/4 of its hour runs the median of the ratios past 3/4", 0.5, 0.75 * H, 0.9 * H),
+        ("a job past every ratio seen runs to its walltime", 0.5, 0.99 * H, H),
+    ],
+)
+def test_a_quantile_is_a_ratio_that_happened_among_those_the_job_has_not_outrun(case, q, ran_s, expected_s) -> None:
+    assert tenths(RuntimePredictor()).quantile_s("vision", "ana", H, q, ran_s) == pytest.approx(expected_s), case
+
+
+def test_quantiles_rise_with_q_so_the_p50_is_never_past_the_p90() -> None:
+    predictor = tenths(RuntimePredictor())
+    quantiles = [predictor.quantile_s("vision", "ana", 4 * H, q / 20) for q in range(1, 21)]
+    assert quantiles == sorted(quantiles) and quantiles[0] < quantiles[-1]
+
+
+def test_a_user_with_few_ended_jobs_gets_the_accounts_quantiles_else_the_walltime() -> None:
+    predictor = tenths(RuntimePredictor())
+    for _ in range(MIN_SAMPLES - 1):
+        predictor.observe("vision", "bo", H, H)  # too few to tell bo's spread
+    # the account's 14 ratios: ana's ten tenths and bo's four full runs; the 7th is 0.7
+    assert predictor.quantile_s("vision", "bo", H, 0.5) == pytest.approx(0.7 * H)
+    assert predictor.quantile_s("nlp", "cy", 2 * H, 0.5) == 2 * H  # nothing known: the walltime
+
+
+def test_quantiles_read_only_the_latest_samples() -> None:
+    predictor = RuntimePredictor()
+    for _ in range(USER_SAMPLES):
+        predictor.observe("a", "u", H, H)  # long ago, full runs
+    for _ in range(USER_SAMPLES):
+        predictor.observe("a", "u", H, 0.1 * H)  # lately, a tenth
+    assert predictor.samples[("a", "u")] == [pytest.approx(0.1)] * USER_SAMPLES
+    assert predictor.quantile_s("a", "u", H, 0.9) == pytest.approx(0.1 * H)
+
+
+@pytest.mark.parametrize("q", [0.0, -0.5, 1.5])
+def test_a_quantile_outside_0_to_1_is_refused(q) -> None:
+    with pytest.raises(ValueError, match="q must be in"):
+        ratio_quantile({}, "a", "u", q)

@@ -54,6 +54,18 @@ def test_submit_jobs_show_estimate_cancel(qm, world):
     assert code == 1 and "only" in err
 
 
+def test_show_says_a_waiting_jobs_p50_and_p90_starts_beside_the_latest(qm, world):
+    job = submit(world.alice, world.lab, name="waiter")
+    Job.objects.filter(pk=job.pk).update(
+        estimated_start_at=T0 + timedelta(hours=4),
+        estimated_start_p50_at=T0 + timedelta(hours=1),
+        estimated_start_p90_at=T0 + timedelta(hours=3),
+    )
+    code, out, _ = qm("show", str(job.id))
+    assert code == 0 and "estimated start (latest): 2026-01-01T04:00:00Z" in out
+    assert "likely start: 2026-01-01T01:00:00Z (p50), 2026-01-01T03:00:00Z (p90)" in out
+
+
 def test_wrap_sends_a_command_line_as_written_and_words_after_dashes_stay_words(qm):
     code, _, _ = qm("submit", "-t", "1h", "--wrap", 'cd /tmp && echo "rank $QM_NODE_RANK"; true')
     wrapped = Job.objects.get(name="wrap")

@@ -38,6 +38,7 @@ EVERY_JOB = periodic_jobs(
         LDAP_SERVER_URI="ldap://directory.example.org",
         LDAP_SYNC_SECONDS=6.0,
         NOTIFY_SECONDS=7.0,
+        SCHEDULER_BACKTEST_SECONDS=8.0,
     )
 )
 
@@ -77,7 +78,7 @@ def test_beat_runs_exactly_the_table():
 
 
 def test_each_beat_entry_runs_its_task_and_expires_after_its_own_period():
-    assert len({job.every_seconds for job in EVERY_JOB} - {60.0, 300.0, 3600.0}) == 7  # a mix-up would show
+    assert len({job.every_seconds for job in EVERY_JOB} - {60.0, 300.0, 3600.0}) == 8  # a mix-up would show
     assert beat_schedule(EVERY_JOB) == {
         job.name: {"task": job.task, "schedule": job.every_seconds, "options": {"expires": job.every_seconds}}
         for job in EVERY_JOB

@@ -8,6 +8,7 @@ charlie is in other, admin is staff.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 from django.test import Client
@@ -304,6 +305,25 @@ def test_job_detail_explains_a_waiting_job(world, tick):
     assert 'id="priority"' in html and "Fair-share" in html
     assert "submitted by alice" in html  # the timeline
     assert 'id="job-gpu-charts"' in html  # the reserved chart slot
+
+
+def test_job_detail_shows_the_p50_and_p90_starts_beside_the_latest(world):
+    job = submit(world.alice, world.lab, name="waiter")
+    Job.objects.filter(pk=job.pk).update(
+        estimated_start_at=datetime(2030, 1, 1, 16, 0, tzinfo=UTC),
+        estimated_start_p50_at=datetime(2030, 1, 1, 12, 30, tzinfo=UTC),
+        estimated_start_p90_at=datetime(2030, 1, 1, 14, 45, tzinfo=UTC),
+    )
+    html = page(logged_in(world.alice), f"/jobs/{job.id}/")
+    assert "at the latest 2030-01-01 16:00 UTC" in html
+    assert 'id="calibrated-estimate">Likely start 2030-01-01 12:30 UTC (p50), and by 2030-01-01 14:45 UTC (p90)' in html
+    assert logged_in(world.charlie).get(f"/jobs/{job.id}/").status_code == 404
+
+
+def test_job_detail_without_a_p50_says_only_the_latest_start(world):
+    job = submit(world.alice, world.lab)
+    Job.objects.filter(pk=job.pk).update(estimated_start_at=datetime(2030, 1, 1, 16, 0, tzinfo=UTC))
+    assert 'id="calibrated-estimate"' not in page(logged_in(world.alice), f"/jobs/{job.id}/")
 
 
 @pytest.mark.parametrize(("nice", "shown"), [(0, "<td>0</td>"), (5, "<td>\u22125</td>"), (-5, "<td>+5</td>")])

@@ -12,7 +12,7 @@ from django.test import Client
 
 from people.models import Account, AuditEntry, Membership, Quota
 from scheduler.choices import JobState
-from scheduler.models import Job, Node, Simulation
+from scheduler.models import Job, Node, Simulation, StartBacktest
 from tests.builders import end, gpu_process, report_processes, start, submit
 
 pytestmark = pytest.mark.django_db
@@ -556,3 +556,20 @@ def test_the_nodes_page_shows_staff_a_gpus_foreign_process_its_owner_and_rule(wo
     assert "xmrig" not in html[: html.index('id="node-h100-02"')]  # on its node's row only
     denied = logged_in(world.alice).get("/manage/nodes/")
     assert denied.status_code == 403 and "xmrig" not in denied.content.decode()
+def test_the_cluster_overview_shows_the_latest_backtest_of_the_start_predictions(world):
+    assert "has not run yet" in logged_in(world.admin).get("/manage/cluster/").content.decode()
+    StartBacktest.objects.create(
+        ran_at=datetime(2026, 3, 1, 6, tzinfo=UTC), days=7, jobs=7000, judged=900, p50_coverage=0.5, p90_coverage=0.9
+    )
+    StartBacktest.objects.create(
+        ran_at=datetime(2026, 3, 1, 12, tzinfo=UTC),
+        days=7,
+        jobs=7000,
+        judged=800,
+        p50_coverage=0.55,
+        p90_coverage=0.8,
+        p50_error_s=720.0,
+    )
+    html = logged_in(world.admin).get("/manage/cluster/").content.decode()
+    assert 'id="start-backtest">80% of jobs started before their p90 and 55% before their p50; p50 error 12 min' in html
+    assert "replayed at 2026-03-01 12:00 UTC" in html

@@ -26,7 +26,7 @@ from scheduler.clusters.logs import read_job_log
 from scheduler.jobs.array_verbs import ARRAY_VERBS
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.mail_type import mail_type_text
-from scheduler.models import Job, JobFiles
+from scheduler.models import ESTIMATE_FIELDS, Job, JobFiles
 from scheduler.reads import reports
 from scheduler.reads.arrays import (
     ArraySummary,
@@ -130,8 +130,8 @@ def _array_of(request: HttpRequest, job: Job) -> ArraySummary | None:
 def watched_fields(job: Job) -> str:
     """A short digest of what the page shows of a job and the scheduler changes on its own:
     its state, why it waits and when it should start. The page reloads when it differs."""
-    estimate = job.estimated_start_at.isoformat() if job.estimated_start_at else None
-    shown = [job.state, job.pending_reason, job.pending_blockers, estimate]
+    estimates = [at.isoformat() if at else None for at in (getattr(job, name) for name in ESTIMATE_FIELDS)]
+    shown = [job.state, job.pending_reason, job.pending_blockers, *estimates]
     return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

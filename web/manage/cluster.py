@@ -20,6 +20,7 @@ from monitoring.queue import queue_history
 from monitoring.series import series
 from scheduler.choices import JobState
 from scheduler.models import TickState
+from scheduler.reads import reports
 from scheduler.reads.fairness import read_fairness
 from scheduler.reads.occupancy import Occupancy, read_occupancy
 from scheduler.reads.reservations import ahead
@@ -128,6 +129,7 @@ def cluster_overview(request: HttpRequest) -> HttpResponse:
             # by model name: PostgreSQL's jsonb keeps an object's keys in its own order
             "stranded_rows": sorted((tick.stranded.get("models") or {}).items()) if tick else [],
             "stranded_at": tick.stranded_at if tick else None,
+            "backtest": reports.latest_start_backtest(),
             "reservations": ahead(now),
             "jobs_by_state": [(s.label, by_state[s.value]) for s in JobState if by_state[s.value]],
             "node_states": sorted(node_states.items()),

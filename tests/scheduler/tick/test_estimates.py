@@ -10,13 +10,14 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from scheduler import tasks
 from scheduler.choices import JobState
 from scheduler.jobs.verbs import cancel_job, hold_job
 from scheduler.models import Job
 from scheduler.tick.estimates import refresh_estimates
-from tests.builders import submit
+from tests.builders import run_attempt, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -114,3 +115,43 @@ def test_celery_beat_runs_the_pass_every_estimate_interval(full):
     tasks.refresh_estimates()
     job.refresh_from_db()
     assert job.estimated_start_at is not None
+
+
+# --- Calibrated starts ------------------------------------------------------------------
+
+
+def ended_history(world, ratios) -> None:
+    """Alice's one-hour jobs that ended after running these fractions of their hour."""
+    start = timezone.now() - timedelta(days=1)
+    for i, ratio in enumerate(ratios):
+        job = submit(world.alice, world.lab, gpus_per_node=1, walltime_seconds=3600)
+        began = start + timedelta(hours=i)
+        run_attempt(job, began, began + timedelta(seconds=3600 * ratio))
+
+
+def test_the_pass_stores_the_p50_and_p90_starts_from_how_much_of_their_walltime_jobs_ran(full):
+    """Alice's ended jobs ran a quarter or a half of their hour: the one-hour job holding
+    a node ends a quarter hour after its start at the median, half an hour at the p90."""
+    ended_history(full, [0.25] * 5 + [0.5] * 5)
+    waiting = node_job(full, walltime_seconds=3 * 3600)
+    refresh_estimates()
+    waiting.refresh_from_db()
+    assert waiting.estimated_start_at == started_at(1) + timedelta(hours=1)
+    assert waiting.estimated_start_p50_at == started_at(1) + timedelta(minutes=15)
+    assert waiting.estimated_start_p90_at == started_at(1) + timedelta(minutes=30)
+
+
+def test_with_no_ended_jobs_the_p50_and_p90_are_the_latest_start(full):
+    waiting = node_job(full)
+    refresh_estimates()
+    waiting.refresh_from_db()
+    assert waiting.estimated_start_p50_at == waiting.estimated_start_p90_at == waiting.estimated_start_at
+
+
+def test_a_held_job_loses_its_p50_and_p90_with_its_estimate(full):
+    ended_history(full, [0.5] * 5)
+    held = node_job(full)
+    refresh_estimates()
+    hold_job(held, by="alice")
+    held.refresh_from_db()
+    assert (held.estimated_start_at, held.estimated_start_p50_at, held.estimated_start_p90_at) == (None, None, None)
