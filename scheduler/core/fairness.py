@@ -63,7 +63,7 @@ def account_fairness(slowdowns: Iterable[tuple[str, float]]) -> Fairness:
     if not by_account:
         return Fairness({}, 1.0, None, 1.0, 0)
     means = {account: statistics.fmean(values) for account, values in sorted(by_account.items())}
-    everyone = statistics.fmean(s for values in by_account.values() for s in values)
+    everyone = statistics.fmean([s for values in by_account.values() for s in values])
     worst = max(means, key=lambda account: (means[account], account))
     return Fairness(
         accounts=means,
