@@ -20,6 +20,10 @@ interpreted; ``QM_NATIVE_CORE=off`` times the interpreted one, see
 - ``tick_snapshot_load_ms``: ``scheduler.tick.snapshot.load_snapshot()``, the bulk read.
 - ``tick_schedule_ms``: one pure ``scheduler.core.schedule()`` call on that snapshot,
   with the policy ``run_tick`` uses (``max_starts = SCHEDULER_MAX_STARTS_PER_TICK``).
+- ``tick_positions_ms``: the queue positions step alone
+  (``scheduler.core.positions.queue_positions``: the jobs and GPU-hours ahead of every
+  waiting job), on that decision's order and reasons; ``run_tick`` runs it and stores
+  the positions, so it is inside ``tick_full_ms`` and ``tick_full_steady_ms``.
 - ``tick_full_ms``: one ``run_tick()`` from a fresh state (every job PENDING,
   no pending reason yet, so the tick also writes ~``pending`` reasons), measured as
   **wall time around the call**: lock, load, decide, apply, the COMMIT and the
@@ -190,6 +194,27 @@ def core_figures(args: argparse.Namespace) -> None:
         )
 
 
+def positions_figure(
+    snapshot: Any, policy: Any, now: Any, decisions: Any, repeat: int, context: dict[str, Any]
+) -> None:
+    """``tick_positions_ms``: the queue positions step alone, on the cycle's order and
+    final reasons (the idle cluster's answers per request shape are warm, as the
+    explain step leaves them in a tick)."""
+    from scheduler.core.cycle import queue_order
+    from scheduler.core.placement import IdleCluster
+    from scheduler.core.positions import queue_positions
+    from scheduler.core.types import Decisions
+
+    order = queue_order(snapshot, policy, now, Decisions())
+    idle = IdleCluster.shared(snapshot.nodes)
+    samples = []
+    for _ in range(repeat + 1):
+        t0 = time.perf_counter()
+        positions = queue_positions(order, decisions.pending_reasons, idle)
+        samples.append((time.perf_counter() - t0) * 1000)
+    emit("tick_positions_ms", median_ms(samples[1:]), "ms", positioned=len(positions), **context)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     began = time.perf_counter()
@@ -250,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             backfill=policy.backfill,
             **context,
         )
+        positions_figure(loaded.snapshot, policy, now, decisions, args.repeat, context)
 
         # 3. The whole tick, from a fresh state each time (see the module docstring).
         walls, inside, queries = [], [], 0

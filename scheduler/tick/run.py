@@ -92,12 +92,12 @@ def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None)
     3. Charge usage up to ``now`` and call the pure core.
     4. Evict the preempted (``apply.evict``); claim the started jobs that are still
        PENDING and store their allocations (``apply.claim``); store pending reasons,
-       blockers and borrowing that changed.
+       blockers, queue positions and borrowing that changed.
     5. After commit, dispatch the claimed jobs as one batch (Celery task or inline).
     """
     began = time.perf_counter()
     config = config or current_config()
-    policy = config.policy
+    policy = replace(config.policy, positions=True)  # stored on every waiting job by store_waiting
     with collector_paused(), transaction.atomic():
         if not _try_tick_lock():
             return TickResult(ran=False, started=[], pending=0, duration_ms=0.0)
