@@ -65,6 +65,8 @@ def _recent_columns() -> list[str]:
         "name",
         "state",
         "pending_reason",
+        "queue_jobs_ahead",
+        "queue_gpu_hours_ahead",
         "nodes",
         "gpus_per_node",
         "gpu_share",

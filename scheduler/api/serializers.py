@@ -206,6 +206,8 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "pending_blockers",
             "borrowed",
             "estimated_start_at",
+            "queue_jobs_ahead",
+            "queue_gpu_hours_ahead",
             "state_reason",
             "command",
             "script",

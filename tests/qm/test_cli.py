@@ -54,6 +54,17 @@ def test_submit_jobs_show_estimate_cancel(qm, world):
     assert code == 1 and "only" in err
 
 
+def test_show_says_where_a_waiting_job_stands_in_line_and_nothing_once_it_runs(qm, world):
+    job = submit(world.alice, world.lab)
+    Job.objects.filter(pk=job.pk).update(queue_jobs_ahead=3, queue_gpu_hours_ahead=12.5)
+    code, out, _ = qm("show", str(job.id))
+    assert code == 0 and "  in line: 3 jobs ahead, asking 12.5 GPU-hours, for the nodes it could run on" in out
+    Job.objects.filter(pk=job.pk).update(queue_jobs_ahead=0, queue_gpu_hours_ahead=0.0)
+    assert "  in line: next (no job waits its turn ahead of it" in qm("show", str(job.id))[1]
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
+    assert "in line" not in qm("show", str(job.id))[1]
+
+
 def test_wrap_sends_a_command_line_as_written_and_words_after_dashes_stay_words(qm):
     code, _, _ = qm("submit", "-t", "1h", "--wrap", 'cd /tmp && echo "rank $QM_NODE_RANK"; true')
     wrapped = Job.objects.get(name="wrap")

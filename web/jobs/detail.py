@@ -108,9 +108,11 @@ def _array_of(request: HttpRequest, job: Job) -> ArraySummary | None:
 
 def watched_fields(job: Job) -> str:
     """A short digest of what the page shows of a job and the scheduler changes on its own:
-    its state, why it waits and when it should start. The page reloads when it differs."""
+    its state, why it waits, its place in line and when it should start. The page reloads
+    when it differs."""
     estimate = job.estimated_start_at.isoformat() if job.estimated_start_at else None
-    shown = [job.state, job.pending_reason, job.pending_blockers, estimate]
+    place = [job.queue_jobs_ahead, job.queue_gpu_hours_ahead]
+    shown = [job.state, job.pending_reason, job.pending_blockers, estimate, place]
     return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
