@@ -251,20 +251,6 @@ class Job(models.Model):
         blank=True,
         help_text="Latest expected start while pending (squeue --start), from the periodic estimate pass.",
     )
-    #: Its place in line while pending (``scheduler.core.positions``), stored by each tick:
-    #: the jobs that wait their turn ahead of it for nodes it could also run on, and the
-    #: GPU-hours (GPUs x walltime) they ask for. ``None`` when it has no place (not
-    #: pending, started, or no node could ever hold it).
-    queue_jobs_ahead = models.PositiveIntegerField(
-        null=True,
-        blank=True,
-        help_text="Jobs waiting their turn ahead of it, in priority order, for nodes it could run on (while pending).",
-    )
-    queue_gpu_hours_ahead = models.FloatField(
-        null=True,
-        blank=True,
-        help_text="The GPU-hours (GPUs x walltime) those jobs ahead of it ask for (while pending).",
-    )
     state_reason = models.CharField(max_length=500, blank=True)
     cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
     allocations = models.JSONField(default=list, blank=True)
@@ -374,6 +360,8 @@ class TickState(models.Model):
     #: request could use where they are]}}`` (``scheduler.tick.stranded``), and when.
     stranded = models.JSONField(default=dict, blank=True)
     stranded_at = models.DateTimeField(null=True, blank=True)
+    #: After a tick: every waiting job's place in line, packed (``scheduler.tick.positions``).
+    queue_positions = models.BinaryField(default=bytes, blank=True)
 
     def __str__(self) -> str:
         return f"last tick at {self.finished_at}"

@@ -3,14 +3,10 @@ values shown one way on every page."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import template
 
 from common.labels import field_label as label_of_field
-from scheduler.choices import JobState
 from web.words import format_walltime
-from web.words import queue_position as queue_position_text
 
 register = template.Library()
 
@@ -25,12 +21,3 @@ def walltime(seconds: int | None) -> str:
 def field_label(name: str) -> str:
     """A field's name in words (``max_gpus`` -> ``max GPUs``): ``common.labels``."""
     return label_of_field(name)
-
-
-@register.filter
-def queue_position(job: Any) -> str:
-    """A job's place in line (``web.words.queue_position``) while it is pending, else ``""``:
-    a job that runs, ended or is held has none."""
-    if job.state != JobState.PENDING:
-        return ""
-    return queue_position_text(job.queue_jobs_ahead, job.queue_gpu_hours_ahead)

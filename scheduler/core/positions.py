@@ -4,7 +4,7 @@ ahead of it.
 "How many are in front of me?" is the first thing a person waiting asks. The answer is
 read off the cycle's own order (the order ``schedule()`` walked the queue in: priority,
 then age), once per cycle, so that a page or ``qm show`` shows it without planning
-anything (``Policy.positions``; the tick stores it on each job).
+anything (``Policy.positions``; the tick records the line, ``scheduler.tick.positions``).
 
 What stands **ahead** of a waiting job J, and so what is counted:
 

@@ -27,10 +27,6 @@ class JobStateConflict(StateConflict):
     """The job is not in a state that allows the requested action."""
 
 
-#: What a job leaving the line (started, held, cancelled) forgets of its place in it
-#: (``Job.queue_jobs_ahead``): only pending jobs have one, stored by the tick.
-OUT_OF_LINE: dict[str, Any] = {"queue_jobs_ahead": None, "queue_gpu_hours_ahead": None}
-
 #: What a job forgets when it goes back to the queue as a new attempt.
 FRESH_ATTEMPT: dict[str, Any] = {
     "allocations": [],
@@ -159,7 +155,7 @@ def claim_many(
 
     ``columns`` are what differs per job (cluster, allocations, borrowed), one list each
     in the order of ``job_ids``; what only a waiting job has (its pending reason,
-    blockers, start estimate and queue position) is cleared.
+    blockers and start estimate) is cleared.
     """
     update_rows(
         Job,
@@ -171,7 +167,6 @@ def claim_many(
             "pending_reason": "",
             "pending_blockers": [],
             "estimated_start_at": None,
-            **OUT_OF_LINE,
             "updated_at": now,
         },
     )

@@ -20,7 +20,7 @@ from scheduler.core.types import PendingReason
 from scheduler.jobs.blockers import held_blockers
 from scheduler.jobs.files import refuse_if_expired
 from scheduler.jobs.remote import after_commit, cancel_remote, cancel_remote_after_commit
-from scheduler.jobs.transitions import FRESH_ATTEMPT, OUT_OF_LINE, JobStateConflict, transition
+from scheduler.jobs.transitions import FRESH_ATTEMPT, JobStateConflict, transition
 from scheduler.models import Job
 
 
@@ -37,23 +37,12 @@ def _user_transition(
 
 def cancelled_fields() -> dict[str, Any]:
     """What a job that is cancelled now forgets of its wait (one job or a whole array)."""
-    return {
-        "ended_at": timezone.now(),
-        "pending_reason": "",
-        "pending_blockers": [],
-        "estimated_start_at": None,
-        **OUT_OF_LINE,
-    }
+    return {"ended_at": timezone.now(), "pending_reason": "", "pending_blockers": [], "estimated_start_at": None}
 
 
 def held_fields(by: str) -> dict[str, Any]:
     """What a job held by ``by`` shows while it waits to be released."""
-    return {
-        "pending_reason": PendingReason.HELD,
-        "pending_blockers": held_blockers(by),
-        "estimated_start_at": None,
-        **OUT_OF_LINE,
-    }
+    return {"pending_reason": PendingReason.HELD, "pending_blockers": held_blockers(by), "estimated_start_at": None}
 
 
 #: What a released job forgets: the tick gives it its reasons again.

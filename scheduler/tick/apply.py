@@ -1,11 +1,11 @@
 """Write a cycle's decisions back: evict the preempted, claim the started, store why the
-rest wait, where they stand in line, and who borrows.
+rest wait and who borrows.
 
 Everything here runs inside the tick's transaction, under its lock, and writes only
-what changed since the snapshot: reasons, blockers and queue positions in one
-statement (see ``common.db.bulk``: a waiting job's blockers and place change on most
-ticks, as the jobs ahead of it start), and only on jobs still in the state the cycle
-saw (a job cancelled meanwhile keeps what its cancel wrote).
+what changed since the snapshot: reasons and blockers in one statement (see
+``common.db.bulk``: a waiting job's blockers change on most ticks, as the jobs ahead of
+it start), and only on jobs still in the state the cycle saw (a job cancelled
+meanwhile keeps what its cancel wrote).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from common.db.bulk import update_rows, update_versioned_rows
 from scheduler.choices import ACTIVE_STATES, EventKind, JobState
 from scheduler.config import SchedulerConfig
-from scheduler.core.types import Decisions, Eviction, PendingReason, QueuePosition, Start
+from scheduler.core.types import Decisions, Eviction, PendingReason, Start
 from scheduler.jobs import allocations
 from scheduler.jobs.blockers import blockers_to_json
 from scheduler.jobs.remote import cancel_remote_after_commit
@@ -113,40 +113,29 @@ _IN_LINE = frozenset({PendingReason.PRIORITY.value, PendingReason.RESOURCES.valu
 
 
 def store_waiting(decisions: Decisions, loaded: LoadedSnapshot) -> int:
-    """Write changed pending reasons, blockers and queue positions of still-PENDING jobs,
-    in one statement; returns the count.
+    """Write changed pending reasons and blockers of still-PENDING jobs; returns the count.
 
     A job the cycle did not look at because it had started as many jobs as it may
     (``SchedCycleLimit``) keeps a stored ``Priority`` or ``Resources``: what the last
     look at it found still stands, as Slurm leaves a job's reason alone when its
     scheduler stops short. Rewriting them moved ~8,000 rows from one reason to the other
-    and back on every other tick of a 10,000-job queue (the tick's costliest write). Its
-    queue position is still written when it changed: the cycle counts every job's.
+    and back on every other tick of a 10,000-job queue (the tick's costliest write).
 
     On PostgreSQL a row is written only if it is still the version the snapshot read
     (``scheduler.tick.kept``), and the new versions are noted so the next load need not
     read these jobs again: a job changed meanwhile (its QOS, its nice, a hold) keeps
     its stored reason until the next tick, which looks at it as it is now."""
-    changed: dict[int, tuple[str, list[dict[str, Any]], QueuePosition | None]] = {}
-    stored_reasons, stored_blockers = loaded.pending_reasons, loaded.pending_blockers
-    positions, stored_positions = decisions.positions, loaded.positions
+    changed: dict[int, tuple[str, list[dict[str, Any]]]] = {}
     for job_id, reason in decisions.pending_reasons.items():
-        position = positions.get(job_id)
-        moved = position != stored_positions.get(job_id)
-        if reason is PendingReason.CYCLE_LIMIT and stored_reasons.get(job_id) in _IN_LINE:
-            if moved:  # its reason stands; only its place changed
-                changed[job_id] = (stored_reasons[job_id], stored_blockers.get(job_id, []), position)
+        if reason is PendingReason.CYCLE_LIMIT and loaded.pending_reasons.get(job_id) in _IN_LINE:
             continue
-        blockers = blockers_to_json(decisions.blockers.get(job_id, ()))
-        if moved or stored_reasons.get(job_id) != reason or stored_blockers.get(job_id) != blockers:
-            changed[job_id] = (str(reason), blockers, position)
+        stored = blockers_to_json(decisions.blockers.get(job_id, ()))
+        if loaded.pending_reasons.get(job_id) != reason or loaded.pending_blockers.get(job_id) != stored:
+            changed[job_id] = (str(reason), stored)
     ids = list(changed)
-    places = [changed[i][2] for i in ids]
     columns: dict[str, Sequence[object]] = {
         "pending_reason": [changed[i][0] for i in ids],
         "pending_blockers": [changed[i][1] for i in ids],
-        "queue_jobs_ahead": [None if p is None else p[0] for p in places],
-        "queue_gpu_hours_ahead": [None if p is None else p[1] for p in places],
     }
     versions = waiting_versions(ids)
     if versions is None:

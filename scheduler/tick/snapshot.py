@@ -34,7 +34,6 @@ from scheduler.core.types import (
     NodeView,
     PendingJob,
     Policy,
-    QueuePosition,
     RunningJob,
     Snapshot,
     Window,
@@ -58,8 +57,6 @@ class LoadedSnapshot:
     #: The blockers stored now (parsed JSON), so that the tick writes only what changed.
     pending_blockers: dict[int, Any] = field(default_factory=dict)
     borrowed: frozenset[int] = frozenset()
-    #: The queue positions stored now, likewise (a job without one is not listed).
-    positions: dict[int, QueuePosition] = field(default_factory=dict)
     #: The small tables' digests this snapshot was read at, for the policy inputs.
     tables: TableDigests = UNVERSIONED
 
@@ -222,30 +219,22 @@ def _running_from_row(row: Sequence[Any]) -> tuple[RunningJob, bool]:
 _JSON_AT = [(PENDING_VALUES.index(name), default) for name, default in PENDING_JSON.items()]
 
 
-#: A waiting job's view with what the tick stored on it: reason, blockers, position.
-Waiting = tuple[PendingJob, str, Any, QueuePosition | None]
-
-
-def _pending_from_row(row: Sequence[Any]) -> Waiting:
-    """A waiting job's view, its stored reason, blockers and queue position, from a row
-    of :data:`PENDING_COLUMNS`."""
+def _pending_from_row(row: Sequence[Any]) -> tuple[PendingJob, str, Any]:
+    """A waiting job's view, its stored reason and blockers, from a row of
+    :data:`PENDING_COLUMNS`."""
     values = list(row)
     for i, default in _JSON_AT:
         values[i] = stored_json.parsed(values[i], default)
-    reason, blockers, jobs_ahead, gpu_hours_ahead = values[-4:]
-    position = None if jobs_ahead is None else (jobs_ahead, gpu_hours_ahead)
-    return pending_from_row(values), reason, stored_json.parsed(blockers, []), position
+    return pending_from_row(values), values[-2], stored_json.parsed(values[-1], [])
 
 
 #: :data:`PENDING_VALUES` with JSON columns as text (``scheduler.stored_json``: almost
 #: all are empty or what the last tick wrote, and parsing 30,000 of them was a third of
-#: the load), then the stored reason, blockers and queue position.
+#: the load), then the stored reason and blockers.
 PENDING_COLUMNS = (
     *(f"{name}__text" if name in PENDING_JSON else name for name in PENDING_VALUES),
     "pending_reason",
     "pending_blockers__text",
-    "queue_jobs_ahead",
-    "queue_gpu_hours_ahead",
 )
 
 #: The views of running and waiting jobs, kept between ticks (``scheduler.tick.kept``).
@@ -263,16 +252,9 @@ def waiting_versions(ids: Sequence[int]) -> list[str] | None:
 
 
 def waiting_written(rows: Iterable[Sequence[Any]]) -> None:
-    """Note the reasons, blockers and positions the tick wrote
-    (``common.db.bulk.update_versioned_rows`` rows: id, version, reason, blockers, jobs
-    ahead and GPU-hours ahead, as text), so the next load keeps those jobs."""
-    _pending_rows.written(rows, _written)
-
-
-def _written(view: Waiting, values: Sequence[Any]) -> Waiting:
-    reason, blockers, jobs_ahead, gpu_hours_ahead = values
-    position = None if jobs_ahead is None else (int(jobs_ahead), float(gpu_hours_ahead))
-    return view[0], reason, stored_json.parsed(blockers, []), position
+    """Note the reasons and blockers the tick wrote (``common.db.bulk.update_versioned_rows``
+    rows: id, version, reason, blockers as text), so the next load keeps those jobs."""
+    _pending_rows.written(rows, lambda view, values: (view[0], values[0], stored_json.parsed(values[1], [])))
 
 
 def load_snapshot() -> LoadedSnapshot:
@@ -285,10 +267,9 @@ def load_snapshot() -> LoadedSnapshot:
     running = tuple(job for job, _ in active)
     texts = {f"{name}__text": stored_json.as_text(name) for name in (*PENDING_JSON, "pending_blockers")}
     waiting = _pending_rows.read(Job.objects.filter(state=JobState.PENDING), **texts)
-    pending = [job for job, _, _, _ in waiting]
-    reasons = {job.id: reason for job, reason, _, _ in waiting}
-    blockers = {job.id: stored for job, _, stored, _ in waiting}
-    positions = {job.id: position for job, _, _, position in waiting if position is not None}
+    pending = [job for job, _, _ in waiting]
+    reasons = {job.id: reason for job, reason, _ in waiting}
+    blockers = {job.id: stored for job, _, stored in waiting}
     dependency_states = load_dependency_states(pending)
     account_limits, user_limits = tables.kept(load_limits, Quota, Account, get_user_model())
     snapshot = Snapshot(
@@ -304,7 +285,7 @@ def load_snapshot() -> LoadedSnapshot:
         windows=load_windows(timezone.now()),
     )
     borrowed = frozenset(job.id for job, borrowed in active if borrowed)
-    return LoadedSnapshot(snapshot, reasons, blockers, borrowed, positions, tables)
+    return LoadedSnapshot(snapshot, reasons, blockers, borrowed, tables)
 
 
 def load_account_parents() -> dict[str, str | None]:

@@ -20,7 +20,7 @@ from scheduler.jobs.transitions import transition
 from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Job
 from scheduler.tick.run import run_tick
-from tests.builders import T0, run_attempt, submit
+from tests.builders import T0, queue_line, run_attempt, submit
 from tests.monitoring.history import gpu, ran, samples
 
 
@@ -56,10 +56,10 @@ def test_submit_jobs_show_estimate_cancel(qm, world):
 
 def test_show_says_where_a_waiting_job_stands_in_line_and_nothing_once_it_runs(qm, world):
     job = submit(world.alice, world.lab)
-    Job.objects.filter(pk=job.pk).update(queue_jobs_ahead=3, queue_gpu_hours_ahead=12.5)
+    queue_line({job.id: (3, 12.5)})
     code, out, _ = qm("show", str(job.id))
     assert code == 0 and "  in line: 3 jobs ahead, asking 12.5 GPU-hours, for the nodes it could run on" in out
-    Job.objects.filter(pk=job.pk).update(queue_jobs_ahead=0, queue_gpu_hours_ahead=0.0)
+    queue_line({job.id: (0, 0.0)})
     assert "  in line: next (no job waits its turn ahead of it" in qm("show", str(job.id))[1]
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
     assert "in line" not in qm("show", str(job.id))[1]

@@ -13,7 +13,7 @@ from django.test import Client
 
 from scheduler.jobs.verbs import hold_job
 from scheduler.models import Job
-from tests.builders import submit
+from tests.builders import queue_line, submit
 from web.words import queue_position
 
 pytestmark = pytest.mark.django_db
@@ -25,9 +25,9 @@ def logged_in(user) -> Client:
     return client
 
 
-def place(job: Job, jobs_ahead: int | None, gpu_hours_ahead: float | None) -> None:
-    """The place the tick stores on a waiting job."""
-    Job.objects.filter(pk=job.pk).update(queue_jobs_ahead=jobs_ahead, queue_gpu_hours_ahead=gpu_hours_ahead)
+def place(job: Job, jobs_ahead: int, gpu_hours_ahead: float) -> None:
+    """The place the last tick gave a waiting job (the only one in its line)."""
+    queue_line({job.id: (jobs_ahead, gpu_hours_ahead)})
 
 
 @pytest.mark.parametrize(
@@ -85,8 +85,7 @@ def test_only_those_who_may_see_the_job_see_its_page(world, who, sees):
 
 def test_the_dashboard_job_list_shows_each_waiting_job_s_place(world):
     waiting, running = submit(world.alice, world.lab, name="waits"), submit(world.alice, world.lab, name="runs")
-    place(waiting, 3, 12.5)
-    place(running, 1, 1.0)
+    queue_line({waiting.id: (3, 12.5), running.id: (1, 1.0)})
     Job.objects.filter(pk=running.pk).update(state="RUNNING")
     html = logged_in(world.alice).get("/").content.decode()
     assert "<th>In line</th>" in html

@@ -21,6 +21,7 @@ from people.access import visible_jobs
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
 from scheduler.clusters.dispatch import output_of
 from scheduler.clusters.logs import read_job_log
+from scheduler.core.types import QueuePosition
 from scheduler.jobs.array_verbs import ARRAY_VERBS
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.mail_type import mail_type_text
@@ -31,9 +32,10 @@ from scheduler.reads.arrays import (
     array_summary,
     display_id,
 )
+from scheduler.reads.positions import QueueLine
 from scheduler.reads.sharing import share_costs
 from web.jobs.submit import shown_blockers
-from web.words import request_shape, signed, starts_in
+from web.words import queue_position, request_shape, signed, starts_in
 
 
 def visible_job(request: HttpRequest, job_id: int) -> Job:
@@ -48,6 +50,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     now = timezone.now()
     blockers = shown_blockers(blockers_for_api(job.state, job.pending_blockers, job.pending_reason))
     priority = reports.priority_of(job, now) if job.state == JobState.PENDING else None
+    place = QueueLine().place_of(job)
     # The page follows a job that waits (its state, why, its estimate) or runs (its log).
     live = job.state in ACTIVE_STATES | QUEUED_STATES
     metrics = readings.job_series(job, now)
@@ -65,7 +68,9 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "shape": request_shape(job.nodes, job.gpus_per_node, job.gpu_model, job.gpu_share),
             "log": read_job_log(job, 16_384) if job.external_id else "",
             "live": live,
-            "watch": watched_fields(job),
+            "watch": watched_fields(job, place),
+            "place": queue_position(*place) if place else "",
+            "next_in_line": place is not None and not place[0],
             "gpu_figure": charts.job_gpu_figure(metrics, (job.started_at, job.ended_at or now))
             if job.started_at and any(m.points for m in metrics)
             else None,
@@ -106,12 +111,11 @@ def _array_of(request: HttpRequest, job: Job) -> ArraySummary | None:
     return array_summary(tasks, job.array_job_id)
 
 
-def watched_fields(job: Job) -> str:
+def watched_fields(job: Job, place: QueuePosition | None) -> str:
     """A short digest of what the page shows of a job and the scheduler changes on its own:
-    its state, why it waits, its place in line and when it should start. The page reloads
-    when it differs."""
+    its state, why it waits, its place in line (``place``) and when it should start. The
+    page reloads when it differs."""
     estimate = job.estimated_start_at.isoformat() if job.estimated_start_at else None
-    place = [job.queue_jobs_ahead, job.queue_gpu_hours_ahead]
     shown = [job.state, job.pending_reason, job.pending_blockers, estimate, place]
     return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -125,7 +129,7 @@ def job_log(request: HttpRequest, job_id: int) -> JsonResponse:
     return JsonResponse(
         {
             "state": job.state,
-            "watch": watched_fields(job),
+            "watch": watched_fields(job, QueueLine().place_of(job)),
             "log": read_job_log(job, 16_384) if job.external_id else "",
         }
     )

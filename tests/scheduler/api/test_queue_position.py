@@ -10,10 +10,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from scheduler.models import Job
-from tests.builders import run_attempt, submit
+from tests.builders import queue_line, run_attempt, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -22,9 +24,9 @@ SEES_ALICES_JOB = {"alice": True, "bob": True, "dora": False, "charlie": False, 
 
 @pytest.fixture
 def placed(world):
-    """alice's waiting job, with the place the tick stored: 3 jobs and 12.5 GPU-hours ahead."""
+    """alice's waiting job, with the place the last tick gave it: 3 jobs and 12.5 GPU-hours ahead."""
     job = submit(world.alice, world.lab, name="alices-train")
-    Job.objects.filter(pk=job.pk).update(queue_jobs_ahead=3, queue_gpu_hours_ahead=12.5)
+    queue_line({job.id: (3, 12.5)})
     return job
 
 
@@ -47,14 +49,28 @@ def test_the_list_gives_positions_of_visible_jobs_only(world, client_for, placed
     )
 
 
-def test_a_job_that_started_has_no_position(world, client_for, tick):
+@pytest.mark.parametrize("state", ["HELD", "DISPATCHING", "RUNNING", "COMPLETED", "CANCELLED"])
+def test_a_job_that_is_not_pending_has_no_position_even_before_the_next_tick(world, client_for, state):
     job = submit(world.alice, world.lab)
-    Job.objects.filter(pk=job.pk).update(queue_jobs_ahead=0, queue_gpu_hours_ahead=0.0)
-    tick()  # it fits: the claim clears what only a waiting job has
+    queue_line({job.id: (0, 0.0)})
+    Job.objects.filter(pk=job.pk).update(state=state)
     body = client_for(world.alice).get(f"/api/v1/jobs/{job.id}/").json()
-    assert body["state"] != "PENDING"
     assert (body["queue_jobs_ahead"], body["queue_gpu_hours_ahead"]) == (None, None)
-    Job.objects.filter(pk=job.pk).update(state="CANCELLED")
+
+
+def test_a_list_reads_the_line_once_and_not_at_all_without_a_pending_job(world, client_for):
+    jobs = [submit(world.alice, world.lab) for _ in range(5)]
+    queue_line({job.id: (i, float(i)) for i, job in enumerate(jobs)})
+    client = client_for(world.alice)
+    client.get("/api/v1/jobs/")  # warm: the session, the user
+    with CaptureQueriesContext(connection) as pending:
+        rows = client.get("/api/v1/jobs/").json()["results"]
+    assert sorted(r["queue_jobs_ahead"] for r in rows) == [0, 1, 2, 3, 4]
+    assert sum("queue_positions" in q["sql"] for q in pending.captured_queries) == 1
+    Job.objects.update(state="CANCELLED")
+    with CaptureQueriesContext(connection) as ended:
+        client.get("/api/v1/jobs/")
+    assert not any("queue_positions" in q["sql"] for q in ended.captured_queries)
 
 
 def test_the_tick_s_position_reaches_the_api(world, client_for, tick, settings):

@@ -1,5 +1,6 @@
-"""The tick stores every waiting job's place in line: the jobs and GPU-hours ahead of it
-on the nodes it could run on, from the cycle's order, in the write it already makes."""
+"""The tick records every waiting job's place in line (the jobs and GPU-hours ahead of it
+on the nodes it could run on, from the cycle's order) in the statement that records the
+tick, packed (``scheduler.tick.positions``); the reads give a place to pending jobs only."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from scheduler.choices import JobState
-from scheduler.core.types import Decisions, PendingReason
 from scheduler.jobs.verbs import cancel_job, hold_job, release_job
-from scheduler.models import Job
-from scheduler.tick.apply import store_waiting
-from scheduler.tick.snapshot import load_snapshot
+from scheduler.models import Job, TickState
+from scheduler.reads.positions import QueueLine, stored_positions
+from scheduler.tick.positions import packed, unpacked
 from tests.builders import run_attempt, submit
 
 pytestmark = pytest.mark.django_db
@@ -34,12 +36,12 @@ def full(world: Any, settings: Any) -> list[Job]:
     return holders
 
 
-def places() -> dict[int, tuple[int | None, float | None]]:
-    rows = Job.objects.filter(state=JobState.PENDING).values_list("id", "queue_jobs_ahead", "queue_gpu_hours_ahead")
-    return {job_id: (jobs, hours) for job_id, jobs, hours in rows}
+def places() -> dict[int, tuple[int, float]]:
+    """The places of the pending jobs, as the pages and the API read them."""
+    return QueueLine().places_of(Job.objects.filter(state=JobState.PENDING))
 
 
-def test_each_waiting_job_stores_the_jobs_and_gpu_hours_ahead_of_it(world, full, tick):
+def test_each_waiting_job_has_the_jobs_and_gpu_hours_ahead_of_it(world, full, tick):
     h100 = submit(world.alice, world.lab, gpus_per_node=8, gpu_model="H100-80GB", walltime_seconds=2 * 3600)
     any_four = submit(world.alice, world.lab, gpus_per_node=4, walltime_seconds=3600)
     l4 = submit(world.alice, world.lab, gpu_model="L4", walltime_seconds=3 * 3600)
@@ -55,8 +57,7 @@ def test_each_waiting_job_stores_the_jobs_and_gpu_hours_ahead_of_it(world, full,
         waits.id: (3, 23.0),  # it has a place, but waits on its dependency first...
         last.id: (3, 23.0),  # ...so it stands ahead of no one; nor does the held job
     }
-    held.refresh_from_db()
-    assert (held.queue_jobs_ahead, held.queue_gpu_hours_ahead) == (None, None)
+    assert held.id not in stored_positions()
 
 
 def test_a_job_that_starts_or_is_held_leaves_the_line_and_those_behind_move_up(world, full, tick):
@@ -67,43 +68,61 @@ def test_a_job_that_starts_or_is_held_leaves_the_line_and_those_behind_move_up(w
     assert places()[third.id] == (2, 10.0)
 
     hold_job(second, by="alice")
-    assert Job.objects.get(pk=second.pk).queue_jobs_ahead is None
+    assert QueueLine().place_of(Job.objects.get(pk=second.pk)) is None  # at once, before the next tick
     tick()
     assert places()[third.id] == (1, 8.0)
 
     cancel_job(Job.objects.get(pk=full[0].pk), by="test")  # frees h100-01: the first job starts
     tick()
     first.refresh_from_db()
-    assert first.state != JobState.PENDING and (first.queue_jobs_ahead, first.queue_gpu_hours_ahead) == (None, None)
+    assert first.state != JobState.PENDING and QueueLine().place_of(first) is None
     assert places()[third.id] == (0, 0.0)
 
     release_job(Job.objects.get(pk=second.pk), by="alice")
+    assert QueueLine().place_of(Job.objects.get(pk=second.pk)) is None  # not placed until the next tick
     tick()
     assert places() == {second.id: (0, 0.0), third.id: (1, 2.0)}  # back in its place by age
     for job in Job.objects.filter(state__in=[JobState.RUNNING, JobState.DISPATCHING]):
         cancel_job(job, by="test")
 
 
-def test_a_position_is_written_only_when_it_changed_in_the_same_statement_as_reasons(world):
-    jobs = [submit(world.alice, world.lab) for _ in range(3)]
-    decisions = Decisions(
-        pending_reasons={job.id: PendingReason.PRIORITY for job in jobs},
-        positions={job.id: (i, float(i)) for i, job in enumerate(jobs)},
-    )
-    assert store_waiting(decisions, load_snapshot()) == 3
-    assert store_waiting(decisions, load_snapshot()) == 0  # nothing changed: nothing written
-    moved = Decisions(
-        pending_reasons=decisions.pending_reasons,
-        positions={jobs[0].id: (0, 0.0), jobs[2].id: (1, 1.0)},  # the middle one has no place now
-    )
-    assert store_waiting(moved, load_snapshot()) == 2
-    assert places() == {jobs[0].id: (0, 0.0), jobs[1].id: (None, None), jobs[2].id: (1, 1.0)}
+def test_the_line_is_written_in_the_statement_that_records_the_tick(world, full, tick):
+    """No query per job: with 3 or 33 jobs waiting, a tick (after the one that wrote their
+    reasons) makes the same queries, and the line rides on the tick's own record."""
+    for _ in range(3):
+        submit(world.alice, world.lab)
+    tick()
+    with CaptureQueriesContext(connection) as few:
+        tick()
+    for _ in range(30):
+        submit(world.alice, world.lab)
+    tick()
+    with CaptureQueriesContext(connection) as many:
+        tick()
+    assert len(many.captured_queries) == len(few.captured_queries)
+    writes = [q["sql"] for q in many.captured_queries if "queue_positions" in q["sql"]]
+    assert len(writes) == 1 and writes[0].startswith("UPDATE") and "finished_at" in writes[0]
+    assert len(stored_positions()) == 33
 
 
-def test_a_job_the_cycle_stopped_short_of_keeps_its_reason_but_gets_its_new_place(world):
+@pytest.mark.parametrize(
+    "line",
+    [{}, {7: (0, 0.0)}, {9: (3, 12.5), 2: (0, 0.0), 2**40: (10_000, 123_456.75)}],
+    ids=["nobody waits", "one job", "in the cycle's order, not by id"],
+)
+def test_a_line_reads_back_as_written(line):
+    blob = packed(line)
+    assert len(blob) == 24 * len(line)
+    back = unpacked(blob)
+    assert back == line and list(back) == list(line)
+
+
+def test_a_value_that_is_no_line_is_refused():
+    with pytest.raises(ValueError, match="24 bytes an entry"):
+        unpacked(b"\0" * 25)
+
+
+def test_before_any_tick_no_job_has_a_place(world):
     job = submit(world.alice, world.lab)
-    Job.objects.filter(pk=job.pk).update(pending_reason="Priority", queue_jobs_ahead=5, queue_gpu_hours_ahead=5.0)
-    decisions = Decisions(pending_reasons={job.id: PendingReason.CYCLE_LIMIT}, positions={job.id: (3, 2.5)})
-    assert store_waiting(decisions, load_snapshot()) == 1
-    job.refresh_from_db()
-    assert (job.pending_reason, job.queue_jobs_ahead, job.queue_gpu_hours_ahead) == ("Priority", 3, 2.5)
+    assert not TickState.objects.exists()
+    assert QueueLine().place_of(job) is None
