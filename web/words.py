@@ -50,7 +50,7 @@ def starts_in(at: datetime | None, now: datetime) -> str:
 
 
 def queue_position(jobs_ahead: int | None, gpu_hours_ahead: float | None) -> str:
-    """A waiting job's place in line (``Job.queue_jobs_ahead``): ``next in line``,
+    """A waiting job's place in line (``scheduler.reads.positions``): ``next in line``,
     ``3 jobs ahead (12.5 GPU-hours)``; ``""`` for none."""
     if jobs_ahead is None:
         return ""

@@ -28,8 +28,8 @@ ComputeCapability = tuple[int, int]
 #: Where a waiting job stands in line (see ``scheduler.core.positions``): ``(jobs
 #: ahead, GPU-hours ahead)``, the jobs that wait their turn ahead of it, in the cycle's
 #: order, for nodes it could also run on, and the GPUs x walltime they ask for. A plain
-#: tuple: a cycle makes one per waiting job, and the tick compares each with the one
-#: stored (a dataclass took 20 times as long to build: 2 ms per 10,000 jobs).
+#: tuple: a cycle makes one per waiting job (a dataclass took 20 times as long to build:
+#: 2 ms per 10,000 jobs).
 QueuePosition = tuple[int, float]
 
 #: CPUs are counted in thousandths (millicores, Kubernetes' unit) everywhere in the core:

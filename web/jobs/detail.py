@@ -21,7 +21,6 @@ from people.access import visible_jobs
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
 from scheduler.clusters.dispatch import output_of
 from scheduler.clusters.logs import read_job_log
-from scheduler.core.types import QueuePosition
 from scheduler.jobs.array_verbs import ARRAY_VERBS
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.mail_type import mail_type_text
@@ -68,7 +67,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "shape": request_shape(job.nodes, job.gpus_per_node, job.gpu_model, job.gpu_share),
             "log": read_job_log(job, 16_384) if job.external_id else "",
             "live": live,
-            "watch": watched_fields(job, place),
+            "watch": watched_fields(job),
             "place": queue_position(*place) if place else "",
             "next_in_line": place is not None and not place[0],
             "gpu_figure": charts.job_gpu_figure(metrics, (job.started_at, job.ended_at or now))
@@ -111,12 +110,14 @@ def _array_of(request: HttpRequest, job: Job) -> ArraySummary | None:
     return array_summary(tasks, job.array_job_id)
 
 
-def watched_fields(job: Job, place: QueuePosition | None) -> str:
+def watched_fields(job: Job) -> str:
     """A short digest of what the page shows of a job and the scheduler changes on its own:
-    its state, why it waits, its place in line (``place``) and when it should start. The
-    page reloads when it differs."""
+    its state, why it waits and when it should start. The page reloads when it differs.
+    Not its place in line: that moves on most ticks of a busy queue, and a reload each
+    time (and a read of the whole line every 3 s for each open page) would cost more than
+    a place a few ticks old."""
     estimate = job.estimated_start_at.isoformat() if job.estimated_start_at else None
-    shown = [job.state, job.pending_reason, job.pending_blockers, estimate, place]
+    shown = [job.state, job.pending_reason, job.pending_blockers, estimate]
     return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -129,7 +130,7 @@ def job_log(request: HttpRequest, job_id: int) -> JsonResponse:
     return JsonResponse(
         {
             "state": job.state,
-            "watch": watched_fields(job, QueueLine().place_of(job)),
+            "watch": watched_fields(job),
             "log": read_job_log(job, 16_384) if job.external_id else "",
         }
     )
