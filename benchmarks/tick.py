@@ -20,6 +20,15 @@ interpreted; ``QM_NATIVE_CORE=off`` times the interpreted one, see
 - ``tick_snapshot_load_ms``: ``scheduler.tick.snapshot.load_snapshot()``, the bulk read.
 - ``tick_schedule_ms``: one pure ``scheduler.core.schedule()`` call on that snapshot,
   with the policy ``run_tick`` uses (``max_starts = SCHEDULER_MAX_STARTS_PER_TICK``).
+- ``tick_positions_ms``: the queue positions step alone
+  (``scheduler.core.positions.queue_positions``: the jobs and GPU-hours ahead of every
+  waiting job), on that decision's order and reasons; ``run_tick`` runs it and stores
+  the positions, so it is inside ``tick_full_ms`` and ``tick_full_steady_ms``.
+- ``tick_positions_added_ms`` (with ``--positions-ab N``): what queue positions add to
+  a whole tick, once the cluster is full and the ticks repeat one another (nothing
+  starts): the median of N ticks that compute and record them less the median of N
+  ticks that do not, taken in alternating pairs in this one process, so that the
+  machine's load weighs on both alike.
 - ``tick_full_ms``: one ``run_tick()`` from a fresh state (every job PENDING,
   no pending reason yet, so the tick also writes ~``pending`` reasons), measured as
   **wall time around the call**: lock, load, decide, apply, the COMMIT and the
@@ -79,9 +88,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="make the pending jobs tasks of job arrays of this many tasks each, throttled to a tenth of them "
         "(context array_tasks; compare with a run without it: tasks must cost no more than jobs)",
     )
+    parser.add_argument(
+        "--positions-ab",
+        type=int,
+        default=0,
+        help="after the steady ticks, this many pairs of ticks with and without queue positions "
+        "(tick_positions_added_ms; default 0: not measured)",
+    )
     args = parser.parse_args(argv)
     if min(args.nodes, args.pending, args.repeat) < 1:
         parser.error("--nodes, --pending and --repeat must be >= 1")
+    if args.positions_ab < 0:
+        parser.error("--positions-ab must be >= 0")
     return args
 
 
@@ -190,6 +208,66 @@ def core_figures(args: argparse.Namespace) -> None:
         )
 
 
+def positions_figure(
+    snapshot: Any, policy: Any, now: Any, decisions: Any, repeat: int, context: dict[str, Any]
+) -> None:
+    """``tick_positions_ms``: the queue positions step alone, on the cycle's order and
+    final reasons (the idle cluster's answers per request shape are warm, as the
+    explain step leaves them in a tick)."""
+    from scheduler.core.cycle import queue_order
+    from scheduler.core.placement import IdleCluster
+    from scheduler.core.positions import queue_positions
+    from scheduler.core.types import Decisions
+
+    order = queue_order(snapshot, policy, now, Decisions())
+    idle = IdleCluster.shared(snapshot.nodes)
+    samples = []
+    for _ in range(repeat + 1):
+        t0 = time.perf_counter()
+        positions = queue_positions(order, decisions.pending_reasons, idle)
+        samples.append((time.perf_counter() - t0) * 1000)
+    emit("tick_positions_ms", median_ms(samples[1:]), "ms", positioned=len(positions), **context)
+
+
+def positions_added_figure(pairs: int, context: dict[str, Any]) -> None:
+    """``tick_positions_added_ms``: ticks with and without the positions step (the policy
+    ``run_tick`` hands the core, with ``positions`` set as asked), in alternating pairs,
+    after ticking until nothing more starts. Call it where ``run_tick`` may run (dispatch
+    stubbed). No pairs: nothing measured."""
+    if not pairs:
+        return
+    from dataclasses import replace
+    from unittest import mock
+
+    import scheduler.tick.run as tick_run
+
+    real = tick_run.schedule
+    wanted = {"positions": True}
+
+    def schedule(snapshot: Any, policy: Any, now: Any) -> Any:
+        return real(snapshot, replace(policy, positions=wanted["positions"]), now)
+
+    with mock.patch.object(tick_run, "schedule", schedule):
+        while tick_run.run_tick().started:
+            pass
+        samples: dict[bool, list[float]] = {True: [], False: []}
+        for pair in range(pairs):
+            for positions in (True, False) if pair % 2 == 0 else (False, True):
+                wanted["positions"] = positions
+                t0 = time.perf_counter()
+                tick_run.run_tick()
+                samples[positions].append((time.perf_counter() - t0) * 1000)
+    emit(
+        "tick_positions_added_ms",
+        round(median_ms(samples[True]) - median_ms(samples[False]), 1),
+        "ms",
+        with_ms=median_ms(samples[True]),
+        without_ms=median_ms(samples[False]),
+        pairs=pairs,
+        **{**context, "repeat": pairs},
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     began = time.perf_counter()
@@ -250,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             backfill=policy.backfill,
             **context,
         )
+        positions_figure(loaded.snapshot, policy, now, decisions, args.repeat, context)
 
         # 3. The whole tick, from a fresh state each time (see the module docstring).
         walls, inside, queries = [], [], 0
@@ -281,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                     later = run_tick()
                     steady.append((time.perf_counter() - t0) * 1000)
                     steady_started.append(len(later.started))
+            positions_added_figure(args.positions_ab, context)
         emit(
             "tick_full_ms",
             median_ms(walls),

@@ -77,7 +77,7 @@ class PortalCollector(Collector):
             yield family
 
     def _tick(self) -> Iterator[Metric]:
-        tick = TickState.objects.filter(pk=1).first()
+        tick = TickState.objects.filter(pk=1).defer("queue_positions").first()
         duration = GaugeMetricFamily("quartermaster_tick_duration_seconds", "Duration of the last scheduling tick.")
         started = GaugeMetricFamily("quartermaster_tick_started_jobs", "Jobs the last tick decided to start.")
         considered = GaugeMetricFamily("quartermaster_tick_pending_jobs", "Pending jobs the last tick considered.")

@@ -70,6 +70,14 @@ def _gpus(job: dict[str, Any]) -> str:
     return f"{job['nodes']}x{job['gpus_per_node']}"
 
 
+def _in_line(jobs_ahead: int, gpu_hours_ahead: float) -> str:
+    """A pending job's place in line, as the API gives it (``queue_jobs_ahead``)."""
+    if not jobs_ahead:
+        return "next (no job waits its turn ahead of it for the nodes it could run on)"
+    jobs = f"{jobs_ahead} job{'s' if jobs_ahead > 1 else ''}"
+    return f"{jobs} ahead, asking {gpu_hours_ahead:,.1f} GPU-hours, for the nodes it could run on"
+
+
 def _when(seconds: float | None) -> str:
     if seconds is None:
         return "unknown"
@@ -242,6 +250,8 @@ class Cli:
             self.say(f"  estimated start (latest): {job['estimated_start_at']}")
         if job.get("estimated_start_p50_at") and job.get("estimated_start_p90_at"):
             self.say(f"  likely start: {job['estimated_start_p50_at']} (p50), {job['estimated_start_p90_at']} (p90)")
+        if job["state"] == "PENDING" and job.get("queue_jobs_ahead") is not None:
+            self.say(f"  in line: {_in_line(job['queue_jobs_ahead'], job.get('queue_gpu_hours_ahead') or 0.0)}")
         for alloc in job.get("allocations") or []:
             self.say(f"  on {alloc['node']} GPUs {','.join(map(str, alloc['gpu_indices']))}")
         if job.get("external_id"):

@@ -377,6 +377,8 @@ class TickState(models.Model):
     #: request could use where they are]}}`` (``scheduler.tick.stranded``), and when.
     stranded = models.JSONField(default=dict, blank=True)
     stranded_at = models.DateTimeField(null=True, blank=True)
+    #: After a tick: every waiting job's place in line, packed (``scheduler.tick.positions``).
+    queue_positions = models.BinaryField(default=bytes, blank=True)
 
     def __str__(self) -> str:
         return f"last tick at {self.finished_at}"

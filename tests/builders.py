@@ -243,6 +243,15 @@ def finished(owner: Any, account: Any, ended: datetime, *, waited: timedelta, ra
     return job
 
 
+def queue_line(places: dict[int, tuple[int, float]]) -> None:
+    """The line as a tick leaves it: job id -> (jobs ahead, GPU-hours ahead), stored as
+    ``run_tick`` stores it (``scheduler.tick.positions``)."""
+    from scheduler.models import TickState
+    from scheduler.tick.positions import packed
+
+    TickState.objects.update_or_create(pk=1, defaults={"queue_positions": packed(places)})
+
+
 def run_attempt(job: Any, start: datetime, end: datetime | None, node: str = "h100-01", gpus: int = 1) -> None:
     """One attempt of ``job`` on ``node`` from ``start`` to ``end`` (None: still running),
     through the real transitions, which write its hours and its ``JobAttempt`` record."""

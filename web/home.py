@@ -17,8 +17,9 @@ from people.models import Account
 from scheduler.choices import JobState
 from scheduler.models import Job
 from scheduler.reads import reports
+from scheduler.reads.positions import QueueLine
 from web import figures
-from web.words import starts_in
+from web.words import queue_position, starts_in
 
 
 @login_required
@@ -53,10 +54,16 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "quota_rows": figures.quota_use(accounts),
             "capacity": figures.free_gpus_by_model(),
             "upcoming": [(job, starts_in(job.estimated_start_at, now)) for job in upcoming],
-            "recent": recent,
+            "recent": _with_places(recent),
             "accounts": accounts,
         },
     )
+
+
+def _with_places(jobs: list[Job]) -> list[tuple[Job, str]]:
+    """Each job with its place in the last tick's line in words (``""``: none)."""
+    places = QueueLine().places_of(jobs)
+    return [(job, queue_position(*places[job.id]) if job.id in places else "") for job in jobs]
 
 
 def _recent_columns() -> list[str]:

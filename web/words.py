@@ -49,6 +49,18 @@ def starts_in(at: datetime | None, now: datetime) -> str:
     return "now" if at <= now else "in " + about((at - now).total_seconds())
 
 
+def queue_position(jobs_ahead: int | None, gpu_hours_ahead: float | None) -> str:
+    """A waiting job's place in line (``scheduler.reads.positions``): ``next in line``,
+    ``3 jobs ahead (12.5 GPU-hours)``; ``""`` for none."""
+    if jobs_ahead is None:
+        return ""
+    if not jobs_ahead:
+        return "next in line"
+    hours = gpu_hours_ahead or 0.0
+    amount = f"{hours:,.0f}" if hours >= 100 else f"{hours:.1f}".removesuffix(".0")
+    return f"{jobs_ahead:,} job{'s' if jobs_ahead > 1 else ''} ahead ({amount} GPU-hours)"
+
+
 def signed(value: float) -> str:
     """``+5``, ``-5`` (with a minus sign, U+2212, not a hyphen), ``0``: a change with one sign,
     never a signed zero."""

@@ -34,7 +34,7 @@ from scheduler.backends.job_files import name_problem
 from scheduler.clusters.dispatch import output_of
 from scheduler.core.dependencies import KINDS as DEPENDENCY_KINDS
 from scheduler.core.reason_words import reason_words
-from scheduler.core.types import cpu_count, cpu_millis, gpu_model_choices, parse_compute_capability
+from scheduler.core.types import QueuePosition, cpu_count, cpu_millis, gpu_model_choices, parse_compute_capability
 from scheduler.jobs.admission import admit
 from scheduler.jobs.array_spec import MAX_SPEC_LENGTH, ArraySpec, ArraySpecError, parse_array
 from scheduler.jobs.blockers import blockers_for_api
@@ -49,6 +49,7 @@ from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Gpu, Job, JobEvent, Node, StartBacktest
 from scheduler.reads.arrays import display_id
 from scheduler.reads.inventory import load_inventory
+from scheduler.reads.positions import QueueLine
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_INT = 2**31 - 1
@@ -179,6 +180,14 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     folded_tasks = serializers.SerializerMethodField(
         help_text="With ?collapse=arrays: how many waiting tasks this row stands for (null otherwise)."
     )
+    queue_jobs_ahead = serializers.SerializerMethodField(
+        help_text="While pending: the jobs waiting their turn ahead of it, in the scheduler's order, for nodes it "
+        "could also run on, as of the last tick (0: next in line). Null when not pending, or not placed yet."
+    )
+    queue_gpu_hours_ahead = serializers.SerializerMethodField(
+        help_text="While pending: the GPU-hours (GPUs x walltime) those jobs ahead of it ask for. Null as "
+        "queue_jobs_ahead."
+    )
     output_file = serializers.SerializerMethodField(
         help_text="The file its stdout is written to, output_path's patterns filled in (relative: in its own "
         "fresh directory); '' for none. GET /api/v1/jobs/{id}/ only; null in lists."
@@ -211,6 +220,8 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "estimated_start_at",
             "estimated_start_p50_at",
             "estimated_start_p90_at",
+            "queue_jobs_ahead",
+            "queue_gpu_hours_ahead",
             "state_reason",
             "command",
             "script",
@@ -252,6 +263,25 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     def get_display_id(self, job: Job) -> str:
         folded = self._folded(job)
         return str(folded["label"]) if folded else display_id(job)
+
+    #: The last tick's line, read once per response (a list's rows share one serializer).
+    _queue_line: QueueLine | None = None
+
+    def _place(self, job: Job) -> QueuePosition | None:
+        """Its place in the last tick's line (``scheduler.reads.positions``)."""
+        if self._queue_line is None:
+            self._queue_line = QueueLine()
+        return self._queue_line.place_of(job)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_jobs_ahead(self, job: Job) -> int | None:
+        place = self._place(job)
+        return None if place is None else place[0]
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_queue_gpu_hours_ahead(self, job: Job) -> float | None:
+        place = self._place(job)
+        return None if place is None else place[1]
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_folded_tasks(self, job: Job) -> int | None:

@@ -21,6 +21,7 @@ from scheduler.core.fairshare import fair_tree_factors
 from scheduler.core.fragmentation import Scorer, WorkloadMix
 from scheduler.core.limits import LimitBook, caps_anything
 from scheduler.core.placement import IdleCluster, Ledger, request_shape
+from scheduler.core.positions import queue_positions
 from scheduler.core.preemption import candidates, outserved, plan_preemption
 from scheduler.core.priority import PriorityCalculator, cluster_gpu_count, order_by_priority
 from scheduler.core.queue import QueueWalk, service_level, waiting
@@ -35,6 +36,7 @@ from scheduler.core.types import (
     PendingReason,
     PlacementStrategy,
     Policy,
+    QueuePosition,
     Reservation,
     RunningJob,
     Snapshot,
@@ -167,6 +169,8 @@ def schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
        ``Priority``.
     7. With ``policy.estimates``, plan the rest of the queue forward from this cycle's
        final ledger and releases (see ``scheduler.core.timeline.estimate_queue``).
+    8. With ``policy.positions``, count the jobs and GPU-hours ahead of every waiting
+       job on the nodes it could run on (see ``scheduler.core.positions``).
 
     Capacity only shrinks during a cycle, so a request that failed once against the
     same held-back resources is not tried again, and feasibility on the idle cluster
@@ -201,6 +205,8 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     6. With ``policy.explain``, give every waiting job its blockers (:func:`_explain`).
     7. With ``policy.estimates``, plan the rest of the queue forward (:func:`_estimate`).
     8. Name the windows that kept jobs out (:func:`_name_windows`).
+    9. With ``policy.positions``, give every waiting job its place in line, from the
+       final reasons (:func:`_positions`).
     """
     decisions = Decisions()
     ledger = _ledger(snapshot, policy)
@@ -213,6 +219,8 @@ def _schedule(snapshot: Snapshot, policy: Policy, now: datetime) -> Decisions:
     if policy.estimates:
         decisions.estimates = _estimate(cycle, order)
     _name_windows(cycle)
+    if policy.positions:
+        decisions.positions = _positions(cycle, order)
     return decisions
 
 
@@ -252,9 +260,9 @@ def _walk_order(
 
     A kept queue is walked class by class, setting aside a class whose job could not
     start (see ``scheduler.core.queue``), unless every job needs its reason and place
-    in the order (explain, estimates).
+    in the order (explain, estimates, positions).
     """
-    if snapshot.queue is not None and not (policy.explain or policy.estimates):
+    if snapshot.queue is not None and not (policy.explain or policy.estimates or policy.positions):
         walk = QueueWalk(snapshot.queue, priority_calculator(snapshot, policy, now))
         return walk, walk
     return None, queue_order(snapshot, policy, now, decisions)
@@ -596,6 +604,12 @@ def _estimate(cycle: _Cycle, order: Iterable[PendingJob]) -> dict[int, datetime]
     cycle's final ledger and releases (see ``scheduler.core.timeline.estimate_queue``)."""
     releases = [(r.at, r.allocations) for r in cycle.releases.all()]
     return estimate_queue(order, cycle.decisions, cycle.ledger, releases, cycle.now, cycle.policy, cycle.windows)
+
+
+def _positions(cycle: _Cycle, order: Iterable[PendingJob]) -> dict[int, QueuePosition]:
+    """Step 9: every waiting job's place in line, read off the walk's order and the
+    final reasons (see ``scheduler.core.positions.queue_positions``)."""
+    return queue_positions(order, cycle.decisions.pending_reasons, cycle.idle)
 
 
 def _name_windows(cycle: _Cycle) -> None:

@@ -21,6 +21,7 @@ from scheduler.jobs.remote import after_commit
 from scheduler.models import TickState
 from scheduler.tick import stranded
 from scheduler.tick.apply import claim, evict, store_borrowed, store_waiting
+from scheduler.tick.positions import packed
 from scheduler.tick.snapshot import load_snapshot, with_policy_inputs
 from scheduler.tick.usage import update_usage, usage_policy
 
@@ -92,12 +93,13 @@ def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None)
     3. Charge usage up to ``now`` and call the pure core.
     4. Evict the preempted (``apply.evict``); claim the started jobs that are still
        PENDING and store their allocations (``apply.claim``); store pending reasons,
-       blockers and borrowing that changed.
+       blockers and borrowing that changed; record the tick, with every waiting job's
+       place in line (``scheduler.tick.positions``), in one statement.
     5. After commit, dispatch the claimed jobs as one batch (Celery task or inline).
     """
     began = time.perf_counter()
     config = config or current_config()
-    policy = config.policy
+    policy = replace(config.policy, positions=True)  # the line the tick records (step 4)
     with collector_paused(), transaction.atomic():
         if not _try_tick_lock():
             return TickResult(ran=False, started=[], pending=0, duration_ms=0.0)
@@ -124,12 +126,14 @@ def run_tick(now: datetime | None = None, config: SchedulerConfig | None = None)
         extra: dict[str, Any] = {}
         if stranded.due(now):
             extra = {"stranded": stranded.stranded_after(snapshot, decisions), "stranded_at": now}
+        line = packed(decisions.positions)
         duration = (time.perf_counter() - began) * 1000
         _record_tick(
             finished_at=timezone.now(),
             duration_ms=duration,
             started_jobs=len(started),
             pending_jobs=len(loaded.snapshot.pending),
+            queue_positions=line,
             **extra,
         )
         if started:  # one batch: one lookup and concurrent submissions (Backend.submit_many)

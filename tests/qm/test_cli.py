@@ -20,7 +20,7 @@ from scheduler.jobs.transitions import transition
 from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Job
 from scheduler.tick.run import run_tick
-from tests.builders import T0, run_attempt, submit
+from tests.builders import T0, queue_line, run_attempt, submit
 from tests.monitoring.history import gpu, ran, samples
 
 
@@ -64,6 +64,17 @@ def test_show_says_a_waiting_jobs_p50_and_p90_starts_beside_the_latest(qm, world
     code, out, _ = qm("show", str(job.id))
     assert code == 0 and "estimated start (latest): 2026-01-01T04:00:00Z" in out
     assert "likely start: 2026-01-01T01:00:00Z (p50), 2026-01-01T03:00:00Z (p90)" in out
+
+
+def test_show_says_where_a_waiting_job_stands_in_line_and_nothing_once_it_runs(qm, world):
+    job = submit(world.alice, world.lab)
+    queue_line({job.id: (3, 12.5)})
+    code, out, _ = qm("show", str(job.id))
+    assert code == 0 and "  in line: 3 jobs ahead, asking 12.5 GPU-hours, for the nodes it could run on" in out
+    queue_line({job.id: (0, 0.0)})
+    assert "  in line: next (no job waits its turn ahead of it" in qm("show", str(job.id))[1]
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
+    assert "in line" not in qm("show", str(job.id))[1]
 
 
 def test_wrap_sends_a_command_line_as_written_and_words_after_dashes_stay_words(qm):

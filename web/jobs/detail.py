@@ -33,9 +33,10 @@ from scheduler.reads.arrays import (
     array_summary,
     display_id,
 )
+from scheduler.reads.positions import QueueLine
 from scheduler.reads.sharing import share_costs
 from web.jobs.submit import shown_blockers
-from web.words import request_shape, signed, starts_in
+from web.words import queue_position, request_shape, signed, starts_in
 
 
 def visible_job(request: HttpRequest, job_id: int) -> Job:
@@ -50,6 +51,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     now = timezone.now()
     blockers = shown_blockers(blockers_for_api(job.state, job.pending_blockers, job.pending_reason))
     priority = reports.priority_of(job, now) if job.state == JobState.PENDING else None
+    place = QueueLine().place_of(job)
     # The page follows a job that waits (its state, why, its estimate) or runs (its log).
     live = job.state in ACTIVE_STATES | QUEUED_STATES
     metrics = readings.job_series(job, now)
@@ -68,6 +70,8 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "log": read_job_log(job, 16_384) if job.external_id else "",
             "live": live,
             "watch": watched_fields(job),
+            "place": queue_position(*place) if place else "",
+            "next_in_line": place is not None and not place[0],
             "gpu_figure": charts.job_gpu_figure(metrics, (job.started_at, job.ended_at or now))
             if job.started_at and any(m.points for m in metrics)
             else None,
@@ -129,7 +133,10 @@ def _array_of(request: HttpRequest, job: Job) -> ArraySummary | None:
 
 def watched_fields(job: Job) -> str:
     """A short digest of what the page shows of a job and the scheduler changes on its own:
-    its state, why it waits and when it should start. The page reloads when it differs."""
+    its state, why it waits and when it should start. The page reloads when it differs.
+    Not its place in line: that moves on most ticks of a busy queue, and a reload each
+    time (and a read of the whole line every 3 s for each open page) would cost more than
+    a place a few ticks old."""
     estimates = [at.isoformat() if at else None for at in (getattr(job, name) for name in ESTIMATE_FIELDS)]
     shown = [job.state, job.pending_reason, job.pending_blockers, *estimates]
     return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()[:16]
