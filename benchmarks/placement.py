@@ -70,7 +70,9 @@ def speed(nodes_file: Path, pods: dict[str, Pod], orders: Path, seed: int, polic
             position += 1
             job = pod.request(position)
             decisions = schedule(Snapshot(nodes, tuple(running), (job,), carry=carry), policy, EPOCH)
-            running += [RunningJob(s.job_id, s.allocations, EPOCH, 1) for s in decisions.starts]
+            running += [
+                RunningJob(s.job_id, s.allocations, EPOCH, 1, gpu_model=job.gpu_model) for s in decisions.starts
+            ]
             arrived += pod.gpu_demand_milli
         later = order[position : position + 100]
         pending = tuple(pod.request(position + i + 1) for i, pod in enumerate(later))

@@ -87,13 +87,14 @@ def shape_of_job(job: PendingJob) -> Shape:
     return (SHARE_UNITS, job.gpus_per_node, job.cpu_millis_per_node, job.memory_mib_per_node, job.gpu_model, False)
 
 
-def shapes_of_allocations(allocations: Iterable[Allocation]) -> Iterator[Shape]:
-    """The per-node shapes a running job holds (its model choice is not known: any)."""
+def shapes_of_allocations(allocations: Iterable[Allocation], model: str = "") -> Iterator[Shape]:
+    """The per-node shapes a running job holds; ``model``: the models its request
+    accepted (``RunningJob.gpu_model``, "" any)."""
     for a in allocations:
         if a.gpu_share:
-            yield (share_units(a.gpu_share), 1, a.cpu_millis, a.memory_mib, "", True)
+            yield (share_units(a.gpu_share), 1, a.cpu_millis, a.memory_mib, model, True)
         else:
-            yield (SHARE_UNITS, len(a.gpu_indices), a.cpu_millis, a.memory_mib, "", False)
+            yield (SHARE_UNITS, len(a.gpu_indices), a.cpu_millis, a.memory_mib, model, False)
 
 
 #: The mix keeps the most common shapes covering this fraction of all requests...
@@ -138,14 +139,16 @@ class WorkloadMix:
 
     @classmethod
     def of(cls, running: Iterable[RunningJob], pending: Iterable[PendingJob]) -> WorkloadMix:
-        """The mix of what runs (its allocations) and what waits (its requests)."""
+        """The mix of what runs (its allocations and the models it accepted) and what
+        waits (its requests)."""
         counts: dict[Shape, int] = {}
         for job in running:
+            model = job.gpu_model
             for a in job.allocations:  # shapes_of_allocations, inlined: one per running job
                 if a.gpu_share:
-                    shape = (share_units(a.gpu_share), 1, a.cpu_millis, a.memory_mib, "", True)
+                    shape = (share_units(a.gpu_share), 1, a.cpu_millis, a.memory_mib, model, True)
                 else:
-                    shape = (SHARE_UNITS, len(a.gpu_indices), a.cpu_millis, a.memory_mib, "", False)
+                    shape = (SHARE_UNITS, len(a.gpu_indices), a.cpu_millis, a.memory_mib, model, False)
                 counts[shape] = counts.get(shape, 0) + 1
         return cls.counted(counts, pending)
 
@@ -203,6 +206,25 @@ class Scorer:
         if options is None or len(options) > MEMO_LIMIT:
             options = self._options[key] = {}
         return options
+
+    def claim(self, kinds: tuple[int, ...], supply: Mapping[int, int]) -> int:
+        """How strongly the mix's demand that names models claims GPUs of ``kinds``
+        (in millionths): per such shape, its GPUs per request times its weight, spread
+        over the ``supply`` (GPUs per kind in the cluster) of the kinds it accepts."""
+        total = 0.0
+        present = set(kinds)
+        for shape, weight in self.mix.shapes:
+            if not shape[4]:
+                continue
+            accepted = 0
+            here = False
+            for kind, count in supply.items():
+                if _accepts(shape, _kinds[kind]):
+                    accepted += count
+                    here = here or kind in present
+            if here:
+                total += weight * shape[0] * shape[1] / SHARE_UNITS / accepted
+        return round(total * 1_000_000)
 
     def fragmentation(self, state: NodeState) -> float:
         """Weighted free GPU capacity (in units) on a node in ``state`` that the mix's

@@ -242,6 +242,10 @@ class Ledger:
         self._queues: dict[tuple[object, ...], _Queue] = {}
         self._queues_scorer: Scorer | None = None
         self._log: list[NodeCapacity] = []
+        #: GPUs per kind in the cluster, and ``Scorer.claim`` per node kinds (see ``_claim``).
+        self._supply: dict[int, int] | None = None
+        self._claims: dict[tuple[int, ...], int] = {}
+        self._claims_scorer: Scorer | None = None
         for node in sorted(nodes, key=lambda n: (n.cluster, n.name)):
             capacity = NodeCapacity(
                 node=node,
@@ -423,8 +427,37 @@ class Ledger:
         if option is None:
             return None
         whole_free = capacity.free_count if need and not job.gpu_share else 0
-        rank = (equal_within_tolerance(option[0]), len(node.gpus), node.cpu_millis, whole_free, capacity.position)
+        claim = self._claim(capacity, scorer)
+        rank = (
+            equal_within_tolerance(option[0]),
+            claim,
+            len(node.gpus),
+            node.cpu_millis,
+            whole_free,
+            capacity.position,
+        )
         return rank, option[1]
+
+    def _claim(self, capacity: NodeCapacity, scorer: Scorer) -> int:
+        """``Scorer.claim`` of the node's GPU kinds, against this cluster's GPUs, kept
+        per kinds while the scorer stays."""
+        if self._claims_scorer is not scorer:
+            self._claims.clear()
+            self._claims_scorer = scorer
+        kinds = capacity._kinds
+        if kinds is None:
+            kinds = capacity._kinds = tuple(gpu_kind(gpu) for gpu in capacity.node.gpus)
+        claim = self._claims.get(kinds)
+        if claim is None:
+            if self._supply is None:
+                supply: dict[int, int] = {}
+                for each in self.by_name.values():
+                    for gpu in each.node.gpus:
+                        kind = gpu_kind(gpu)
+                        supply[kind] = supply.get(kind, 0) + 1
+                self._supply = supply
+            claim = self._claims[kinds] = scorer.claim(kinds, self._supply)
+        return claim
 
     def _ranked(
         self, job: PendingJob, scorer: Scorer, held: Mapping[str, Allocation] | None = None
@@ -503,7 +536,7 @@ _last_idle: tuple[tuple[NodeView, ...], Ledger] | None = None
 
 #: Where a node ranks for a request: (fragmentation bin, GPUs of the node, its CPUs,
 #: free whole GPUs (whole-GPU requests only), position in name order); lower is better.
-Rank = tuple[int, int, int, int, int]
+Rank = tuple[int, int, int, int, int, int]
 #: A heap entry: the rank, the node's version when ranked, the node, the GPU entries.
 RankedNode = tuple[Rank, int, "NodeCapacity", tuple[GpuState, ...]]
 
