@@ -185,6 +185,8 @@ class Scorer:
 
     def __init__(self, mix: WorkloadMix) -> None:
         self.mix = mix
+        #: Whether any shape of the mix names models (else every ``claim`` is 0).
+        self.names_models = any(shape[4] for shape, _ in mix.shapes)
         self._values: dict[NodeState, float] = {}
         self._options: dict[tuple[object, ...], dict[NodeState, Option | None]] = {}
         self._accepts: dict[tuple[Shape, int], bool] = {}

@@ -427,7 +427,7 @@ class Ledger:
         if option is None:
             return None
         whole_free = capacity.free_count if need and not job.gpu_share else 0
-        claim = self._claim(capacity, scorer)
+        claim = self._claim(capacity, scorer) if scorer.names_models else 0
         rank = (
             equal_within_tolerance(option[0]),
             claim,
