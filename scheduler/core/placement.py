@@ -360,8 +360,9 @@ class Ledger:
     def _place_scored(self, job: PendingJob, held: Mapping[str, Allocation] | None, scorer: Scorer) -> Start | None:
         """One node for ``job``: where it raises the cluster's fragmentation the least
         (see ``scheduler.core.fragmentation``); among placements equal within its
-        tolerance, the node with the fewest GPUs, then CPUs, then (for whole GPUs) the
-        fewest free GPUs, then the first by name.
+        tolerance, the node whose GPUs model-naming demand claims least
+        (``Scorer.claim``), then the one with the fewest GPUs, then CPUs, then (for
+        whole GPUs) the fewest free GPUs, then the first by name.
 
         Each distinct node state is scored once per request shape while the scorer's
         mix stays (``Scorer.options_for``). Without labels in the way, the nodes' scores
@@ -534,8 +535,9 @@ class Ledger:
 
 _last_idle: tuple[tuple[NodeView, ...], Ledger] | None = None
 
-#: Where a node ranks for a request: (fragmentation bin, GPUs of the node, its CPUs,
-#: free whole GPUs (whole-GPU requests only), position in name order); lower is better.
+#: Where a node ranks for a request: (fragmentation bin, claim of model-naming demand on
+#: its GPUs, GPUs of the node, its CPUs, free whole GPUs (whole-GPU requests only),
+#: position in name order); lower is better.
 Rank = tuple[int, int, int, int, int, int]
 #: A heap entry: the rank, the node's version when ranked, the node, the GPU entries.
 RankedNode = tuple[Rank, int, "NodeCapacity", tuple[GpuState, ...]]
