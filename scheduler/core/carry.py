@@ -45,6 +45,7 @@ class Carry:
         self._lent: Ledger | None = None
         self._nodes: tuple[NodeView, ...] | None = None
         self._held: dict[int, tuple[Allocation, ...]] = {}  # job id -> what the ledger took for it
+        self._models: dict[int, str] = {}  # job id -> the models it accepted (if any named)
         self._shapes: dict[Shape, int] = {}  # the shapes of ``_held``, counted
         self._ends: dict[int, tuple[RunningJob, datetime]] = {}  # job id -> job, start + walltime
         self._by_end: list[End] = []  # sorted
@@ -59,34 +60,43 @@ class Carry:
         if ledger is not None and snapshot.nodes is not self._nodes:
             ledger = None
         if ledger is not None:
-            held = self._held
-            current = {r.id: r.allocations for r in snapshot.running}
+            held, models = self._held, self._models
+            current = {r.id: r for r in snapshot.running}
             for job_id in [i for i in held if i not in current]:
                 allocations = held.pop(job_id)
                 ledger.release(allocations)
-                self._count(allocations, -1)
-            for job_id, allocations in current.items():
+                self._count(allocations, models.pop(job_id, ""), -1)
+            for job_id, job in current.items():
+                allocations = job.allocations
                 prior = held.get(job_id)
                 if prior is allocations or prior == allocations:
+                    if models.get(job_id, "") != job.gpu_model:  # a start, kept before its model was known
+                        self._count(allocations, models.pop(job_id, ""), -1)
+                        self._hold(job)
                     continue
                 if prior is not None:
                     ledger.release(prior)
-                    self._count(prior, -1)
+                    self._count(prior, models.pop(job_id, ""), -1)
                 ledger.take(allocations)
-                self._count(allocations, 1)
-                held[job_id] = allocations
+                self._hold(job)
         else:
             ledger = Ledger.from_snapshot(snapshot)
-            self._held = {r.id: r.allocations for r in snapshot.running}
-            self._shapes = {}
-            for allocations in self._held.values():
-                self._count(allocations, 1)
+            self._held, self._models, self._shapes = {}, {}, {}
+            for job in snapshot.running:
+                self._hold(job)
         self._lent, self._nodes = ledger, snapshot.nodes
         return ledger
 
-    def _count(self, allocations: tuple[Allocation, ...], step: int) -> None:
+    def _hold(self, job: RunningJob) -> None:
+        """Note that the ledger took ``job``'s allocations, and count its shapes."""
+        self._held[job.id] = job.allocations
+        if job.gpu_model:
+            self._models[job.id] = job.gpu_model
+        self._count(job.allocations, job.gpu_model, 1)
+
+    def _count(self, allocations: tuple[Allocation, ...], model: str, step: int) -> None:
         shapes = self._shapes
-        for shape in shapes_of_allocations(allocations):
+        for shape in shapes_of_allocations(allocations, model):
             count = shapes.get(shape, 0) + step
             if count:
                 shapes[shape] = count
@@ -150,10 +160,11 @@ class Carry:
         for eviction in decisions.evictions:
             allocations = self._held.pop(eviction.victim_id, None)
             if allocations is not None:
-                self._count(allocations, -1)
+                self._count(allocations, self._models.pop(eviction.victim_id, ""), -1)
         for start in decisions.starts:
+            # counted as any model until the next snapshot runs it (see ``ledger``)
             self._held[start.job_id] = start.allocations
-            self._count(start.allocations, 1)
+            self._count(start.allocations, "", 1)
         self._ledger, self._lent = self._lent, None
 
 

@@ -242,6 +242,10 @@ class Ledger:
         self._queues: dict[tuple[object, ...], _Queue] = {}
         self._queues_scorer: Scorer | None = None
         self._log: list[NodeCapacity] = []
+        #: GPUs per kind in the cluster, and ``Scorer.claim`` per node kinds (see ``_claim``).
+        self._supply: dict[int, int] | None = None
+        self._claims: dict[tuple[int, ...], int] = {}
+        self._claims_scorer: Scorer | None = None
         for node in sorted(nodes, key=lambda n: (n.cluster, n.name)):
             capacity = NodeCapacity(
                 node=node,
@@ -356,8 +360,9 @@ class Ledger:
     def _place_scored(self, job: PendingJob, held: Mapping[str, Allocation] | None, scorer: Scorer) -> Start | None:
         """One node for ``job``: where it raises the cluster's fragmentation the least
         (see ``scheduler.core.fragmentation``); among placements equal within its
-        tolerance, the node with the fewest GPUs, then CPUs, then (for whole GPUs) the
-        fewest free GPUs, then the first by name.
+        tolerance, the node whose GPUs model-naming demand claims least
+        (``Scorer.claim``), then the one with the fewest GPUs, then CPUs, then (for
+        whole GPUs) the fewest free GPUs, then the first by name.
 
         Each distinct node state is scored once per request shape while the scorer's
         mix stays (``Scorer.options_for``). Without labels in the way, the nodes' scores
@@ -423,8 +428,37 @@ class Ledger:
         if option is None:
             return None
         whole_free = capacity.free_count if need and not job.gpu_share else 0
-        rank = (equal_within_tolerance(option[0]), len(node.gpus), node.cpu_millis, whole_free, capacity.position)
+        claim = self._claim(capacity, scorer) if scorer.names_models else 0
+        rank = (
+            equal_within_tolerance(option[0]),
+            claim,
+            len(node.gpus),
+            node.cpu_millis,
+            whole_free,
+            capacity.position,
+        )
         return rank, option[1]
+
+    def _claim(self, capacity: NodeCapacity, scorer: Scorer) -> int:
+        """``Scorer.claim`` of the node's GPU kinds, against this cluster's GPUs, kept
+        per kinds while the scorer stays."""
+        if self._claims_scorer is not scorer:
+            self._claims.clear()
+            self._claims_scorer = scorer
+        kinds = capacity._kinds
+        if kinds is None:
+            kinds = capacity._kinds = tuple(gpu_kind(gpu) for gpu in capacity.node.gpus)
+        claim = self._claims.get(kinds)
+        if claim is None:
+            if self._supply is None:
+                supply: dict[int, int] = {}
+                for each in self.by_name.values():
+                    for gpu in each.node.gpus:
+                        kind = gpu_kind(gpu)
+                        supply[kind] = supply.get(kind, 0) + 1
+                self._supply = supply
+            claim = self._claims[kinds] = scorer.claim(kinds, self._supply)
+        return claim
 
     def _ranked(
         self, job: PendingJob, scorer: Scorer, held: Mapping[str, Allocation] | None = None
@@ -501,9 +535,10 @@ class Ledger:
 
 _last_idle: tuple[tuple[NodeView, ...], Ledger] | None = None
 
-#: Where a node ranks for a request: (fragmentation bin, GPUs of the node, its CPUs,
-#: free whole GPUs (whole-GPU requests only), position in name order); lower is better.
-Rank = tuple[int, int, int, int, int]
+#: Where a node ranks for a request: (fragmentation bin, claim of model-naming demand on
+#: its GPUs, GPUs of the node, its CPUs, free whole GPUs (whole-GPU requests only),
+#: position in name order); lower is better.
+Rank = tuple[int, int, int, int, int, int]
 #: A heap entry: the rank, the node's version when ranked, the node, the GPU entries.
 RankedNode = tuple[Rank, int, "NodeCapacity", tuple[GpuState, ...]]
 

@@ -185,6 +185,9 @@ class RunningJob:
     #: GPU-seconds of service it had in earlier runs, before this one (it was preempted
     #: and requeued): with ``Policy.service_levels`` its level counts them.
     attained_gpu_s: int = 0
+    #: The GPU models its request accepted (``PendingJob.gpu_model``; "" any): the
+    #: workload mix counts its shape as demand only those models can serve.
+    gpu_model: str = ""
 
     @property
     def gpus(self) -> int:

@@ -65,7 +65,7 @@ def inflate(nodes: tuple[NodeView, ...], order: Sequence[Pod], policy: Policy) -
         demand = pod.gpu_demand_milli
         arrived += demand
         for start in decisions.starts:
-            running.append(RunningJob(start.job_id, start.allocations, started_at=EPOCH, walltime_seconds=1))
+            running.append(RunningJob(start.job_id, start.allocations, EPOCH, 1, gpu_model=job.gpu_model))
             allocated += demand
         arrived_pct = round(arrived * 100 / capacity_milli)
         sums[arrived_pct] = sums.get(arrived_pct, 0.0) + round(allocated * 100 / capacity_milli, 2)

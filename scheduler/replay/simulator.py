@@ -436,6 +436,7 @@ def replay(  # noqa: C901, PLR0915
                 account=job.account,
                 user=job.account,
                 attained_gpu_s=waited.attained_gpu_s,
+                gpu_model=waited.gpu_model,
             )
             heapq.heappush(ends, (end, start.job_id))
             end_of[start.job_id] = end

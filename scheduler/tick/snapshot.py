@@ -209,11 +209,12 @@ ACTIVE_VALUES = (
     *JOB_NAMES,
     "borrowed",
     "array_job_id",
+    "gpu_model",
 )
 
 
 def _running_from_row(row: Sequence[Any]) -> tuple[RunningJob, bool]:
-    job_id, held, started_at, dispatched_at, walltime, account, user, qos, borrowed, array_job = row
+    job_id, held, started_at, dispatched_at, walltime, account, user, qos, borrowed, array_job, gpu_model = row
     job = RunningJob(
         id=job_id,
         allocations=allocations.decode(held),
@@ -223,6 +224,7 @@ def _running_from_row(row: Sequence[Any]) -> tuple[RunningJob, bool]:
         user=user,
         qos=qos or "",
         array_job=array_job or 0,
+        gpu_model=gpu_model,
     )
     return job, borrowed
 
