@@ -49,8 +49,8 @@ from benchmarks._common import emit, log, throwaway_database
 from benchmarks._synthetic import GPUS_PER_NODE, build_site
 from scheduler.replay.backtest import Backtest, StartCheck, backtest
 from scheduler.replay.simulator import policy_named
-from scheduler.replay.trace import TraceJob, homogeneous_cluster, noisy_walltime
-from tests.traces import synthetic_trace
+from scheduler.replay.trace import TraceJob, homogeneous_cluster
+from tests.traces import synthetic_trace, with_walltimes
 
 DAY_S = 86_400
 #: The walltime noise users show (see ``noisy_walltime``).
@@ -71,17 +71,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def philly_history(seed: int, days: int, jobs_per_day: int) -> list[TraceJob]:
     """``days`` of a seeded Philly-shaped trace at ``jobs_per_day``, with walltimes."""
     rows = synthetic_trace(seed, days * jobs_per_day, mean_interarrival_s=DAY_S / jobs_per_day, max_gpus=32)
-    return [
-        TraceJob(
-            r.job_id,
-            r.submit_s,
-            r.duration_s,
-            r.num_gpus,
-            r.vc,
-            noisy_walltime(r.duration_s, r.job_id, noise=WALLTIME_NOISE, seed=seed),
-        )
-        for r in rows
-    ]
+    return with_walltimes(rows, noise=WALLTIME_NOISE, seed=seed)
 
 
 def offered_load(trace: list[TraceJob], nodes: int) -> float:

@@ -30,6 +30,8 @@ import random
 from pathlib import Path
 from typing import NamedTuple
 
+from scheduler.replay.trace import TraceJob, noisy_walltime
+
 COLUMNS = ("job_id", "submit_s", "duration_s", "num_gpus", "vc")
 
 #: GPUs per job and their weights (they need not sum to 1).
@@ -91,6 +93,22 @@ def synthetic_trace(
         (vc,) = rng.choices(names, account_weights)
         rows.append(TraceRow(first_job_id + index, round(clock), duration, gpus, vc))
     return rows
+
+
+def with_walltimes(rows: list[TraceRow], *, noise: float, seed: int) -> list[TraceJob]:
+    """``rows`` as the replay's jobs, each asking the walltime a user would have asked
+    (``noisy_walltime``: its run time's next standard limit, with ``noise``)."""
+    return [
+        TraceJob(
+            r.job_id,
+            r.submit_s,
+            r.duration_s,
+            r.num_gpus,
+            r.vc,
+            noisy_walltime(r.duration_s, r.job_id, noise=noise, seed=seed),
+        )
+        for r in rows
+    ]
 
 
 def write_trace(path: str | Path, rows: list[TraceRow]) -> Path:

@@ -16,8 +16,8 @@ from scheduler.core.prediction import RuntimePredictor
 from scheduler.core.types import RunningJob, Snapshot
 from scheduler.replay.backtest import Backtest, StartCheck, backtest
 from scheduler.replay.simulator import policy_named, replay
-from scheduler.replay.trace import EPOCH, TraceJob, homogeneous_cluster, noisy_walltime, request_for
-from tests.traces import synthetic_trace
+from scheduler.replay.trace import EPOCH, TraceJob, homogeneous_cluster, request_for
+from tests.traces import synthetic_trace, with_walltimes
 
 GPUS_PER_NODE = 8
 
@@ -25,17 +25,7 @@ GPUS_PER_NODE = 8
 def seeded_trace(seed: int = 3, jobs: int = 400) -> list[TraceJob]:
     """A Philly-shaped trace, busy enough on two 8-GPU nodes that many jobs wait."""
     rows = synthetic_trace(seed, jobs, accounts=4, mean_interarrival_s=200.0, max_gpus=16)
-    return [
-        TraceJob(
-            r.job_id,
-            r.submit_s,
-            r.duration_s,
-            r.num_gpus,
-            r.vc,
-            noisy_walltime(r.duration_s, r.job_id, noise=0.5, seed=seed),
-        )
-        for r in rows
-    ]
+    return with_walltimes(rows, noise=0.5, seed=seed)
 
 
 @pytest.fixture(scope="module")
