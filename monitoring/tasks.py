@@ -50,6 +50,8 @@ def fairness_watch() -> str:
     """Check how evenly accounts were treated over the last day, opening or closing a
     starvation episode (``monitoring.fairness``)."""
     return fairness.watch(timezone.now())
+
+
 @shared_task(name="monitoring.audit_gpu_processes", ignore_result=True)
 def audit_gpu_processes() -> dict[str, int]:
     """Find processes on GPUs that no job accounts for, and clear those gone

@@ -295,6 +295,8 @@ def starving(now: datetime) -> Iterator[Message]:
                 "switch": episode.switch_id,
             },
         )
+
+
 def nodes_url() -> str:
     return f"{settings.PORTAL_URL.rstrip('/')}/manage/nodes/"
 

@@ -553,6 +553,8 @@ class AdviceMeasurement(models.Model):
 
     def __str__(self) -> str:
         return f"advice measurement {self.key}"
+
+
 class StartBacktest(models.Model):
     """One run of the backtest of calibrated start times (``scheduler.backtests``, the
     periodic task ``scheduler.backtest_starts``): the site's last ``days`` replayed, and

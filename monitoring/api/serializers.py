@@ -114,6 +114,8 @@ class FairnessSerializer(serializers.Serializer):
     accounts = serializers.DictField(child=serializers.FloatField(), help_text="Each account's mean bounded slowdown.")
     level = serializers.FloatField(help_text="FAIRNESS_WATCH_BELOW: staff are told below it (0: the watch is off).")
     starving = StarvingSerializer(allow_null=True, help_text="The episode under way, if any.")
+
+
 class ProcessFindingQuerySerializer(serializers.Serializer):
     state = serializers.ChoiceField(
         choices=["open", "all"], default="open", help_text="open (default): those still keeping their GPU from jobs."

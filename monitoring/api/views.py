@@ -125,6 +125,8 @@ class FairnessView(APIView):
             "starving": open_episode(),
         }
         return Response(FairnessSerializer(payload).data)
+
+
 class ProcessFindingList(generics.ListAPIView):
     """``GET /api/v1/monitoring/process-findings/``: the GPU process audit's findings
     (``monitoring.audit``), open ones by default, newest first.

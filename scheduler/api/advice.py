@@ -33,7 +33,7 @@ class AdviceQuery(RejectUnknownFields, serializers.Serializer):
     )
 
 
-class SuggestionSerializer(serializers.Serializer):
+class RightSizeSerializer(serializers.Serializer):
     words = serializers.CharField(help_text="The advice as a sentence.")
     jobs = serializers.IntegerField(help_text="Your ended jobs of this shape it read (the last 20 at most).")
     walltime_used = serializers.FloatField(help_text="Their mean elapsed time over walltime, 0-1.")
@@ -58,7 +58,7 @@ class SuggestionSerializer(serializers.Serializer):
 
 
 class AdviceSerializer(serializers.Serializer):
-    advice = SuggestionSerializer(allow_null=True, help_text="Null: fewer than min_jobs ended jobs of this shape.")
+    advice = RightSizeSerializer(allow_null=True, help_text="Null: fewer than min_jobs ended jobs of this shape.")
     min_jobs = serializers.IntegerField()
 
 

@@ -181,7 +181,7 @@ class WindowCostSerializer(serializers.Serializer):
     running_jobs = OverrunSerializer(source="overruns", many=True, help_text="Still running when it begins.")
 
 
-class SuggestionSerializer(serializers.Serializer):
+class WindowStartSerializer(serializers.Serializer):
     best = WindowCostSerializer(help_text="The start that displaces least (ties: the earliest).")
     tried = serializers.SerializerMethodField(help_text="How many starts were planned.")
 
@@ -191,7 +191,7 @@ class SuggestionSerializer(serializers.Serializer):
 
 class CostPreviewSerializer(serializers.Serializer):
     cost = WindowCostSerializer()
-    suggestion = SuggestionSerializer(allow_null=True, help_text="Null unless a range was given.")
+    suggestion = WindowStartSerializer(allow_null=True, help_text="Null unless a range was given.")
 
 
 RANGE_FIELDS = ("suggest_from", "suggest_until")

@@ -248,7 +248,7 @@ def fake_proc(root: Path, pid: int, *, uid: int, comm: str) -> None:
 
 def test_nvml_names_each_process_owner_and_command_from_proc(tmp_path):
     fake_proc(tmp_path, 4242, uid=1002, comm="python3")
-    proc = ProcReader(tmp_path, names={1002: "bob"}.get)
+    proc = ProcReader(tmp_path, names={1002: "bob"}.__getitem__)
     [first, _] = NvmlCollector(FakeNvml(), proc).collect()
     assert first.processes == (Process(4242, 1024, uid=1002, user="bob", command="python3"),)
     assert first.to_payload(T0)["processes"] == [

@@ -162,7 +162,9 @@ def test_a_read_never_replays_it_asks_the_task_once_and_shows_the_suggestion_mea
     assert "the replay of this site's history that says how much is under way" in advice_words(first)
     asked[0]()  # the task (inline without a broker)
     measured = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now)
-    assert measured is not None and not measured.pending and measured.sooner_s > 9 * 3600
+    assert (
+        measured is not None and not measured.pending and measured.sooner_s is not None and measured.sooner_s > 9 * 3600
+    )
 
 
 def test_what_the_task_measured_is_read_by_every_web_process_until_it_is_stale(world, settings):
@@ -174,7 +176,7 @@ def test_what_the_task_measured_is_read_by_every_web_process_until_it_is_stale(w
     cache.clear()  # another process
     now = timezone.now()
     read = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, now)
-    assert read is not None and not read.pending and read.sooner_s > 9 * 3600
+    assert read is not None and not read.pending and read.sooner_s is not None and read.sooner_s > 9 * 3600
     later = now + timedelta(seconds=settings.ADVICE_CACHE_SECONDS + 1)
     stale = advise(world.alice.id, EIGHT_FOR_HALF_A_DAY, later)
     assert stale is not None and stale.pending

@@ -541,6 +541,8 @@ def test_a_policy_switch_shows_each_accounts_slowdown_under_both(world):
     assert "0.798 under the site's policy, 0.906 under stretch-las-preempt" in html
     assert '<tr id="row-other"><td>other</td><td class="num">8</td>' in html
     assert '<td class="num">11.00</td><td class="num">-</td>' in html
+
+
 def test_the_nodes_page_shows_staff_a_gpus_foreign_process_its_owner_and_rule(world):
     from monitoring.audit import audit_processes
 
@@ -556,6 +558,8 @@ def test_the_nodes_page_shows_staff_a_gpus_foreign_process_its_owner_and_rule(wo
     assert "xmrig" not in html[: html.index('id="node-h100-02"')]  # on its node's row only
     denied = logged_in(world.alice).get("/manage/nodes/")
     assert denied.status_code == 403 and "xmrig" not in denied.content.decode()
+
+
 def test_the_cluster_overview_shows_the_latest_backtest_of_the_start_predictions(world):
     assert "has not run yet" in logged_in(world.admin).get("/manage/cluster/").content.decode()
     StartBacktest.objects.create(
