@@ -39,11 +39,14 @@ POINTS = (90, 95, 100, 130)
 
 @dataclass(frozen=True, slots=True)
 class Curve:
-    """Mean allocated GPU % per integer arrived %, and how many jobs were placed."""
+    """Mean allocated GPU % per integer arrived %, how many jobs were placed, and how
+    many whole-node jobs (as many GPUs as the largest node holds) were dropped before
+    100 % arrived (what packing must not starve)."""
 
     allocated_pct: dict[int, float]
     placed: int
     offered: int
+    whole_node_failed: int = 0
 
     def unallocated_pct(self, arrived_pct: int) -> float | None:
         """100 - allocated % at ``arrived_pct`` (``None`` if the order never got there)."""
@@ -59,6 +62,8 @@ def inflate(nodes: tuple[NodeView, ...], order: Sequence[Pod], policy: Policy) -
     arrived = allocated = 0
     sums: dict[int, float] = {}
     counts: dict[int, int] = {}
+    whole_node = max((len(node.gpus) for node in nodes), default=0)
+    whole_node_failed = 0
     for position, pod in enumerate(order, start=1):
         job = pod.request(position)
         decisions = schedule(Snapshot(nodes, tuple(running), (job,), carry=carry), policy, EPOCH)
@@ -67,10 +72,12 @@ def inflate(nodes: tuple[NodeView, ...], order: Sequence[Pod], policy: Policy) -
         for start in decisions.starts:
             running.append(RunningJob(start.job_id, start.allocations, EPOCH, 1, gpu_model=job.gpu_model))
             allocated += demand
+        if not decisions.starts and pod.num_gpu == whole_node and arrived < capacity_milli:
+            whole_node_failed += 1
         arrived_pct = round(arrived * 100 / capacity_milli)
         sums[arrived_pct] = sums.get(arrived_pct, 0.0) + round(allocated * 100 / capacity_milli, 2)
         counts[arrived_pct] = counts.get(arrived_pct, 0) + 1
-    return Curve({pct: sums[pct] / counts[pct] for pct in sums}, len(running), len(order))
+    return Curve({pct: sums[pct] / counts[pct] for pct in sums}, len(running), len(order), whole_node_failed)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -116,6 +116,13 @@ CASES = [
         pending(3, gpus_per_node=1),
         "a-l4",
     ),
+    (
+        "the one largest node of ten stays whole for the requests only it can hold, claimed GPUs or not",
+        [gpu_node("big-h100", "H100-80GB", 8, cpus=128), *(gpu_node(f"l4-{i}", "L4", 2) for i in range(9))],
+        [holding(1, "l4-8", (0, 1), model="L4")],
+        pending(2, gpus_per_node=2),
+        "l4-0",
+    ),
 ]
 
 
