@@ -245,11 +245,13 @@ def finished(owner: Any, account: Any, ended: datetime, *, waited: timedelta, ra
 
 def queue_line(places: dict[int, tuple[int, float]]) -> None:
     """The line as a tick leaves it: job id -> (jobs ahead, GPU-hours ahead), stored as
-    ``run_tick`` stores it (``scheduler.tick.positions``)."""
-    from scheduler.models import TickState
+    ``run_tick`` stores it (``scheduler.tick.positions``), each job in it waiting its turn
+    (``Priority``) as that tick said."""
+    from scheduler.models import Job, TickState
     from scheduler.tick.positions import packed
 
     TickState.objects.update_or_create(pk=1, defaults={"queue_positions": packed(places)})
+    Job.objects.filter(pk__in=places, pending_reason="").update(pending_reason="Priority")
 
 
 def run_attempt(job: Any, start: datetime, end: datetime | None, node: str = "h100-01", gpus: int = 1) -> None:

@@ -3,7 +3,8 @@ for the API, the pages and ``qm``: read, never computed per request.
 
 Only a PENDING job has a place: one that runs, ended or is held has none, even in the
 minutes before the next tick writes the line again; one submitted or released since the
-last tick has none yet.
+last tick has none yet (no reason either, which tells it without reading the line: a
+submission's answer costs no query for it).
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ class QueueLine:
     def place_of(self, job: Any) -> QueuePosition | None:
         """``job``'s (jobs ahead, GPU-hours ahead), or ``None``: not pending, or not
         placed by the last tick (see the module docstring)."""
-        if job.state != JobState.PENDING:
-            return None
+        if job.state != JobState.PENDING or not job.pending_reason:
+            return None  # no tick has looked at it since it was submitted or released
         if self._positions is None:
             self._positions = stored_positions()
         return self._positions.get(job.id)
