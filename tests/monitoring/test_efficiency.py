@@ -4,6 +4,7 @@ over its run, once its last samples can have arrived; unmeasured is never 0% or 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import time_machine
@@ -81,6 +82,24 @@ def test_a_run_longer_than_raw_retention_is_measured_from_minute_rollups(world, 
     assert figures.gpu_util_mean == pytest.approx(80.0 * 6 / 8) and figures.gpu_util_peak == 95.0
 
 
+def flat_minute_rollups(of: Any, utilization: float | None, memory: float) -> None:
+    """Three hours of minute rollups from T0 for GPU ``of``, six samples each, every one
+    at ``utilization`` (``None``: the driver reported none) and ``memory`` MiB used."""
+    GpuRollup.objects.bulk_create(
+        GpuRollup(
+            gpu=of,
+            period=Resolution.MINUTE,
+            at=T0 + timedelta(minutes=m),
+            samples=6,
+            utilization_min=utilization,
+            utilization_mean=utilization,
+            utilization_max=utilization,
+            **{f"memory_used_{k}": memory for k in ("min", "mean", "max")},
+        )
+        for m in range(180)
+    )
+
+
 def test_rollups_without_utilization_do_not_dilute_a_long_runs_mean(world, settings):
     """Minute rollups of a GPU whose driver reports no utilization (MIG through NVML) keep
     a null mean: the job's mean is over the samples that measured it, as from raw samples,
@@ -88,19 +107,7 @@ def test_rollups_without_utilization_do_not_dilute_a_long_runs_mean(world, setti
     settings.MONITORING_RAW_RETENTION_HOURS = 1
     job = ran(submit(world.alice, world.lab, gpus_per_node=2), T0, T0 + timedelta(hours=3), *WHOLE_AND_SILENT)
     for index, utilization, memory in ((5, 80.0, 2000.0), (6, None, 1000.0)):
-        GpuRollup.objects.bulk_create(
-            GpuRollup(
-                gpu=gpu("h100-02", index),
-                period=Resolution.MINUTE,
-                at=T0 + timedelta(minutes=m),
-                samples=6,
-                utilization_min=utilization,
-                utilization_mean=utilization,
-                utilization_max=utilization,
-                **{f"memory_used_{k}": memory for k in ("min", "mean", "max")},
-            )
-            for m in range(180)
-        )
+        flat_minute_rollups(gpu("h100-02", index), utilization, memory)
     record_efficiencies(T0 + timedelta(hours=4))
     figures = JobEfficiency.objects.get(job=job)
     assert (figures.samples, figures.gpu_util_mean) == (180 * 6, pytest.approx(80.0))
@@ -122,19 +129,7 @@ def test_the_busy_gpus_of_a_long_run_come_from_its_minute_rollups(world, setting
     settings.MONITORING_RAW_RETENTION_HOURS = 1
     job = ran(submit(world.alice, world.lab, gpus_per_node=2), T0, T0 + timedelta(hours=3), *WHOLE_AND_SILENT)
     for index, utilization in ((5, 1.0), (6, None)):
-        GpuRollup.objects.bulk_create(
-            GpuRollup(
-                gpu=gpu("h100-02", index),
-                period=Resolution.MINUTE,
-                at=T0 + timedelta(minutes=m),
-                samples=6,
-                utilization_min=utilization,
-                utilization_mean=utilization,
-                utilization_max=utilization,
-                **{f"memory_used_{k}": 1000.0 for k in ("min", "mean", "max")},
-            )
-            for m in range(180)
-        )
+        flat_minute_rollups(gpu("h100-02", index), utilization, 1000.0)
     record_efficiencies(T0 + timedelta(hours=4))
     assert JobEfficiency.objects.get(job=job).gpus_busy == 0  # measured idle, not unmeasured
 
