@@ -193,22 +193,29 @@ def _typed(at: datetime) -> str:
     return at.strftime(INPUT_FORMAT)
 
 
-def _previewing(request: HttpRequest) -> bool:
-    return request.POST.get("action") == "preview"
+def _posted(
+    request: HttpRequest, form: ReservationForm, reservation: Reservation | None, verb: str
+) -> tuple[dict[str, Any] | None, HttpResponse | None]:
+    """What a POST of either form answers: *Preview cost* gives the preview to show (or
+    ``None`` with errors on the form); a save that went through gives the redirect to the
+    list, said as ``verb`` ("made", "saved"). A GET gives neither."""
+    if request.method != "POST":
+        return None, None
+    if request.POST.get("action") == "preview":
+        return _previewed(form, reservation), None
+    saved = _saved(request, form, reservation)
+    if saved is None:
+        return None, None
+    messages.success(request, f"Reservation {saved.name} {verb}.")
+    return None, redirect("web:manage-reservations")
 
 
 @staff_required
 def reservations(request: HttpRequest) -> HttpResponse:
     form = ReservationForm(request.POST or None)
-    preview = None
-    if request.method == "POST":
-        if _previewing(request):
-            preview = _previewed(form, None)
-        else:
-            made = _saved(request, form, None)
-            if made is not None:
-                messages.success(request, f"Reservation {made.name} made.")
-                return redirect("web:manage-reservations")
+    preview, done = _posted(request, form, None, "made")
+    if done is not None:
+        return done
     now = timezone.now()
     context = {"reservations": ahead(now), "form": form, "now": now, "preview": preview}
     return render(request, "web/manage/reservations.html", context)
@@ -218,15 +225,9 @@ def reservations(request: HttpRequest) -> HttpResponse:
 def reservation_edit(request: HttpRequest, reservation_id: int) -> HttpResponse:
     reservation = get_object_or_404(Reservation, pk=reservation_id)
     form = ReservationForm(request.POST or None, initial=_initial(reservation))
-    preview = None
-    if request.method == "POST":
-        if _previewing(request):
-            preview = _previewed(form, reservation)
-        else:
-            saved = _saved(request, form, reservation)
-            if saved is not None:
-                messages.success(request, f"Reservation {saved.name} saved.")
-                return redirect("web:manage-reservations")
+    preview, done = _posted(request, form, reservation, "saved")
+    if done is not None:
+        return done
     context = {"reservation": reservation, "form": form, "preview": preview}
     return render(request, "web/manage/reservation_edit.html", context)
 
