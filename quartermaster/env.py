@@ -78,6 +78,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_port_range(name: str, default: tuple[int, int]) -> tuple[int, int]:
+    """``"20000-29999"`` -> ``(20000, 29999)``: both ends between 1024 and 65535, low <= high."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    match = re.fullmatch(r"(\d+)\s*-\s*(\d+)", raw)
+    low, high = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    if not match or not 1024 <= low <= high <= 65535:
+        raise ImproperlyConfigured(f"{name} must be a port range LOW-HIGH within 1024-65535, got {raw!r}")
+    return low, high
+
+
 _HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*\.?", re.I)
 
 

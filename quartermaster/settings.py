@@ -22,6 +22,7 @@ from quartermaster.env import (
     env_int_list,
     env_levels,
     env_list,
+    env_port_range,
     env_proxy_ssl_header,
     env_rate,
     env_secret,
@@ -424,6 +425,13 @@ IDLE_ACTION_MINUTES = env_int("IDLE_ACTION_MINUTES", 30, minimum=1)
 NOTIFY_QUOTA_PCT = env_float("NOTIFY_QUOTA_PCT", 80.0, minimum=1)
 #: A waiting job's estimate "moved" when it shifts by more than this many minutes.
 NOTIFY_ESTIMATE_SHIFT_MINUTES = env_int("NOTIFY_ESTIMATE_SHIFT_MINUTES", 30, minimum=1)
+
+#: Interactive sessions (``scheduler.models.InteractiveSession``): the ports a session's
+#: server may listen on, on its node (picked free there; the proxy reaches no other port),
+#: and how long a session may go without a request through the proxy before it is ended
+#: (0: never; its walltime still ends it).
+SESSION_PORTS = env_port_range("SESSION_PORTS", (20000, 29999))
+SESSION_IDLE_MINUTES = env_int("SESSION_IDLE_MINUTES", 120, minimum=0)
 
 #: Where a job may start (its ``workdir``): these directories and their subtrees, with
 #: ``{user}`` for the owner's cluster user name (Open OnDemand's allowlist). Never the

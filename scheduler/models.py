@@ -590,3 +590,83 @@ class StartBacktest(models.Model):
             f"their p50; p50 error {self.p50_error_s / 60:.0f} min ({self.judged} of {self.jobs} jobs "
             f"replayed over {days} waited and were judged)."
         )
+
+
+class InteractiveApp(models.Model):
+    """A site-defined kind of interactive session (Open OnDemand's "interactive app"):
+    what a launch form asks for and the bash that starts the app's web server.
+
+    A session of an app is a job like any other (quotas, fair-share, accounting,
+    estimates, why-pending, walltime); :class:`InteractiveSession` adds what the proxy
+    needs to reach its server. Admins add apps in the pages without code; the built-in
+    ones (JupyterLab, TensorBoard, a web server of one's own) are rows like the others.
+    """
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=128)
+    description = models.TextField(blank=True)
+    #: What the launch form asks beyond the job's resources, in order:
+    #: ``[{"name", "label", "kind": "text"|"integer"|"choice", "default", "choices", "help"}]``.
+    #: Each value reaches :attr:`command` as ``{name}``, shell-quoted.
+    form_fields = models.JSONField(default=list, blank=True)
+    #: The bash that starts the server in the foreground, with the placeholders ``{port}``
+    #: (the port picked on the node), ``{base_url}`` (``/sessions/<job id>/``, the path the
+    #: proxy serves it under) and the form fields' (``scheduler.sessions.script``). The
+    #: session's secret is in its environment as ``QM_SESSION_SECRET``, never on a
+    #: command line.
+    command = models.TextField()
+    #: A path below ``{base_url}`` that answers (any status below 500) once the server
+    #: is ready; the session's script waits for it before it reports the session ready.
+    ready_path = models.CharField(max_length=256, blank=True, default="")
+    #: How the proxy proves to the server that a request comes through the portal:
+    #: ``header`` sends ``Authorization: token <secret>`` (Jupyter's), ``none``: the
+    #: server checks nothing itself (TensorBoard), so only the proxy's login guards it.
+    secret_via = models.CharField(
+        max_length=16, choices=[("header", "Authorization header"), ("none", "none")], default="header"
+    )
+    #: Where it may run; none: every enabled cluster.
+    clusters = models.ManyToManyField(Cluster, blank=True, related_name="apps")
+    #: The launch form's defaults for the job's resources.
+    default_gpus = models.PositiveIntegerField(default=1)
+    default_cpus = models.PositiveIntegerField(default=2)
+    default_memory_mib = models.PositiveIntegerField(default=0)
+    default_walltime_seconds = models.PositiveIntegerField(default=4 * 3600)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class InteractiveSession(models.Model):
+    """One launch of an :class:`InteractiveApp`: its job, and where its server listens.
+
+    ``host``/``port`` are empty until the session's script reports its server ready; the
+    host always comes from the workload manager (the node it was placed on: Slurm's
+    ``NodeAddr``, the pod's Service, 127.0.0.1 on the local cluster), never from the job,
+    and the port must lie in ``SESSION_PORTS``: a job cannot point the proxy at any other
+    service. ``secret`` never leaves the portal (not in the API, not in a page).
+    """
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, primary_key=True, related_name="session")
+    app = models.ForeignKey(InteractiveApp, on_delete=models.PROTECT, related_name="sessions")
+    #: The launch form's values for the app's own fields (name -> value).
+    values = models.JSONField(default=dict, blank=True)
+    secret = models.CharField(max_length=64, editable=False)
+    host = models.CharField(max_length=255, blank=True, default="")
+    port = models.PositiveIntegerField(null=True, blank=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    #: The last request the proxy passed to it: the idle rule's clock.
+    last_activity_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.app.slug} session of job {self.job_id}"
+
+    @property
+    def base_url(self) -> str:
+        """The path the proxy serves the session under, on the portal's own origin."""
+        return f"/sessions/{self.job_id}/"
