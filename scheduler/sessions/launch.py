@@ -105,10 +105,11 @@ def launch_session(
     filled, problems = clean_values(app.form_fields, values, owner)
     found: dict[str, Any] = {"values": problems} if problems else {}
     # 3.
-    request = _job_values(app, filled, resources, _NO_ID_YET)
+    # (A value refused above is admitted as empty: the job's own rules are told as well.)
+    request = _job_values(app, {**dict.fromkeys(problems, ""), **filled}, resources, _NO_ID_YET)
     admission = admit(request, owner=owner, account=account, qos=qos, hardware=hardware, now=now)
     found.update(admission.problems)
-    if found:
+    if found or admission.account is None:  # no account is a problem admission names
         raise LaunchRefused(found)
     # 4.
     with transaction.atomic():
