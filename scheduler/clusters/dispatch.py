@@ -157,11 +157,17 @@ def _count_handoff(job_ids: Sequence[int]) -> list[Job]:
     leaves 1 behind it, and the retry reads 2. Two workers counting at once both read
     2, or one reads 1 and the other 2; neither mistakes a retry for a first hand-off.
     Hence ``durable``: called inside a transaction, whose rollback could forget a
-    count after the backend took the job, it raises instead.
+    count after the backend took the job, it raises instead. An interactive session's
+    readiness of an earlier attempt is forgotten with the same commit.
     """
     dispatching = Job.objects.filter(pk__in=job_ids, state=JobState.DISPATCHING, cluster__isnull=False)
     with transaction.atomic(durable=True):
         dispatching.update(handoffs=F("handoffs") + 1)
+        # A session's server is looked for afresh in each attempt (requeued, preempted):
+        # where an earlier one listened is no longer where the proxy may go.
+        InteractiveSession.objects.filter(job_id__in=list(job_ids), ready_at__isnull=False).update(
+            host="", port=None, ready_at=None
+        )
     # The files in one query, each file set once however many of an array's tasks share
     # it; a session's secret with its job.
     related = dispatching.select_related("cluster", "owner__cluster_identity", "account", "session")

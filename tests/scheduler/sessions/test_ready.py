@@ -9,11 +9,15 @@ from datetime import UTC, datetime
 import pytest
 
 from scheduler.backends.base import BackendError, Placement, PollResult, RemoteState
+from scheduler.choices import JobState
+from scheduler.clusters.dispatch import dispatch_jobs
 from scheduler.clusters.poll import poll_cluster
 from scheduler.core.types import Allocation
 from scheduler.jobs import allocations
 from scheduler.jobs.remote import backend_for
+from scheduler.jobs.verbs import requeue_job
 from scheduler.models import InteractiveSession, Job
+from scheduler.reads.sessions import STARTING, phase_of
 from scheduler.sessions.ready import refresh_readiness
 from scheduler.sessions.script import READY_MARKER
 from tests.builders import launch, start
@@ -113,3 +117,19 @@ def test_the_cluster_poll_makes_a_session_ready_once_its_log_says_so(world, monk
     assert report["sessions_ready"] == 1
     stored = InteractiveSession.objects.get(pk=session.pk)
     assert (stored.host, stored.port) == ("127.0.0.1", 21000)
+
+
+def test_a_requeued_session_is_looked_for_afresh_when_its_next_attempt_is_dispatched(world, monkeypatch):
+    session = running_session(world)
+    assert refresh_readiness(session, backend=FakeBackend(f"{READY_MARKER} port=24242\n"), now=NOW)
+    requeue_job(session.job, by="alice")
+    held = allocations.encode([Allocation("h100-01", (0,))])
+    Job.objects.filter(pk=session.job_id).update(state=JobState.DISPATCHING, cluster=world.cluster, allocations=held)
+    monkeypatch.setattr(type(backend_for(world.cluster)), "submit_many", lambda self, specs: ["ext-again"])
+
+    dispatch_jobs([session.job_id])
+
+    again = InteractiveSession.objects.select_related("job", "app").get(pk=session.pk)
+    assert (again.job.state, again.job.external_id) == (JobState.RUNNING, "ext-again")
+    assert (again.host, again.port, again.ready_at) == ("", None, None)
+    assert phase_of(again) == STARTING
