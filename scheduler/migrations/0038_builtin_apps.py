@@ -50,7 +50,9 @@ BUILT_IN = [
                 "help": "A directory of yours with TensorBoard event files, for example /home/you/runs.",
             }
         ],
-        "command": 'exec tensorboard --logdir {logdir} --port {port} --bind_all --path_prefix "${QM_SESSION_BASE_URL%/}"',
+        "command": (
+            'exec tensorboard --logdir {logdir} --port {port} --bind_all --path_prefix "${QM_SESSION_BASE_URL%/}"'
+        ),
         "ready_path": "",
         "secret_via": "none",
         "default_gpus": 0,
@@ -60,14 +62,15 @@ BUILT_IN = [
     {
         "slug": "web-server",
         "name": "A web server of your own",
-        "description": "Any web server you start yourself (Streamlit, Gradio, a dashboard), reached through the portal.",
+        "description": "Any web server you start yourself (Streamlit, Gradio, a dashboard), reached through "
+        "the portal.",
         "form_fields": [
             {
                 "name": "command",
                 "label": "Command",
                 "kind": "text",
-                "help": "The command that starts your server in the foreground. It must listen on port $QM_SESSION_PORT "
-                "and serve under the path $QM_SESSION_BASE_URL, for example: "
+                "help": "The command that starts your server in the foreground. It must listen on port "
+                "$QM_SESSION_PORT and serve under the path $QM_SESSION_BASE_URL, for example: "
                 "python3 -m http.server $QM_SESSION_PORT",
             }
         ],
