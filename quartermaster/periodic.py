@@ -31,6 +31,8 @@ def periodic_jobs(settings: Any) -> tuple[PeriodicJob, ...]:
         PeriodicJob("scheduler-tick", "scheduler.tick", settings.SCHEDULER_TICK_SECONDS),
         PeriodicJob("scheduler-refresh-estimates", "scheduler.refresh_estimates", settings.SCHEDULER_ESTIMATE_SECONDS),
         PeriodicJob("scheduler-backtest-starts", "scheduler.backtest_starts", settings.SCHEDULER_BACKTEST_SECONDS),
+        # Every minute: SESSION_IDLE_MINUTES counts whole minutes (it returns at once when 0).
+        PeriodicJob("scheduler-end-idle-sessions", "scheduler.end_idle_sessions", 60.0),
         # Hourly: a retention counted in days (JOB_FILES_RETENTION_DAYS).
         PeriodicJob("scheduler-expire-job-files", "scheduler.expire_job_files", 3600.0),
         PeriodicJob("monitoring-simulate", "monitoring.simulate", settings.MONITORING_SAMPLE_SECONDS)

@@ -16,6 +16,7 @@ from scheduler import advice, backtests, simulations
 from scheduler.backends.base import BackendError
 from scheduler.clusters import dispatch, poll
 from scheduler.jobs import files, remote
+from scheduler.sessions import idle
 from scheduler.tick import estimates
 from scheduler.tick.run import run_tick
 
@@ -82,6 +83,12 @@ def backtest_starts() -> int:
 def expire_job_files() -> dict[str, int]:
     """Drop the files of jobs ended more than JOB_FILES_RETENTION_DAYS ago (hourly)."""
     return files.expire_files(timezone.now())
+
+
+@shared_task(name="scheduler.end_idle_sessions", ignore_result=True)
+def end_idle_sessions() -> int:
+    """Cancel the interactive sessions nobody used for SESSION_IDLE_MINUTES (every minute)."""
+    return len(idle.end_idle_sessions(timezone.now()))
 
 
 @shared_task(

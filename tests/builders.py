@@ -339,3 +339,23 @@ def run_until_ended(job: Any, tick: Any = None, *, timeout: float = 60) -> Any:
 
     wait_for(ended, timeout=timeout, interval=0.2, what=f"job {job.pk} to end")
     return job
+
+
+def launch(owner: Any, slug: str = "web-server", values: dict[str, str] | None = None, **resources: Any) -> Any:
+    """Launch the built-in app ``slug`` for ``owner`` through the service (the API's and
+    the page's path), with its default resources unless given (``gpus``, ``cpus``,
+    ``memory_mib``, ``walltime_seconds``); a web server of one's own runs
+    ``python3 -m http.server`` by default. Returns the session."""
+    import dataclasses
+
+    from scheduler.models import InteractiveApp
+    from scheduler.reads.inventory import load_inventory
+    from scheduler.sessions.launch import default_resources, launch_session
+
+    app = InteractiveApp.objects.get(slug=slug)
+    if values is None:
+        values = (
+            {"command": "exec python3 -m http.server $QM_SESSION_PORT --bind 127.0.0.1"} if slug == "web-server" else {}
+        )
+    chosen = dataclasses.replace(default_resources(app), **resources)
+    return launch_session(app, owner, values, chosen, account=None, qos=None, hardware=load_inventory())

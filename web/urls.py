@@ -4,8 +4,9 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from web import home, profile, signin, tokens, usage
+from web.interactive import pages as interactive
 from web.jobs import detail, edit, index, submit, verbs
-from web.manage import accounts, audit, cluster, nodes, reservations, simulations, site_templates, users
+from web.manage import accounts, apps, audit, cluster, nodes, reservations, simulations, site_templates, users
 
 app_name = "web"
 
@@ -24,6 +25,10 @@ urlpatterns = [
     path("jobs/<int:job_id>/edit/", edit.job_edit, name="job-edit"),
     path("jobs/<int:job_id>/<slug:verb>/", verbs.job_verb, name="job-verb"),
     path("arrays/<int:array_job>/<slug:verb>/", verbs.array_verb, name="array-verb"),
+    path("interactive/", interactive.interactive, name="interactive"),
+    path("interactive/sessions/<int:job_id>/card/", interactive.card, name="interactive-card"),
+    path("interactive/sessions/<int:job_id>/delete/", interactive.delete, name="interactive-delete"),
+    path("interactive/<slug:slug>/", interactive.launch, name="interactive-launch"),
     path("usage/", usage.usage_page, name="usage"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", tokens.revoke_token, name="token-revoke"),
@@ -53,5 +58,8 @@ urlpatterns = [
         site_templates.site_template_delete,
         name="manage-template-delete",
     ),
+    path("manage/apps/", apps.apps, name="manage-apps"),
+    path("manage/apps/new/", apps.app_edit, name="manage-app-new"),
+    path("manage/apps/<int:app_id>/", apps.app_edit, name="manage-app"),
     path("manage/cluster/gpu-hours.csv", cluster.gpu_hours_csv, name="manage-gpu-hours-csv"),
 ]

@@ -4,6 +4,7 @@ from rest_framework.routers import DefaultRouter
 from scheduler.api.advice import AdviceView
 from scheduler.api.arrays import ArrayViewSet
 from scheduler.api.reservations import ReservationViewSet
+from scheduler.api.sessions import AppViewSet, SessionViewSet
 from scheduler.api.simulations import AccountPreviewStart, SimulationViewSet
 from scheduler.api.views import ClusterViewSet, GpuViewSet, JobViewSet, NodeViewSet, StartBacktestViewSet
 
@@ -16,6 +17,8 @@ router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("reservations", ReservationViewSet, basename="reservation")
 router.register("simulations", SimulationViewSet, basename="simulation")
 router.register("start-backtests", StartBacktestViewSet, basename="start-backtest")
+router.register("apps", AppViewSet, basename="app")
+router.register("sessions", SessionViewSet, basename="session")
 
 #: Routes besides the router's. ``POST /api/v1/jobs/estimate`` is the what-if without the
 #: router's trailing slash: APPEND_SLASH cannot redirect a POST (it raises under DEBUG and

@@ -270,6 +270,15 @@ class Backend(Protocol):
         """Return the last ``max_bytes`` of the job's combined output ('' if none yet)."""
         ...
 
+    def session_host(self, external_id: str, placements: tuple[Placement, ...]) -> str:
+        """The address the portal's proxy reaches a running interactive session's server
+        at: where the workload manager placed job ``external_id`` (``placements``: the
+        nodes the portal gave it, first node first), never anything the job says of
+        itself. The local cluster: ``127.0.0.1``; Slurm: the first node's ``NodeAddr``;
+        Kubernetes: the session's Service DNS name. Raises ``BackendError`` (transient
+        when the workload manager cannot say yet)."""
+        ...
+
 
 @runtime_checkable
 class NodeAdmin(Protocol):

@@ -49,6 +49,12 @@ DEFAULT_MASTER_PORT = 29500
 #: keep for themselves.
 RESERVED_NAMES = frozenset({"MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "WORLD_SIZE", "CUDA_VISIBLE_DEVICES"})
 RESERVED_PREFIXES = ("QM_", "SLURM_", "SBATCH_")
+#: An interactive session's secret (``scheduler.sessions``): the portal puts it in its
+#: job's ``JobSpec.env`` at dispatch, never stored with the job. A name the portal alone
+#: sets in a spec's env (a job's own env may not: the API refuses it as reserved).
+SESSION_SECRET_ENV = "QM_SESSION_SECRET"
+#: The reserved names the portal itself may put in ``JobSpec.env``.
+PORTAL_ENV = frozenset({SESSION_SECRET_ENV})
 
 
 #: Why, in the words the API and every backend use.

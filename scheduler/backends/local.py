@@ -79,6 +79,7 @@ from scheduler.backends.base import (
     GpuInfo,
     JobSpec,
     NodeInfo,
+    Placement,
     PollResult,
     RemoteState,
     submit_one_by_one,
@@ -571,6 +572,10 @@ class LocalBackend:
             return ""
         except OSError as exc:
             raise BackendError(f"local backend {self.name!r}: read_log {external_id}: {exc}", permanent=False) from exc
+
+    def session_host(self, external_id: str, placements: tuple[Placement, ...]) -> str:
+        """Every node of the local cluster is this machine: its loopback address."""
+        return "127.0.0.1"
 
     # -- submit helpers -----------------------------------------------------------------
 

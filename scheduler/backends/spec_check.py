@@ -15,7 +15,7 @@ from __future__ import annotations
 import posixpath
 
 from scheduler.backends.base import JobSpec
-from scheduler.backends.job_env import RESERVED_WORDS, is_reserved
+from scheduler.backends.job_env import PORTAL_ENV, RESERVED_WORDS, is_reserved
 from scheduler.backends.job_files import name_problem
 
 
@@ -40,7 +40,7 @@ def spec_problem(spec: JobSpec) -> str | None:
     for key, value in spec.env.items():
         if not isinstance(key, str) or not isinstance(value, str):
             return f"env must map strings to strings, got {key!r}: {value!r}"
-        if is_reserved(key):
+        if is_reserved(key) and key not in PORTAL_ENV:
             return f"env may not set {key}: {RESERVED_WORDS}"
     if spec.workdir and (not spec.workdir.startswith("/") or posixpath.normpath(spec.workdir) != spec.workdir):
         return f"workdir must be an absolute, normalised path, got {spec.workdir!r}"

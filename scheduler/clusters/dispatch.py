@@ -18,7 +18,8 @@ from scheduler.jobs.output_paths import Names, filled
 from scheduler.jobs.remote import backend_for
 from scheduler.jobs.transitions import mark_running_many, record_event, transition
 from scheduler.jobs.workdir import workdir_bounds
-from scheduler.models import Job
+from scheduler.models import InteractiveSession, Job
+from scheduler.sessions.script import SECRET_ENV
 
 
 def run_as(user: object) -> RunAs | None:
@@ -52,7 +53,7 @@ def job_spec(job: Job, *, first_handoff: bool = False) -> JobSpec:
         cpus_per_node=job.cpus_per_node,
         memory_mib_per_node=job.memory_mib_per_node,
         image=job.image,
-        env={str(k): str(v) for k, v in (job.env or {}).items()},
+        env={**{str(k): str(v) for k, v in (job.env or {}).items()}, **session_env(job)},
         workdir=job.workdir,
         workdir_bounds=workdir_bounds(user) if job.workdir or output else None,
         output=output,
@@ -66,6 +67,17 @@ def job_spec(job: Job, *, first_handoff: bool = False) -> JobSpec:
         reservation=backend_name(job.reservation) if job.reservation else "",
         first_handoff=first_handoff,
     )
+
+
+def session_env(job: Job) -> dict[str, str]:
+    """The environment an interactive session's job gets at dispatch and from nowhere
+    else: its secret (``QM_SESSION_SECRET``), which is never stored in the job's script
+    or env, so neither the API nor a page can show it. ``{}`` for any other job."""
+    try:
+        session = job.session
+    except InteractiveSession.DoesNotExist:
+        return {}
+    return {SECRET_ENV: session.secret}
 
 
 def output_of(job: Job) -> JobOutput | None:
@@ -145,13 +157,21 @@ def _count_handoff(job_ids: Sequence[int]) -> list[Job]:
     leaves 1 behind it, and the retry reads 2. Two workers counting at once both read
     2, or one reads 1 and the other 2; neither mistakes a retry for a first hand-off.
     Hence ``durable``: called inside a transaction, whose rollback could forget a
-    count after the backend took the job, it raises instead.
+    count after the backend took the job, it raises instead. An interactive session's
+    readiness of an earlier attempt is forgotten with the same commit.
     """
     dispatching = Job.objects.filter(pk__in=job_ids, state=JobState.DISPATCHING, cluster__isnull=False)
     with transaction.atomic(durable=True):
         dispatching.update(handoffs=F("handoffs") + 1)
-    # The files in one query, each file set once however many of an array's tasks share it.
-    related = dispatching.select_related("cluster", "owner__cluster_identity", "account").prefetch_related("file_set")
+        # A session's server is looked for afresh in each attempt (requeued, preempted):
+        # where an earlier one listened is no longer where the proxy may go.
+        InteractiveSession.objects.filter(job_id__in=list(job_ids), ready_at__isnull=False).update(
+            host="", port=None, ready_at=None
+        )
+    # The files in one query, each file set once however many of an array's tasks share
+    # it; a session's secret with its job.
+    related = dispatching.select_related("cluster", "owner__cluster_identity", "account", "session")
+    related = related.prefetch_related("file_set")
     return list(related.order_by("id"))
 
 

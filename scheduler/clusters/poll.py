@@ -22,6 +22,7 @@ from scheduler.config import SchedulerConfig, current_config
 from scheduler.jobs.remote import after_commit, backend_for
 from scheduler.jobs.transitions import transition
 from scheduler.models import Cluster, Job
+from scheduler.sessions.ready import refresh_starting
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,9 @@ def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int
     2. Poll every RUNNING job of the cluster in one backend call; record ends.
     3. Re-dispatch jobs stuck in DISPATCHING longer than ``redispatch_seconds``
        (their worker died mid-submit; submit is idempotent so this cannot duplicate).
-    4. Reconcile (``scheduler.clusters.reconcile``): silent nodes, jobs on down nodes, orphans.
+    4. Interactive sessions still starting: whether their servers answer now
+       (``scheduler.sessions.ready``).
+    5. Reconcile (``scheduler.clusters.reconcile``): silent nodes, jobs on down nodes, orphans.
     """
     now = now or timezone.now()
     config = current_config()
@@ -139,7 +142,14 @@ def poll_cluster(cluster: Cluster, now: datetime | None = None) -> dict[str, int
     if stuck:
         Job.objects.filter(pk__in=stuck, state=JobState.DISPATCHING).update(dispatched_at=now)
         after_commit("scheduler.dispatch_jobs", dispatch_jobs, stuck)
-    report = {"nodes": nodes_seen, "running": len(running), "ended": ended, "redispatched": len(stuck)}
+    sessions_ready = refresh_starting(cluster, backend, now) if running else 0
+    report = {
+        "nodes": nodes_seen,
+        "running": len(running),
+        "ended": ended,
+        "redispatched": len(stuck),
+        "sessions_ready": sessions_ready,
+    }
     return report | reconcile.reconcile(cluster, backend, now, config)
 
 

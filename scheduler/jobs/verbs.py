@@ -49,8 +49,11 @@ def held_fields(by: str) -> dict[str, Any]:
 RELEASED_FIELDS: dict[str, Any] = {"pending_reason": "", "pending_blockers": []}
 
 
-def cancel_job(job: Job, *, by: str) -> None:
+def cancel_job(job: Job, *, by: str, reason: str = "") -> None:
     """Cancel a queued or active job. Active jobs are also cancelled at the backend.
+    ``reason``: why, where it is not its owner's doing (``idle for 120 minutes``): the
+    job's state reason and its event's message (``cancelled by the portal: ...``), which
+    its owner is told.
 
     Raises ``JobStateConflict`` if the job already ended (or ends concurrently).
     """
@@ -61,8 +64,9 @@ def cancel_job(job: Job, *, by: str) -> None:
             JobState.CANCELLED,
             verb="cancelled",
             event=EventKind.CANCELLED,
-            by=by,
+            by=f"{by}: {reason}" if reason else by,
             **cancelled_fields(),
+            **({"state_reason": reason[:500]} if reason else {}),
         )
         if job.state in ACTIVE_STATES and job.external_id:
             after_commit("scheduler.cancel_remote", cancel_remote, job.id)

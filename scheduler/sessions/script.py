@@ -24,10 +24,12 @@ import re
 import shlex
 from collections.abc import Mapping
 
+from scheduler.backends.job_env import SESSION_SECRET_ENV
+
 #: The line a session's job prints once its server answers: ``QM-SESSION-READY port=N``.
 READY_MARKER = "QM-SESSION-READY"
 #: The environment variable that holds the session's secret in its job.
-SECRET_ENV = "QM_SESSION_SECRET"
+SECRET_ENV = SESSION_SECRET_ENV
 #: How many ports a session tries before it gives up.
 PORT_TRIES = 5
 #: How long a session's server may take to answer, in seconds, before the job fails.
