@@ -339,3 +339,39 @@ def run_until_ended(job: Any, tick: Any = None, *, timeout: float = 60) -> Any:
 
     wait_for(ended, timeout=timeout, interval=0.2, what=f"job {job.pk} to end")
     return job
+
+
+# --- Interactive sessions -----------------------------------------------------------------
+
+
+def make_interactive_app(slug: str = "jupyterlab", *, secret_via: str = "header") -> Any:
+    """An enabled app offered on every cluster; its command is never run by the proxy's tests."""
+    from scheduler.models import InteractiveApp
+
+    return InteractiveApp.objects.create(
+        slug=slug, name=slug.title(), command="serve --port {port} --base-url {base_url}", secret_via=secret_via
+    )
+
+
+def interactive_session(
+    owner: Any, account: Any, app: Any, *, host: str = "127.0.0.1", port: int | None = 20000, state: str = "RUNNING"
+) -> Any:
+    """A session of ``owner``'s job (1 GPU, submitted through the service) in ``state``,
+    its server ready at ``host:port`` (``port=None``: not ready yet). Rows written directly."""
+    import secrets
+
+    from django.utils import timezone
+
+    from scheduler.models import InteractiveSession, Job
+
+    job = submit(owner, account, name=f"{app.slug} session")
+    Job.objects.filter(pk=job.pk).update(state=state)
+    ready = port is not None
+    return InteractiveSession.objects.create(
+        job=job,
+        app=app,
+        secret=secrets.token_urlsafe(32),
+        host=host if ready else "",
+        port=port,
+        ready_at=timezone.now() if ready else None,
+    )
