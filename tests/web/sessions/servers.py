@@ -31,12 +31,13 @@ def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0, what: str)
 class AppServer:
     """A session's server. ``requests`` holds each request's headers as it saw them;
     ``received`` counts the bytes of the upload being read; ``release`` lets a held
-    download go on."""
+    download go on, and ``held_out`` says a download went on without it (after a minute)."""
 
     port: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     received: int = 0
     release: threading.Event = field(default_factory=threading.Event)
+    held_out: bool = False
 
     def routes(self) -> web.Application:
         app = web.Application(client_max_size=0)
@@ -74,6 +75,7 @@ class AppServer:
         deadline = time.monotonic() + 60
         while not self.release.is_set() and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
+        self.held_out = not self.release.is_set()
         for _ in range(int(request.query["chunks"]) - 1):
             await response.write(b"x" * CHUNK)
         await response.write_eof()
