@@ -33,6 +33,7 @@ ANSWERS: dict[Verdict, tuple[int, str, str]] = {
         "Its server reported an address the portal does not connect to. An administrator can tell why.",
     ),
 }
+BAD_HOST = (400, "Bad request", "This host name is not one the portal answers to.")
 UNREACHABLE = (502, "The session's server does not answer", "It may have stopped or be restarting. Try again shortly.")
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.http.request import split_domain_port, validate_host
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -166,3 +167,14 @@ def same_origin(headers: Headers) -> bool:
     host = fields.get(b"host", "")
     netloc = urlsplit(origin).netloc
     return bool(host) and netloc.lower() == host.lower()
+
+
+def allowed_host(headers: Headers) -> bool:
+    """Whether the ``Host`` header names one of ``ALLOWED_HOSTS``, with Django's own rules
+    (``HttpRequest.get_host``: with ``DEBUG`` and none listed, localhost's names)."""
+    host = next((value.decode("latin-1") for name, value in headers if name.lower() == b"host"), "")
+    domain, _ = split_domain_port(host)
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    return bool(domain) and validate_host(domain, allowed)

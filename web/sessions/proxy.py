@@ -9,6 +9,7 @@ one connection pool; httpx would need a second library (websockets) with its own
 connection handling for the WebSocket half. No socket code is written here.
 
 For each request:
+0. the ``Host`` is one of ``ALLOWED_HOSTS``, as Django requires of every page;
 1. the path names a session (``/sessions/<digits>/``; ``/sessions/<id>`` is redirected
    to the slash form);
 2. a WebSocket handshake must come from the portal's own origin (:func:`same_origin`);
@@ -30,6 +31,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 from asgiref.sync import sync_to_async
@@ -40,8 +42,8 @@ from yarl import URL
 
 from web.sessions import access
 from web.sessions.access import ActivityGate, Decision, DecisionCache, Upstream, Verdict
-from web.sessions.answers import UNREACHABLE, login_url, send_page, send_redirect, send_verdict
-from web.sessions.headers import downstream_response_headers, same_origin, upstream_request_headers
+from web.sessions.answers import BAD_HOST, UNREACHABLE, login_url, send_page, send_redirect, send_verdict
+from web.sessions.headers import allowed_host, downstream_response_headers, same_origin, upstream_request_headers
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -72,7 +74,9 @@ class SessionProxy:
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if not allowed_host(scope["headers"]):
+            await _refuse_host(scope, receive, send)
+        elif scope["type"] == "http":
             await self.http(scope, receive, send)
         elif scope["type"] == "websocket":
             await self.websocket(scope, receive, send)
@@ -112,12 +116,14 @@ class SessionProxy:
         """Steps: 1. open the upstream request, the body streamed from ``receive``; 2. pass
         its status and filtered headers; 3. pass its body chunk by chunk (ASGI's ``send``
         waits while the browser is slow, so memory stays flat), stopping early if the
-        browser goes away. A server that does not answer: 502."""
+        browser goes away. A server that does not answer: 502; one that fails half way
+        through its answer: the answer is cut short."""
         headers = upstream_request_headers(
             scope["headers"], secret=upstream.secret, client=_client_address(scope), scheme=scope.get("scheme", "http")
         )
         body = _request_body(receive) if _has_body(scope["headers"]) else None
         origin = f"http://{_url_host(upstream.host)}:{upstream.port}"
+        started = False
         try:
             async with self.client().request(
                 scope["method"],
@@ -136,9 +142,13 @@ class SessionProxy:
                         ),
                     }
                 )
+                started = True
                 await _relay_body(response, receive if body is None else None, send)
-        except (TimeoutError, aiohttp.ClientConnectionError):
-            await send_page(send, *UNREACHABLE)
+        except (TimeoutError, aiohttp.ClientError):
+            # Before the answer began: a page that says so. After: the body is cut short
+            # (returning without its end makes the server close the connection).
+            if not started:
+                await send_page(send, *UNREACHABLE)
 
     # --- WebSocket -----------------------------------------------------------------
 
@@ -319,6 +329,14 @@ async def _server_to_browser(upstream: aiohttp.ClientWebSocketResponse, send: Se
             return
 
 
+async def _refuse_host(scope: Scope, receive: Receive, send: Send) -> None:
+    if scope["type"] == "websocket":
+        await receive()
+        await send({"type": "websocket.close", "code": 1008})
+    else:
+        await send_page(send, *BAD_HOST)
+
+
 def _closable(code: int | None) -> int:
     """A close code the browser may be sent (1005/1006 and friends are reserved)."""
     if code is not None and (code in (1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011) or 3000 <= code <= 4999):
@@ -357,6 +375,8 @@ def _url_host(host: str) -> str:
 def _upstream_url(upstream: Upstream, scope: Scope) -> URL:
     """``http://host:port`` + the request's path and query exactly as the browser sent
     them (``raw_path``: percent-escapes kept, so the server decodes them itself)."""
-    raw_path = scope.get("raw_path") or scope["path"].encode()
+    raw_path = scope.get("raw_path") or b""
+    if not raw_path.startswith(b"/sessions/"):  # a server that gave none, or another form of target
+        raw_path = quote(scope["path"]).encode()
     target = raw_path.decode("latin-1") + _query_suffix(scope)
     return URL(f"http://{_url_host(upstream.host)}:{upstream.port}{target}", encoded=True)

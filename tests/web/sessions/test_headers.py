@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from web.sessions.headers import (
+    allowed_host,
     confined_set_cookie,
     downstream_response_headers,
     same_origin,
@@ -124,3 +125,13 @@ def test_a_trusted_origin_is_accepted_as_the_portals_forms_accept_it(settings: o
     settings.CSRF_TRUSTED_ORIGINS = ["https://portal.example"]  # type: ignore[attr-defined]
 
     assert same_origin([(b"host", b"internal:8000"), (b"origin", b"https://portal.example")])
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [("portal.example", True), ("portal.example:8443", True), ("evil.example", False), ("", False)],
+)
+def test_the_host_must_be_one_the_portal_answers_to(settings: object, host: str, allowed: bool) -> None:
+    settings.ALLOWED_HOSTS = ["portal.example"]  # type: ignore[attr-defined]
+
+    assert allowed_host([(b"host", host.encode())] if host else []) is allowed

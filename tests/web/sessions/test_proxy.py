@@ -345,3 +345,19 @@ def test_requests_mark_the_session_active_at_most_once_a_minute(
 
     assert first is not None
     assert InteractiveSession.objects.get(pk=jupyter.pk).last_activity_at == first
+
+
+def test_a_host_name_the_portal_does_not_answer_to_is_a_bad_request(
+    portal: Any, jupyter: Any, world: Any, cookie_of: Any, app_server: Any
+) -> None:
+    cookie = cookie_of(world.alice)
+
+    assert get(portal, f"/sessions/{jupyter.pk}/echo", cookie, Host="rebound.evil.example").status_code == 400
+    with pytest.raises(InvalidStatus):
+        connect(
+            ws_url(portal, jupyter),
+            origin="http://rebound.evil.example",  # type: ignore[arg-type]
+            additional_headers={"Cookie": cookie, "Host": "rebound.evil.example"},
+            open_timeout=30,
+        )
+    assert app_server.requests == []
