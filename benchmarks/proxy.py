@@ -19,7 +19,10 @@ Steps:
    trips of a 64-byte text message each, alternating.
 5. Print ``proxy_overhead_ms`` (p50 proxied - p50 direct, with both p50s and p90s) and
    ``proxy_ws_rtt_ratio`` (p50 proxied / p50 direct, with both in ms), each with the
-   1-minute load average. Targets: overhead <= 2 ms; ratio <= 2.
+   1-minute load average and ``portal_cpu_ms`` (the CPU the portal's process spent per
+   proxied request or message, from ``/proc``: what the proxy costs whatever else the
+   machine runs; on a loaded machine the latencies also wait for a CPU at each of the
+   two extra hops). Targets: overhead <= 2 ms; ratio <= 2.
 6. Stop both servers, always, then drop the database.
 """
 
@@ -32,6 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -97,9 +101,19 @@ def session_port() -> int:
     raise SystemExit("no free port in 20000-29999")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def servers(db: Database, app_port: int, portal_port: int) -> Iterator[None]:
-    """The session's server and the portal, stopped on the way out (also on an error)."""
+def servers(db: Database, app_port: int, portal_port: int) -> Iterator[int]:
+    """The session's server and the portal (whose pid is yielded), stopped on the way out
+    (also on an error)."""
     from quartermaster.management.commands.run_demo import web_server_command
 
     env = {
@@ -125,7 +139,7 @@ def servers(db: Database, app_port: int, portal_port: int) -> Iterator[None]:
     try:
         assert app.stdout is not None and app.stdout.readline().strip() == b"ready"
         wait_until_answers(f"http://127.0.0.1:{portal_port}/login/")
-        yield
+        yield portal.pid
     finally:
         for proc in (portal, app):
             proc.terminate()
@@ -154,19 +168,27 @@ def timed(call: Callable[[], None]) -> float:
     return (time.perf_counter() - began) * 1000
 
 
-def alternate(n: int, direct: Callable[[], None], proxied: Callable[[], None]) -> tuple[list[float], list[float]]:
+@dataclass
+class Timings:
+    straight: list[float]  # ms, direct
+    through: list[float]  # ms, through the proxy
+    portal_cpu_ms: float  # the portal's CPU per proxied call
+
+
+def alternate(n: int, direct: Callable[[], None], proxied: Callable[[], None], portal_pid: int) -> Timings:
     """``n`` timings of each, interleaved, after ``n // 10`` untimed of each."""
     for _ in range(max(10, n // 10)):
         direct()
         proxied()
-    straight, through = [], []
+    timings, cpu = Timings([], [], 0.0), cpu_seconds(portal_pid)
     for _ in range(n):
-        straight.append(timed(direct))
-        through.append(timed(proxied))
-    return straight, through
+        timings.straight.append(timed(direct))
+        timings.through.append(timed(proxied))
+    timings.portal_cpu_ms = (cpu_seconds(portal_pid) - cpu) * 1000 / n
+    return timings
 
 
-def measure_http(n: int, direct_url: str, proxied_url: str, cookie: str) -> tuple[list[float], list[float]]:
+def measure_http(n: int, direct_url: str, proxied_url: str, cookie: str, portal_pid: int) -> Timings:
     with httpx.Client(timeout=30) as direct, httpx.Client(timeout=30, headers={"Cookie": cookie}) as proxied:
 
         def get(client: httpx.Client, url: str) -> Callable[[], None]:
@@ -177,12 +199,10 @@ def measure_http(n: int, direct_url: str, proxied_url: str, cookie: str) -> tupl
 
             return once
 
-        return alternate(n, get(direct, direct_url), get(proxied, proxied_url))
+        return alternate(n, get(direct, direct_url), get(proxied, proxied_url), portal_pid)
 
 
-def measure_websocket(
-    n: int, direct_url: str, proxied_url: str, cookie: str, origin: str
-) -> tuple[list[float], list[float]]:
+def measure_websocket(n: int, direct_url: str, proxied_url: str, cookie: str, origin: str, portal_pid: int) -> Timings:
     with (
         connect(direct_url, open_timeout=30) as direct,
         connect(proxied_url, origin=origin, additional_headers={"Cookie": cookie}, open_timeout=30) as proxied,  # type: ignore[arg-type]
@@ -196,7 +216,7 @@ def measure_websocket(
 
             return once
 
-        return alternate(n, echo(direct), echo(proxied))
+        return alternate(n, echo(direct), echo(proxied), portal_pid)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -204,15 +224,17 @@ def main(argv: list[str] | None = None) -> None:
     with throwaway_database() as db:
         app_port, portal_port = session_port(), free_port()
         job_id, cookie = seed_session(app_port)
-        with servers(db, app_port, portal_port):
+        with servers(db, app_port, portal_port) as portal_pid:
             path = f"/sessions/{job_id}/"
             log(f"{args.requests} GETs each way")
-            straight, through = measure_http(
+            http = measure_http(
                 args.requests,
                 f"http://127.0.0.1:{app_port}{path}small",
                 f"http://127.0.0.1:{portal_port}{path}small",
                 cookie,
+                portal_pid,
             )
+            straight, through = http.straight, http.through
             load = os.getloadavg()[0]
             emit(
                 "proxy_overhead_ms",
@@ -223,18 +245,21 @@ def main(argv: list[str] | None = None) -> None:
                 proxied_p50_ms=percentile(through, 50),
                 proxied_p90_ms=percentile(through, 90),
                 requests=args.requests,
+                portal_cpu_ms=http.portal_cpu_ms,
                 server="uvicorn, 1 process (make demo's)",
                 vendor=db.vendor,
                 load_1min=load,
             )
             log(f"{args.messages} WebSocket round trips each way")
-            straight, through = measure_websocket(
+            ws = measure_websocket(
                 args.messages,
                 f"ws://127.0.0.1:{app_port}{path}ws",
                 f"ws://127.0.0.1:{portal_port}{path}ws",
                 cookie,
                 f"http://127.0.0.1:{portal_port}",
+                portal_pid,
             )
+            straight, through = ws.straight, ws.through
             emit(
                 "proxy_ws_rtt_ratio",
                 percentile(through, 50) / percentile(straight, 50),
@@ -244,6 +269,7 @@ def main(argv: list[str] | None = None) -> None:
                 direct_p90_ms=percentile(straight, 90),
                 proxied_p90_ms=percentile(through, 90),
                 messages=args.messages,
+                portal_cpu_ms=ws.portal_cpu_ms,
                 load_1min=os.getloadavg()[0],
             )
 
