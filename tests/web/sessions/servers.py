@@ -47,6 +47,7 @@ class AppServer:
         app.router.add_get("/sessions/{job}/cookies", self.cookies)
         app.router.add_get("/sessions/{job}/redirect", self.redirect)
         app.router.add_get("/sessions/{job}/ws", self.websocket)
+        app.router.add_get("/sessions/{job}/ws-once", self.websocket_once)
         return app
 
     def record(self, request: web.Request) -> None:
@@ -110,6 +111,15 @@ class AppServer:
                 await ws.send_str(message.data)
             elif message.type is WSMsgType.BINARY:
                 await ws.send_bytes(message.data)
+        return ws
+
+    async def websocket_once(self, request: web.Request) -> web.WebSocketResponse:
+        """Answers one message, then closes with code 4001 (a kernel that shut down)."""
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        message = await ws.receive()
+        await ws.send_str(f"bye {message.data}")
+        await ws.close(code=4001, message=b"kernel shut down")
         return ws
 
 

@@ -265,6 +265,20 @@ def test_a_websocket_echoes_through_the_proxy(
     assert seen["Origin"] == origin
 
 
+def test_the_servers_close_reaches_the_browser_with_its_code(
+    portal: Any, jupyter: Any, world: Any, cookie_of: Any
+) -> None:
+    with connect(
+        ws_url(portal, jupyter, "ws-once"), additional_headers={"Cookie": cookie_of(world.alice)}, open_timeout=30
+    ) as ws:
+        ws.send("alice")
+        assert ws.recv(timeout=30) == "bye alice"
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=30)
+
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4001
+
+
 @pytest.mark.parametrize(
     ("persona", "origin"),
     [("alice", "http://evil.example"), ("alice", "null"), ("bob", None), ("admin", None), ("anonymous", None)],
