@@ -43,6 +43,7 @@ if __package__ in (None, ""):
 
 import httpx
 from websockets.sync.client import ClientConnection, connect
+from websockets.typing import Origin
 
 from benchmarks._common import REPO_ROOT, Database, emit, log, percentile, throwaway_database
 from benchmarks._http import free_port
@@ -205,7 +206,7 @@ def measure_http(n: int, direct_url: str, proxied_url: str, cookie: str, portal_
 def measure_websocket(n: int, direct_url: str, proxied_url: str, cookie: str, origin: str, portal_pid: int) -> Timings:
     with (
         connect(direct_url, open_timeout=30) as direct,
-        connect(proxied_url, origin=origin, additional_headers={"Cookie": cookie}, open_timeout=30) as proxied,  # type: ignore[arg-type]
+        connect(proxied_url, origin=Origin(origin), additional_headers={"Cookie": cookie}, open_timeout=30) as proxied,
     ):
 
         def echo(ws: ClientConnection) -> Callable[[], None]:

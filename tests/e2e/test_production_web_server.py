@@ -17,6 +17,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 from websockets.sync.client import connect
+from websockets.typing import Origin
 
 from tests.builders import interactive_session, make_interactive_app
 from tests.e2e.conftest import child_env
@@ -71,7 +72,7 @@ def test_the_production_web_process_serves_pages_and_the_sessions_proxy(world: A
         assert echoed.json()["path"] == f"/sessions/{session.pk}/echo?q=1"
         with connect(
             f"ws://127.0.0.1:{port}/sessions/{session.pk}/ws",
-            origin=url,  # type: ignore[arg-type]
+            origin=Origin(url),
             additional_headers={"Cookie": cookie},
             open_timeout=30,
         ) as ws:

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
+from websockets.typing import Origin, Subprotocol
 
 from scheduler.models import InteractiveSession
 from tests.builders import interactive_session, make_interactive_app
@@ -248,9 +249,9 @@ def test_a_websocket_echoes_through_the_proxy(
     cookie = f"{cookie_of(world.alice)}; csrftoken=portal-csrf"
     with connect(
         ws_url(portal, jupyter),
-        origin=origin,
+        origin=Origin(origin),
         additional_headers={"Cookie": cookie},
-        subprotocols=["v1.kernel.websocket.jupyter.org"],
+        subprotocols=[Subprotocol("v1.kernel.websocket.jupyter.org")],
         open_timeout=30,
     ) as ws:
         ws.send("print(1)")
@@ -291,7 +292,7 @@ def test_a_websocket_is_refused_cross_site_or_to_anyone_but_the_owner(
     with pytest.raises(InvalidStatus) as refused:
         connect(
             ws_url(portal, jupyter),
-            origin=origin or f"http://127.0.0.1:{portal.port}",  # type: ignore[arg-type]
+            origin=Origin(origin or f"http://127.0.0.1:{portal.port}"),
             additional_headers={"Cookie": cookie} if cookie else None,
             open_timeout=30,
         )
@@ -370,7 +371,7 @@ def test_a_host_name_the_portal_does_not_answer_to_is_a_bad_request(
     with pytest.raises(InvalidStatus):
         connect(
             ws_url(portal, jupyter),
-            origin="http://rebound.evil.example",  # type: ignore[arg-type]
+            origin=Origin("http://rebound.evil.example"),
             additional_headers={"Cookie": cookie, "Host": "rebound.evil.example"},
             open_timeout=30,
         )
