@@ -46,6 +46,7 @@ class Verdict(StrEnum):
     STARTING = "starting"  # queued, or its server not ready yet
     ENDED = "ended"  # its job has ended
     REFUSED = "refused"  # its host or port is not one the proxy may reach
+    UNAVAILABLE = "unavailable"  # the portal's database cannot be reached for the moment
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,12 @@ ANSWERS: dict[Verdict, tuple[int, str, str]] = {
         "The session cannot be reached",
         "Its server reported an address the portal does not connect to. An administrator can tell why.",
     ),
+    Verdict.UNAVAILABLE: (
+        503,
+        "Unavailable for a moment",
+        "The portal cannot reach its database right now (a restart, most likely). "
+        "This page can be reloaded in a few seconds.",
+    ),
 }
 BAD_HOST = (400, "Bad request", "This host name is not one the portal answers to.")
 UNREACHABLE = (502, "The session's server does not answer", "It may have stopped or be restarting. Try again shortly.")

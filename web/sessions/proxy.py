@@ -15,7 +15,7 @@ For each request:
 2. a WebSocket handshake must come from the portal's own origin (:func:`same_origin`);
 3. the portal's session cookie is resolved to a decision (:mod:`web.sessions.access`),
    passes cached a few seconds: anonymous -> the login page (a WebSocket is refused),
-   not the owner -> 403, starting -> 503, ended -> 410;
+   not the owner -> 403, starting -> 503, ended -> 410, the database unreachable -> 503;
 4. the request is forwarded to ``http://host:port`` + the same path and query, with the
    app's secret and without the portal's cookies (:mod:`web.sessions.headers`), both
    bodies streamed; WebSocket messages are relayed both ways until either side closes,
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
@@ -40,10 +41,13 @@ from django.http.cookie import parse_cookie
 from django.utils import timezone
 from yarl import URL
 
+from common.outages import outage
 from web.sessions import access
 from web.sessions.access import ActivityGate, Decision, DecisionCache, Upstream, Verdict
 from web.sessions.answers import BAD_HOST, UNREACHABLE, login_url, send_page, send_redirect, send_verdict
 from web.sessions.headers import allowed_host, downstream_response_headers, same_origin, upstream_request_headers
+
+log = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -245,7 +249,13 @@ class SessionProxy:
         key = (cookie, job_id)
         decision = self.decisions.get(key)
         if decision is None:
-            decision = await sync_to_async(access.decide)(cookie, job_id)
+            try:
+                decision = await sync_to_async(access.decide)(cookie, job_id)
+            except Exception as exc:
+                if outage(exc) is None:
+                    raise  # a defect: a 500, as on every page
+                log.warning("session %s: the database is unavailable: %s", job_id, exc)
+                return Decision(Verdict.UNAVAILABLE)
             if decision.verdict is Verdict.PASS:
                 self.decisions.put(key, decision)
         return decision
@@ -253,7 +263,12 @@ class SessionProxy:
     async def noted(self, job_id: int) -> None:
         """The session was used now: its ``last_activity_at``, at most once a minute."""
         if self.activity.due(job_id):
-            await sync_to_async(access.touch_activity)(job_id, timezone.now())
+            try:
+                await sync_to_async(access.touch_activity)(job_id, timezone.now())
+            except Exception as exc:
+                if outage(exc) is None:
+                    raise
+                log.warning("session %s: activity not recorded, the database is unavailable: %s", job_id, exc)
 
     def client(self) -> aiohttp.ClientSession:
         """The upstream connection pool of the running event loop (made on first use)."""

@@ -99,6 +99,25 @@ def test_a_session_not_running_gets_a_short_clear_page(
     assert words in response.text
 
 
+def test_a_database_outage_is_a_503_to_retry_not_an_error(
+    portal: Any, jupyter: Any, world: Any, cookie_of: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import OperationalError
+
+    from web.sessions import access
+
+    cookie = cookie_of(world.alice)
+
+    def unreachable(session_key: str, job_id: int) -> None:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(access, "decide", unreachable)
+    response = get(portal, f"/sessions/{jupyter.pk}/echo", cookie)
+
+    assert (response.status_code, response.headers["retry-after"]) == (503, "5")
+    assert "Unavailable for a moment" in response.text
+
+
 def test_an_unknown_session_is_not_found(portal: Any, world: Any, cookie_of: Any) -> None:
     assert get(portal, "/sessions/987654/", cookie_of(world.alice)).status_code == 404
     assert get(portal, "/sessions/lab/", cookie_of(world.alice)).status_code == 404
