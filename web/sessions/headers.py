@@ -9,6 +9,7 @@ Headers are ASGI's: lists of ``(name, value)`` byte pairs, names lower case.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -173,8 +174,12 @@ def allowed_host(headers: Headers) -> bool:
     """Whether the ``Host`` header names one of ``ALLOWED_HOSTS``, with Django's own rules
     (``HttpRequest.get_host``: with ``DEBUG`` and none listed, localhost's names)."""
     host = next((value.decode("latin-1") for name, value in headers if name.lower() == b"host"), "")
+    return _allowed_host(host, tuple(settings.ALLOWED_HOSTS), settings.DEBUG)
+
+
+@lru_cache(maxsize=256)  # a browser sends one Host; Django's matching costs more than the proxy's own work
+def _allowed_host(host: str, allowed: tuple[str, ...], debug: bool) -> bool:
     domain, _ = split_domain_port(host)
-    allowed = settings.ALLOWED_HOSTS
-    if settings.DEBUG and not allowed:
-        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    if debug and not allowed:
+        allowed = (".localhost", "127.0.0.1", "[::1]")
     return bool(domain) and validate_host(domain, allowed)
