@@ -21,4 +21,6 @@ COPY . .
 COPY --from=native /app/build/native build/native
 RUN mkdir -p $QM_VAR_DIR && DEBUG=1 python manage.py collectstatic --noinput
 EXPOSE 8000
-CMD ["gunicorn", "quartermaster.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]
+# ASGI under gunicorn's uvicorn workers: the portal and the interactive sessions' proxy
+# (/sessions/<id>/, HTTP and WebSocket) on one port (docs/admin/sessions-proxy.md).
+CMD ["gunicorn", "quartermaster.asgi:application", "--worker-class", "uvicorn_worker.UvicornWorker", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]

@@ -1,5 +1,9 @@
-"""gunicorn's settings for the portal, read from the working directory by every
-``gunicorn quartermaster.wsgi`` started here (docs/admin/deployment.md's, the Dockerfile's, the benchmarks').
+"""gunicorn's settings for the portal, read from the working directory by every gunicorn
+started here: the production web process (``gunicorn quartermaster.asgi:application
+--worker-class uvicorn_worker.UvicornWorker``, docs/admin/deployment.md's, the Dockerfile's
+and docker-compose.yml's: the portal and the interactive sessions' proxy with its
+WebSockets) and the benchmarks' ``gunicorn quartermaster.wsgi``. The worker class stays on
+the command line, so each names what its application needs.
 
 Command-line flags still win (``--workers``, ``--bind``, ``--control-socket``).
 """

@@ -359,3 +359,46 @@ def launch(owner: Any, slug: str = "web-server", values: dict[str, str] | None =
         )
     chosen = dataclasses.replace(default_resources(app), **resources)
     return launch_session(app, owner, values, chosen, account=None, qos=None, hardware=load_inventory())
+
+
+# --- Interactive sessions -----------------------------------------------------------------
+
+
+def make_interactive_app(slug: str = "jupyterlab", *, secret_via: str = "header") -> Any:
+    """An enabled app offered on every cluster; its command is never run by the proxy's tests."""
+    from scheduler.models import InteractiveApp
+
+    # The built-in apps are rows too (migration scheduler 0038): the test's own fields win.
+    app, _ = InteractiveApp.objects.update_or_create(
+        slug=slug,
+        defaults={
+            "name": slug.title(),
+            "command": "serve --port {port} --base-url {base_url}",
+            "secret_via": secret_via,
+        },
+    )
+    return app
+
+
+def interactive_session(
+    owner: Any, account: Any, app: Any, *, host: str = "127.0.0.1", port: int | None = 20000, state: str = "RUNNING"
+) -> Any:
+    """A session of ``owner``'s job (1 GPU, submitted through the service) in ``state``,
+    its server ready at ``host:port`` (``port=None``: not ready yet). Rows written directly."""
+    import secrets
+
+    from django.utils import timezone
+
+    from scheduler.models import InteractiveSession, Job
+
+    job = submit(owner, account, name=f"{app.slug} session")
+    Job.objects.filter(pk=job.pk).update(state=state)
+    ready = port is not None
+    return InteractiveSession.objects.create(
+        job=job,
+        app=app,
+        secret=secrets.token_urlsafe(32),
+        host=host if ready else "",
+        port=port,
+        ready_at=timezone.now() if ready else None,
+    )

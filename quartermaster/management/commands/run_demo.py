@@ -2,6 +2,10 @@
 stopped together (``make demo``): Ctrl-C stops both and then ends the demo's running jobs,
 so nothing of the demo runs on after it.
 
+The web server is uvicorn serving ``quartermaster.asgi`` (the portal, and the interactive
+sessions' proxy with its WebSockets, which ``runserver`` cannot serve); static files come
+from WhiteNoise, which with ``DEBUG`` reads them from the finders as ``runserver`` did.
+
 Ctrl-C on a terminal reaches every process of its foreground group: both children get it
 and stop on their own; this command waits for them, asks again (SIGINT, then SIGKILL)
 any that lingers, and cancels the jobs still active on the local clusters
@@ -17,6 +21,7 @@ environment is kept.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,7 +30,7 @@ from types import FrameType
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduler.backends.local import LocalBackend
 from scheduler.choices import ACTIVE_STATES, BackendKind
@@ -46,6 +51,35 @@ DEMO_MAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
 def demo_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The children's environment: ``environ``, with the demo's mail backend unless it names one."""
     return {**environ, "EMAIL_BACKEND": environ.get("EMAIL_BACKEND") or DEMO_MAIL_BACKEND}
+
+
+#: How long uvicorn waits for open connections (a notebook's WebSockets) when it is stopped.
+GRACEFUL_SECONDS = 3
+
+_ADDRPORT = re.compile(r"(?:(?P<host>\[[0-9a-fA-F:.]+\]|[^:\[\]]+):)?(?P<port>\d{1,5})")
+
+
+def web_server_command(addrport: str) -> list[str]:
+    """uvicorn serving the portal at ``addrport`` (``host:port``, ``[::1]:port`` or a bare
+    port on 127.0.0.1, as ``runserver`` takes it). Raises ``CommandError`` for anything else."""
+    match = _ADDRPORT.fullmatch(addrport.strip())
+    if match is None or not 0 < int(match["port"]) < 65536:
+        raise CommandError(f"addrport must be HOST:PORT, [IPv6]:PORT or PORT, got {addrport!r}")
+    host = (match["host"] or "127.0.0.1").strip("[]")
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "quartermaster.asgi:application",
+        "--host",
+        host,
+        "--port",
+        match["port"],
+        "--ws",
+        "websockets-sansio",
+        "--timeout-graceful-shutdown",
+        str(GRACEFUL_SECONDS),
+    ]
 
 
 class Stop(Exception):
@@ -101,12 +135,13 @@ class Command(BaseCommand):
         # ignore SIGINT; Python's own handler here means theirs is the default again.
         signal.signal(signal.SIGINT, signal.default_int_handler)
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+        web_server = web_server_command(options["addrport"])
         environ = demo_environment(os.environ)
         if environ["EMAIL_BACKEND"] == DEMO_MAIL_BACKEND:
             self.stdout.write(f"The demo's e-mail is written to files in {settings.EMAIL_FILE_PATH}, not sent.")
         children = [
             subprocess.Popen([*manage, "run_scheduler"], env=environ),
-            subprocess.Popen([*manage, "runserver", "--noreload", options["addrport"]], env=environ),
+            subprocess.Popen(web_server, env=environ, cwd=settings.BASE_DIR),
         ]
         interrupted = False
         try:
