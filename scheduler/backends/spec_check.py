@@ -17,6 +17,7 @@ import posixpath
 from scheduler.backends.base import JobSpec
 from scheduler.backends.job_env import RESERVED_WORDS, is_reserved
 from scheduler.backends.job_files import name_problem
+from scheduler.sessions.script import SECRET_ENV
 
 
 def spec_problem(spec: JobSpec) -> str | None:
@@ -40,7 +41,9 @@ def spec_problem(spec: JobSpec) -> str | None:
     for key, value in spec.env.items():
         if not isinstance(key, str) or not isinstance(value, str):
             return f"env must map strings to strings, got {key!r}: {value!r}"
-        if is_reserved(key):
+        # A session's secret is the portal's own, set at dispatch (the API refuses it in a
+        # user's env): the one reserved name a spec carries in ``env``.
+        if is_reserved(key) and key != SECRET_ENV:
             return f"env may not set {key}: {RESERVED_WORDS}"
     if spec.workdir and (not spec.workdir.startswith("/") or posixpath.normpath(spec.workdir) != spec.workdir):
         return f"workdir must be an absolute, normalised path, got {spec.workdir!r}"
