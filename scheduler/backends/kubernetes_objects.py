@@ -455,6 +455,50 @@ def build_service(job: Obj) -> Obj:
     }
 
 
+def session_service_name(job: str) -> str:
+    """The name of a session's Service: its Job's, marked (at most 58 characters, a
+    DNS-1123 label: Job names are at most 50)."""
+    return f"{job}-session"
+
+
+def session_host(namespace: str, job: str, cluster_domain: str) -> str:
+    """The cluster DNS name of a session's Service (:func:`build_session_service`)."""
+    return f"{session_service_name(job)}.{namespace}.svc.{cluster_domain}"
+
+
+def build_session_service(job: Obj) -> Obj:
+    """The Service through which the portal's proxy reaches an interactive session's
+    server: headless, so its DNS name (:func:`session_host`) is the pod's own address and
+    the port the session's script picked and reported (within ``SESSION_PORTS``) is
+    reached as it is, with no port list to know before the pod starts; the pod has a
+    network namespace of its own, so no other session shares its ports. It selects the
+    Job's pod, rank 0's where there are several (the server runs there), carries the
+    Job's labels and is owned by the Job: Kubernetes deletes it with the Job."""
+    metadata = job["metadata"]
+    selector = {KEY_LABEL: metadata["labels"][KEY_LABEL]}
+    if job["spec"].get("completionMode") == "Indexed":
+        selector[COMPLETION_INDEX] = "0"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": session_service_name(metadata["name"]),
+            "namespace": metadata["namespace"],
+            "labels": dict(metadata.get("labels") or {}),
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": metadata["name"], "uid": metadata["uid"]}
+            ],
+        },
+        "spec": {
+            "clusterIP": "None",
+            # The portal asks for the address once the server said it answers, whatever
+            # Kubernetes thinks of the pod's readiness (it has no probe).
+            "publishNotReadyAddresses": True,
+            "selector": selector,
+        },
+    }
+
+
 # --- Poll ------------------------------------------------------------------------------------
 
 
