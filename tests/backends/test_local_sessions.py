@@ -10,6 +10,7 @@ anything), so it gets no more of the portal than any job does.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 import urllib.error
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import websocket
 
 from scheduler.backends.base import BackendError, JobSpec, Placement, RunAs
 from scheduler.backends.local import LocalBackend
@@ -186,10 +188,12 @@ def apps(tmp_path: Path) -> LocalBackend:
     return LocalBackend(name="demo", config=config, work_dir=tmp_path / "var" / "work")
 
 
-def start(backend: LocalBackend, command: str, *, base_url: str, ready_path: str, secret: str) -> tuple[str, int]:
-    """Submit a session of ``command`` and wait for its ready line: its id and port."""
+def start(
+    backend: LocalBackend, command: str, *, base_url: str, ready_path: str, secret: str, gpus: tuple[int, ...] = (0,)
+) -> tuple[str, int]:
+    """Submit a session of ``command`` on ``gpus`` and wait for its ready line: its id and port."""
     script = session_script(command=command, values={}, base_url=base_url, ready_path=ready_path, ports=PORTS)
-    spec = dataclasses.replace(job(script=script), env={SECRET_ENV: secret})
+    spec = dataclasses.replace(job(script=script), env={SECRET_ENV: secret}, placements=(Placement("n-01", gpus),))
     external_id = backend.submit(spec)
     deadline = time.monotonic() + 120
     while (port := reported_port(backend.read_log(external_id), PORTS)) is None:
@@ -227,6 +231,78 @@ def test_jupyterlab_starts_in_the_sandbox_and_answers_only_with_the_sessions_sec
     finally:
         apps.cancel(first)
         apps.cancel(second)
+
+
+def run_cell(port: int, base_url: str, secret: str, code: str) -> str:
+    """Start a kernel in the session's JupyterLab and run ``code`` in it over the kernel's
+    WebSocket, as the browser does: what it printed."""
+    api = f"http://127.0.0.1:{port}{base_url}api/kernels"
+    headers = {"Authorization": f"token {secret}", "Content-Type": "application/json"}
+    request = urllib.request.Request(api, data=b"{}", headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        kernel = json.load(answer)["id"]
+    socket = websocket.create_connection(
+        f"ws://127.0.0.1:{port}{base_url}api/kernels/{kernel}/channels",
+        header=[f"Authorization: token {secret}"],
+        timeout=120,
+    )
+    message = uuid.uuid4().hex
+    header = {
+        "msg_id": message,
+        "msg_type": "execute_request",
+        "session": uuid.uuid4().hex,
+        "username": "",
+        "version": "5.3",
+    }
+    content = {"code": code, "silent": False, "store_history": False, "user_expressions": {}, "allow_stdin": False}
+    socket.send(
+        json.dumps({"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "shell"})
+    )
+    printed: list[str] = []
+    try:
+        while True:
+            reply = json.loads(socket.recv())
+            if reply.get("parent_header", {}).get("msg_id") != message:
+                continue
+            if reply["msg_type"] in ("stream", "error"):
+                printed.append(reply["content"].get("text") or "\n".join(reply["content"].get("traceback", [])))
+            if reply["msg_type"] == "status" and reply["content"]["execution_state"] == "idle":
+                return "".join(printed)
+    finally:
+        socket.close()
+
+
+@pytest.mark.bwrap
+@pytest.mark.apps
+@pytest.mark.slow
+def test_a_notebook_cell_runs_in_the_sandbox_on_the_sessions_gpus_and_not_in_the_portal(apps: LocalBackend) -> None:
+    secret = uuid.uuid4().hex
+    session, port = start(apps, JUPYTERLAB, base_url="/sessions/11/", ready_path="api/status", secret=secret, gpus=(1,))
+    checkout = Path(__file__).resolve().parents[2]  # the portal's tree the apps' environment lies in
+    cell = f"""
+import os
+print('gpus=' + os.environ['CUDA_VISIBLE_DEVICES'])
+for path in ({str(checkout / "quartermaster" / "settings.py")!r}, {str(checkout / "manage.py")!r}):
+    try:
+        open(path).read()
+        print('read ' + path)
+    except OSError as refused:
+        print('refused ' + type(refused).__name__)
+try:
+    print('var=' + ','.join(sorted(os.listdir({str(checkout / "var")!r}))))
+except OSError as refused:
+    print('var refused ' + type(refused).__name__)
+print('secret=' + str(any('SECRET_KEY' in name for name in os.environ)))
+"""
+    try:
+        printed = run_cell(port, "/sessions/11/", secret, cell)
+    finally:
+        apps.cancel(session)
+
+    assert "gpus=1\n" in printed  # the session's GPUs, through the kernel's WebSocket
+    assert "read " not in printed and printed.count("refused FileNotFoundError") == 2
+    assert "var refused " in printed or "var=apps-env\n" in printed  # at most a passage to the apps
+    assert "secret=False" in printed
 
 
 @pytest.mark.bwrap
