@@ -38,8 +38,9 @@ Config (validated at construction; a bad value is a permanent error naming it)::
 An interactive session's Job (``scheduler.backends.sessions``) also gets a headless
 Service, ``<job>-session``, owned by the Job (``build_session_service``): the portal's
 proxy reaches the session's server at ``<job>-session.<namespace>.svc.<cluster_domain>``
-and the port its ready line reported. Its apps come with the image (``image``, or the
-job's own).
+and the port its ready line reported. Its secret is in a Secret of that name, made before
+the Job and then owned by it (``build_session_secret``), never in the Job. Its apps come
+with the image (``image``, or the job's own).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ from scheduler.backends.kubernetes_objects import (
     KubeNode,
     build_job,
     build_service,
+    build_session_secret,
     build_session_service,
     format_time,
     is_dns_label,
@@ -81,14 +83,17 @@ from scheduler.backends.kubernetes_objects import (
     job_finished,
     job_name,
     node_from_object,
+    owned_by,
     parse_time,
     poll_result,
     selector,
     session_host,
+    session_object_name,
 )
 from scheduler.backends.local import _ConfigReader
 from scheduler.backends.sessions import is_session
 from scheduler.backends.spec_check import spec_problem
+from scheduler.sessions.script import SECRET_ENV
 
 log = logging.getLogger(__name__)
 
@@ -276,6 +281,8 @@ class KubernetesBackend:
             manifest = build_job(spec, target)
         except ValueError as exc:
             raise self._reject(spec, str(exc)) from exc
+        if is_session(spec):
+            self._create_session_secret(spec, manifest)
         try:
             created = self.api.create_job(namespace, manifest)
         except Conflict:
@@ -294,13 +301,27 @@ class KubernetesBackend:
     def _ensure_service(self, spec: JobSpec, job: Obj) -> None:
         """A multi-node Job's headless Service (``build_service``) and a session's
         (``build_session_service``), made after the Job so that it can be their owner;
-        one that exists already is the same."""
+        one that exists already is the same. A session's Secret, made before the Job,
+        gets the Job as its owner here."""
+        namespace = job["metadata"]["namespace"]
         services = [build_service(job)] if len(spec.placements) > 1 else []
         if is_session(spec):
             services.append(build_session_service(job))
+            self.api.patch_secret(namespace, session_object_name(job["metadata"]["name"]), owned_by(job))
         for service in services:
             with contextlib.suppress(Conflict):
-                self.api.create_service(job["metadata"]["namespace"], service)
+                self.api.create_service(namespace, service)
+
+    def _create_session_secret(self, spec: JobSpec, manifest: Obj) -> None:
+        """The session's Secret (``build_session_secret``), before its Job: one that
+        exists already (a retried submit) holds the same secret."""
+        namespace = manifest["metadata"]["namespace"]
+        try:
+            self.api.create_secret(namespace, build_session_secret(manifest, spec.env[SECRET_ENV]))
+        except Conflict:
+            pass
+        except NotFound as exc:
+            raise self._reject(spec, f"cannot create its Secret in namespace {namespace!r}: {exc}") from exc
 
     def cancel(self, external_id: str, *, grace_seconds: float | None = None) -> None:
         """Mark the Job cancelled and delete it with its pods. Idempotent.

@@ -5,18 +5,20 @@ DNS name (``session_host``). Real HTTP to the fake API server in tests/backends/
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 
 from scheduler.backends.base import BackendError, Placement
 from scheduler.backends.kubernetes import KubernetesBackend
-from scheduler.backends.kubernetes_objects import build_session_service, job_name
+from scheduler.backends.kubernetes_objects import build_session_secret, build_session_service, job_name
 from scheduler.sessions.script import SECRET_ENV
-from tests.backends.kube.apiserver import FakeKube
+from tests.backends.kube.apiserver import JOB_SCHEMA, FakeKube
 from tests.backends.kube.builders import contract_nodes
 from tests.backends.test_kubernetes import backend_for, manifest, spec
 
@@ -77,9 +79,28 @@ def test_a_session_submit_makes_its_service_owned_by_its_job(kube: FakeKube, tmp
     }
 
 
-def test_an_ordinary_single_node_job_still_makes_no_service(kube: FakeKube, tmp_path: Path) -> None:
+def test_a_sessions_secret_is_in_a_secret_owned_by_its_job_never_in_the_job(kube: FakeKube, tmp_path: Path) -> None:
+    """Whoever may read Jobs and pods in the account's namespace (the account's other
+    users, perhaps) finds no secret there to open the session's server with."""
+    job = session()
+    backend_for(kube, tmp_path).submit(job)
+    backend_for(kube, tmp_path).submit(job)  # a retry: still one Secret, the same
+
+    [made], [secret] = kube.jobs(), kube.secrets()
+    assert "s3cret" not in json.dumps(made)
+    env = {e["name"]: e for e in made["spec"]["template"]["spec"]["containers"][0]["env"]}
+    reference = env[SECRET_ENV]["valueFrom"]["secretKeyRef"]
+    assert reference == {"name": secret["metadata"]["name"], "key": "token"}
+    assert secret["stringData"] == {"token": "s3cret"} and secret["type"] == "Opaque"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == made["metadata"]["uid"]  # deleted with it
+    assert secret["metadata"]["labels"] == made["metadata"]["labels"]
+    kubernetes_validate.validate(build_session_secret(made, "s3cret"), "1.37.0", strict=True)
+    jsonschema.Draft202012Validator(JOB_SCHEMA).validate(manifest(job))
+
+
+def test_an_ordinary_single_node_job_still_makes_no_service_nor_secret(kube: FakeKube, tmp_path: Path) -> None:
     backend_for(kube, tmp_path).submit(spec())
-    assert kube.services() == []
+    assert kube.services() == [] and kube.secrets() == []
 
 
 def test_session_host_is_the_services_cluster_dns_name(kube: FakeKube, tmp_path: Path) -> None:
