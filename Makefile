@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 HOST ?= 127.0.0.1
 
-.PHONY: venv native demo test check bench clean
+.PHONY: venv native apps demo test check bench clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt requirements-ldap.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,13 +30,27 @@ $(NATIVE): $(BIN)/.installed scripts/build_native_core.py $(wildcard scheduler/c
 
 native: $(NATIVE)
 
+## The interactive apps' environment (JupyterLab, TensorBoard: requirements-apps.txt), apart
+## from the portal's venv: session jobs run its servers, read-only, with its bin/ first on
+## PATH (cluster config apps_env). Made from Debian's Python where there is one, which the
+## job sandbox and every Debian node have; JupyterLab's assets ship built, so no build step.
+APPS_ENV ?= var/apps-env
+APPS_PYTHON ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,$(PYTHON))
+$(APPS_ENV)/.installed: requirements-apps.txt
+	$(APPS_PYTHON) -m venv $(APPS_ENV)
+	$(APPS_ENV)/bin/pip install --quiet --upgrade pip
+	$(APPS_ENV)/bin/pip install --quiet -r requirements-apps.txt
+	touch $@
+
+apps: $(APPS_ENV)/.installed
+
 ## The embedded demo: SQLite, the local simulated cluster, no Redis, scheduler loop in-process.
-demo: venv native
+demo: venv native apps
 	@# Without bubblewrap demo jobs are not isolated from the portal: single-user, localhost only.
 	@if ! command -v bwrap >/dev/null 2>&1; then case "$(HOST)" in 127.*|localhost|::1) ;; \
 	  *) echo "Refusing to listen on $(HOST): without bubblewrap (apt-get install bubblewrap) demo jobs run unsandboxed and can read whatever their uid can, the portal's files perhaps; the demo is single-user and stays on localhost."; exit 1;; esac; fi
 	DEBUG=1 $(BIN)/python manage.py migrate --noinput
-	DEBUG=1 $(BIN)/python manage.py seed_demo
+	DEBUG=1 $(BIN)/python manage.py seed_demo --apps-env $(abspath $(APPS_ENV))
 	@echo ""
 	@echo "Quartermaster is starting at http://$(HOST):$(PORT)/  (API docs: /api/docs/, admin: /admin/)"
 	@echo "Log in as one of the demo logins listed above. Ctrl-C stops the web server, the scheduler and the demo's jobs."

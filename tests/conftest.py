@@ -4,8 +4,9 @@ Personas (as in healthchecks' tests): alice owns jobs in account ``lab``; bob
 coordinates ``lab`` and so sees alice's jobs; dora is a plain member of ``lab`` and
 does not; charlie belongs to ``other`` and must see nothing of alice's; admin is staff.
 
-Tests marked ``postgres``, ``redis``, ``slurm`` or ``bwrap`` (the local backend's
-sandbox, Debian's bubblewrap) need that service. Without it they skip on a
+Tests marked ``postgres``, ``redis``, ``slurm``, ``bwrap`` (the local backend's
+sandbox, Debian's bubblewrap) or ``apps`` (the interactive apps' environment that
+``make apps`` builds) need that service. Without it they skip on a
 laptop, and FAIL when ``QM_REQUIRE_SERVICES=1`` (CI), so CI can never go green by
 silently skipping.
 """
@@ -92,6 +93,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         require_slurm()
     if item.get_closest_marker("bwrap"):
         require_bwrap()
+    if item.get_closest_marker("apps"):
+        require_apps_env()
+
+
+def apps_env() -> Path:
+    """The interactive apps' environment the tests start JupyterLab and TensorBoard from:
+    ``QM_APPS_ENV``, else the one ``make apps`` builds in the checkout (CI's .ci/run does)."""
+    configured = os.environ.get("QM_APPS_ENV", "")
+    return Path(configured) if configured else Path(__file__).resolve().parents[1] / "var" / "apps-env"
+
+
+def require_apps_env() -> None:
+    """Skip the running test (fail it in CI) unless the apps' environment is built."""
+    if not (apps_env() / "bin" / "jupyter-lab").exists():
+        _missing(f"the interactive apps' environment {apps_env()} is not built (make apps)")
 
 
 def require_bwrap() -> None:

@@ -33,6 +33,14 @@ Config (validated at construction; a bad value is a permanent error naming it)::
     kill_grace_seconds: 30               # pods' terminationGracePeriodSeconds
     timeout_seconds: 10                  # per API request
     record_seconds: 86400                # how long a cancelled Job is kept as a record
+    cluster_domain: cluster.local        # in sessions' Service names (session_host)
+
+An interactive session's Job (``scheduler.backends.sessions``) also gets a headless
+Service, ``<job>-session``, owned by the Job (``build_session_service``): the portal's
+proxy reaches the session's server at ``<job>-session.<namespace>.svc.<cluster_domain>``
+and the port its ready line reported. Its secret is in a Secret of that name, made before
+the Job and then owned by it (``build_session_secret``), never in the Job. Its apps come
+with the image (``image``, or the job's own).
 """
 
 from __future__ import annotations
@@ -52,11 +60,13 @@ from scheduler.backends.base import (
     BackendError,
     JobSpec,
     NodeInfo,
+    Placement,
     PollResult,
     RemoteState,
     RunAs,
     submit_one_by_one,
 )
+from scheduler.backends.job_env import SESSION_SECRET_ENV as SECRET_ENV
 from scheduler.backends.kubernetes_api import Conflict, KubeApi, NotFound, Obj
 from scheduler.backends.kubernetes_objects import (
     CANCELLED_ANNOTATION,
@@ -66,17 +76,23 @@ from scheduler.backends.kubernetes_objects import (
     KubeNode,
     build_job,
     build_service,
+    build_session_secret,
+    build_session_service,
     format_time,
     is_dns_label,
     is_label_value,
     job_finished,
     job_name,
     node_from_object,
+    owned_by,
     parse_time,
     poll_result,
     selector,
+    session_host,
+    session_object_name,
 )
 from scheduler.backends.local import _ConfigReader
+from scheduler.backends.sessions import is_session
 from scheduler.backends.spec_check import spec_problem
 
 log = logging.getLogger(__name__)
@@ -99,6 +115,7 @@ _CONFIG_KEYS = frozenset(
         "record_seconds",
         "run_as_owner",
         "min_uid",
+        "cluster_domain",
     }
 )
 DEFAULT_IMAGE = "ubuntu:24.04"
@@ -180,6 +197,10 @@ class KubernetesBackend:
         #: owner has no identity with both is refused.
         self.requires_identity = reader.flag(config, "run_as_owner", True)
         self.min_uid = reader.integer(config, "min_uid", "config", default=1000)
+        #: The cluster's DNS domain, in the names of sessions' Services (``session_host``).
+        self.cluster_domain = reader.string(config, "cluster_domain", "config", default="cluster.local")
+        if not all(is_dns_label(part) for part in self.cluster_domain.split(".")):
+            raise reader.bad(f"config.cluster_domain must be a DNS name, got {self.cluster_domain!r}")
         self._api: KubeApi | None = None
 
     # -- connection -------------------------------------------------------------------------
@@ -260,6 +281,8 @@ class KubernetesBackend:
             manifest = build_job(spec, target)
         except ValueError as exc:
             raise self._reject(spec, str(exc)) from exc
+        if is_session(spec):
+            self._create_session_secret(spec, manifest)
         try:
             created = self.api.create_job(namespace, manifest)
         except Conflict:
@@ -276,12 +299,29 @@ class KubernetesBackend:
         return external_id
 
     def _ensure_service(self, spec: JobSpec, job: Obj) -> None:
-        """A multi-node Job's headless Service (``build_service``), made after the Job so
-        that it can be the Service's owner; one that exists already is the same."""
-        if len(spec.placements) < 2:
-            return
-        with contextlib.suppress(Conflict):
-            self.api.create_service(job["metadata"]["namespace"], build_service(job))
+        """A multi-node Job's headless Service (``build_service``) and a session's
+        (``build_session_service``), made after the Job so that it can be their owner;
+        one that exists already is the same. A session's Secret, made before the Job,
+        gets the Job as its owner here."""
+        namespace = job["metadata"]["namespace"]
+        services = [build_service(job)] if len(spec.placements) > 1 else []
+        if is_session(spec):
+            services.append(build_session_service(job))
+            self.api.patch_secret(namespace, session_object_name(job["metadata"]["name"]), owned_by(job))
+        for service in services:
+            with contextlib.suppress(Conflict):
+                self.api.create_service(namespace, service)
+
+    def _create_session_secret(self, spec: JobSpec, manifest: Obj) -> None:
+        """The session's Secret (``build_session_secret``), before its Job: one that
+        exists already (a retried submit) holds the same secret."""
+        namespace = manifest["metadata"]["namespace"]
+        try:
+            self.api.create_secret(namespace, build_session_secret(manifest, spec.env[SECRET_ENV]))
+        except Conflict:
+            pass
+        except NotFound as exc:
+            raise self._reject(spec, f"cannot create its Secret in namespace {namespace!r}: {exc}") from exc
 
     def cancel(self, external_id: str, *, grace_seconds: float | None = None) -> None:
         """Mark the Job cancelled and delete it with its pods. Idempotent.
@@ -386,6 +426,16 @@ class KubernetesBackend:
             parts.append(f"==> {pod['metadata']['name']} <==\n{text}" if len(pods) > 1 else text)
         data = "".join(parts).encode("utf-8")
         return data[-max_bytes:].decode("utf-8", errors="replace")
+
+    def session_host(self, external_id: str, placements: tuple[Placement, ...]) -> str:
+        """The cluster DNS name of the session's Service (``build_session_service``): the
+        portal's proxy reaches the pod through the cluster's DNS and network, so it must
+        run in the cluster or route to its pods. Permanent BackendError for an id that
+        is not ours."""
+        where = self._split(external_id)
+        if where is None:
+            raise BackendError(f"kubernetes {self.name!r}: session_host: bad id {external_id!r}", permanent=True)
+        return session_host(*where, self.cluster_domain)
 
     # -- beyond the protocol ------------------------------------------------------------------
 

@@ -132,6 +132,22 @@ class KubeApi:
         name = manifest["metadata"]["name"]
         return self._json(f"create Service {namespace}/{name}", self._core.create_namespaced_service, namespace, body)
 
+    def create_secret(self, namespace: str, manifest: Obj) -> Obj:
+        body = k8s.V1Secret.from_dict(manifest)
+        name = manifest["metadata"]["name"]
+        return self._json(f"create Secret {namespace}/{name}", self._core.create_namespaced_secret, namespace, body)
+
+    def patch_secret(self, namespace: str, name: str, patch: Obj) -> Obj:
+        """A JSON merge patch of a Secret (its owner, once its Job exists)."""
+        return self._json(
+            f"patch Secret {namespace}/{name}",
+            self._core.patch_namespaced_secret,
+            name,
+            namespace,
+            patch,
+            _content_type="application/merge-patch+json",
+        )
+
     # -- Pods and Nodes -------------------------------------------------------------------
 
     def list_pods(self, namespace: str, selector: str) -> list[Obj]:

@@ -34,6 +34,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from scheduler.backends.base import SHARING_MODES, GpuInfo, JobSpec, NodeInfo, PollResult, RemoteState, RunAs
 from scheduler.backends.job_env import DEFAULT_MASTER_PORT, job_env, master_env, rank_env
+from scheduler.backends.job_env import SESSION_SECRET_ENV as SECRET_ENV
 from scheduler.backends.job_files import prelude
 from scheduler.backends.job_output import copying_output
 
@@ -328,7 +329,10 @@ def build_job(spec: JobSpec, target: JobTarget) -> Obj:
     # pod alone talks to itself.
     master = f"{target.name}-0.{target.name}" if count > 1 else "127.0.0.1"
     env = {**spec.env, **job_env(spec), **master_env(master, str(DEFAULT_MASTER_PORT))}
-    env_vars: list[Obj] = [{"name": k, "value": v} for k, v in env.items()]
+    env_vars: list[Obj] = [{"name": k, "value": v} for k, v in env.items() if k != SECRET_ENV]
+    if SECRET_ENV in env:  # a session's secret: from its Secret, never in the Job (build_session_secret)
+        reference = {"name": session_object_name(target.name), "key": SESSION_SECRET_KEY}
+        env_vars.append({"name": SECRET_ENV, "valueFrom": {"secretKeyRef": reference}})
     if count > 1:  # the completion index is the rank
         index: Obj = {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}
         env_vars += [{"name": k, "valueFrom": index} for k in rank_env("")]
@@ -451,6 +455,82 @@ def build_service(job: Obj) -> Obj:
             "publishNotReadyAddresses": True,
             "selector": {KEY_LABEL: metadata["labels"][KEY_LABEL]},
             "ports": [{"name": "rendezvous", "port": DEFAULT_MASTER_PORT}],
+        },
+    }
+
+
+#: The key of a session's secret in its Secret.
+SESSION_SECRET_KEY = "token"
+
+
+def session_object_name(job: str) -> str:
+    """The name of a session's Service and of its Secret: its Job's, marked (at most 58
+    characters, a DNS-1123 label: Job names are at most 50)."""
+    return f"{job}-session"
+
+
+def session_host(namespace: str, job: str, cluster_domain: str) -> str:
+    """The cluster DNS name of a session's Service (:func:`build_session_service`)."""
+    return f"{session_object_name(job)}.{namespace}.svc.{cluster_domain}"
+
+
+def build_session_secret(job: Obj, secret: str) -> Obj:
+    """The Secret that holds a session's ``secret``, which the pod of ``job`` (its
+    manifest) reads as ``QM_SESSION_SECRET`` (``secretKeyRef``): never in the Job itself,
+    which everyone who may read Jobs or pods in the namespace (the account's other
+    users, perhaps) can read, while a site's RBAC keeps Secrets to the portal. Made just
+    before its Job (the pod needs it to start), with the Job's labels; the Job becomes
+    its owner once it exists (:func:`owned_by`), so Kubernetes deletes it with the Job."""
+    metadata = job["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": session_object_name(metadata["name"]),
+            "namespace": metadata["namespace"],
+            "labels": dict(metadata.get("labels") or {}),
+        },
+        "type": "Opaque",
+        "stringData": {SESSION_SECRET_KEY: secret},
+    }
+
+
+def owned_by(job: Obj) -> Obj:
+    """The merge patch that makes ``job`` the owner of an object made before it."""
+    metadata = job["metadata"]
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": metadata["name"], "uid": metadata["uid"]}
+    return {"metadata": {"ownerReferences": [owner]}}
+
+
+def build_session_service(job: Obj) -> Obj:
+    """The Service through which the portal's proxy reaches an interactive session's
+    server: headless, so its DNS name (:func:`session_host`) is the pod's own address and
+    the port the session's script picked and reported (within ``SESSION_PORTS``) is
+    reached as it is, with no port list to know before the pod starts; the pod has a
+    network namespace of its own, so no other session shares its ports. It selects the
+    Job's pod, rank 0's where there are several (the server runs there), carries the
+    Job's labels and is owned by the Job: Kubernetes deletes it with the Job."""
+    metadata = job["metadata"]
+    selector = {KEY_LABEL: metadata["labels"][KEY_LABEL]}
+    if job["spec"].get("completionMode") == "Indexed":
+        selector[COMPLETION_INDEX] = "0"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": session_object_name(metadata["name"]),
+            "namespace": metadata["namespace"],
+            "labels": dict(metadata.get("labels") or {}),
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": metadata["name"], "uid": metadata["uid"]}
+            ],
+        },
+        "spec": {
+            "clusterIP": "None",
+            # The portal asks for the address once the server said it answers, whatever
+            # Kubernetes thinks of the pod's readiness (it has no probe).
+            "publishNotReadyAddresses": True,
+            "selector": selector,
         },
     }
 

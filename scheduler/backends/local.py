@@ -86,6 +86,13 @@ from scheduler.backends.base import (
 )
 from scheduler.backends.job_env import job_env, master_env, rank_env
 from scheduler.backends.job_files import prelude
+from scheduler.backends.sessions import (
+    apps_env_from_config,
+    apps_env_paths,
+    is_session,
+    missing_apps_env,
+    session_path,
+)
 from scheduler.backends.spec_check import spec_problem
 from scheduler.backends.user_paths import trusted_real
 
@@ -97,6 +104,8 @@ RELAUNCH_WINDOW_SECONDS = 30.0
 #: How long submit waits for the runner to detach before leaving it to start alone.
 LAUNCH_TIMEOUT_SECONDS = 30.0
 
+#: The PATH of a session's job when the portal's own process has none.
+_PLAIN_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: Where the own directories of jobs that run unsandboxed as other uids are made.
 DEFAULT_HOMES_DIR = Path("/var/lib/quartermaster/job-homes")
 
@@ -111,6 +120,7 @@ _CONFIG_KEYS = frozenset(
         "job_user",
         "shared_paths",
         "homes_dir",
+        "apps_env",
     }
 )
 _GROUP_KEYS = frozenset({"name", "count", "cpus", "memory_mib", "labels", "state", "reason", "gpus"})
@@ -412,6 +422,8 @@ class LocalBackend:
         if not isinstance(homes_dir, str) or not homes_dir.startswith("/"):
             raise reader.bad(f"homes_dir must be an absolute path, got {homes_dir!r}")
         self.homes_dir = Path(os.path.normpath(homes_dir))
+        #: The interactive apps' environment (``scheduler.backends.sessions``): '' none.
+        self.apps_env = apps_env_from_config(config.get("apps_env"), reader.bad)
 
     @property
     def isolation(self) -> str:
@@ -467,13 +479,14 @@ class LocalBackend:
                 return spec.key
             identity = self._job_identity(spec)
             home = self._home(spec, identity)
+            readonly = self._apps_paths(spec, identity)
             # The portal's alone: no job needs to pass through it (module docstring).
             self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._jobs.mkdir(mode=0o700, exist_ok=True)
             self._staging.mkdir(mode=0o700, exist_ok=True)
             staging = Path(tempfile.mkdtemp(dir=self._staging, prefix=f"{spec.key}."))
             try:
-                self._write_job(staging, spec, argv, env, identity, home)
+                self._write_job(staging, spec, argv, env, identity, home, readonly)
                 os.rename(staging, job_dir)
             except OSError as exc:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -614,7 +627,32 @@ class LocalBackend:
                     )
         # Every node of this cluster is this machine: rank 0 listens on loopback.
         env = {**spec.env, **job_env(spec), **master_env("127.0.0.1", str(_free_port()))}
+        if is_session(spec) and self.apps_env:
+            problem = missing_apps_env(self.apps_env) if self.simulate is None else None
+            if problem:
+                raise self._reject(spec, problem)
+            env["PATH"] = session_path(self.apps_env, os.environ.get("PATH") or _PLAIN_PATH)
         return argv, env
+
+    def _apps_paths(self, spec: JobSpec, identity: dict[str, Any] | None) -> list[str]:
+        """What a session's job sees of the apps environment (``apps_env_paths``): bound
+        read-only in the sandbox; unsandboxed as another uid, reached by name, so every
+        directory on the way must be root's and closed to other users' changes
+        (:func:`passage_problem`), else one user could plant code in another's
+        JupyterLab. Refused (permanent) when it is not."""
+        if not (is_session(spec) and self.apps_env) or self.simulate is not None:
+            return []
+        paths = list(apps_env_paths(self.apps_env))
+        if not self.sandbox and identity is not None:
+            for path in paths:
+                problem = passage_problem(Path(path))
+                if problem:
+                    raise self._reject(
+                        spec,
+                        f"apps_env {self.apps_env} cannot serve sessions that run unsandboxed as their owners: "
+                        f"{problem} (build it outside the portal's tree, as root, e.g. /opt/quartermaster/apps-env)",
+                    )
+        return paths if self.sandbox else []
 
     @staticmethod
     def _ranks(spec: JobSpec) -> list[dict[str, str]]:
@@ -682,6 +720,7 @@ class LocalBackend:
         env: dict[str, str],
         identity: dict[str, Any] | None,
         home: Path,
+        readonly: Sequence[str] = (),
     ) -> None:
         if spec.script:
             argv = ["bash", str(home / runner.SCRIPT_FILE)]
@@ -712,6 +751,8 @@ class LocalBackend:
                 "run_as": identity,
                 "sandbox": self.sandbox,
                 "shared_paths": list(self.shared_paths),
+                # Bound read-only in the sandbox: a session's apps environment.
+                "readonly_paths": list(readonly),
                 "workdir": spec.workdir,
                 "workdir_roots": list(spec.workdir_bounds.roots if spec.workdir_bounds else ()),
                 "workdir_refused": self._workdir_refused(spec),

@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -203,11 +204,17 @@ def sandbox_argv(
     identity: dict[str, Any] | None,
     *,
     workdir: tuple[OpenedDir, str] | None = None,
+    readonly: Sequence[str] = (),
 ) -> list[str]:
     """The bubblewrap command a job runs under: the system directories read-only, its own
     work directory (and the site's ``shared`` paths) writable, a private /tmp, its own
     PID namespace (no other process, the portal's included, is in its /proc, so no
     ``/proc/<pid>/environ`` to read) and the machine's GPU devices.
+
+    ``readonly`` paths (a session's apps environment) are bound read-only, last, so that
+    a writable shared path above one cannot make it writable; the directories above them
+    are made empty in the sandbox (the portal's tree around an apps environment stays
+    out of sight).
 
     With an ``identity`` (the runner is root) bubblewrap sets the sandbox up as root,
     which needs no access for the job's user to the directories above its own, and the
@@ -234,18 +241,31 @@ def sandbox_argv(
     for device in sorted(_PROC.parent.glob("dev/nvidia*")):
         argv += ["--dev-bind", str(device), str(device)]
     made: set[str] = {"/", "/tmp"}
+    bound: list[str] = []
+
+    def passage_to(path: str) -> list[str]:
+        # The directories above a bound one exist in the sandbox only to be passed
+        # through: the job may traverse them, not list them. One inside a path bound
+        # already is that path's own (made here, it would be made on the host).
+        dirs: list[str] = []
+        for parent in map(str, reversed(Path(path).parents)):
+            inside = any(parent == b or parent.startswith(b.rstrip("/") + "/") for b in bound)
+            if parent not in made and not inside:
+                made.add(parent)
+                dirs += ["--perms", "0711", "--dir", parent]
+        return dirs
+
     targets = [*shared, str(work)] + ([workdir[1]] if workdir else [])
     for path in targets:
-        # The directories above a writable one exist in the sandbox only to be passed
-        # through: the job may traverse them, not list them.
-        for parent in reversed(Path(path).parents):
-            if str(parent) not in made:
-                made.add(str(parent))
-                argv += ["--perms", "0711", "--dir", str(parent)]
+        argv += passage_to(path)
         if workdir and path == workdir[1]:
             argv += ["--bind-fd", str(workdir[0].fd), path]
         else:
             argv += ["--bind", path, path]
+        bound.append(path)
+    for path in readonly:
+        argv += [*passage_to(path), "--ro-bind", path, path]
+        bound.append(path)
     argv += ["--chdir", workdir[1] if workdir else str(work), "--"]
     if identity:
         argv += [
@@ -550,7 +570,14 @@ def _prepare(job_dir: Path, spec: dict[str, Any]) -> _Launch:
     as_user: dict[str, Any] = {}
     if spec.get("sandbox"):
         bound = (workdir, str(spec["workdir"])) if workdir else None
-        wrapper = sandbox_argv(spec["sandbox"], home, list(spec.get("shared_paths", [])), identity, workdir=bound)
+        wrapper = sandbox_argv(
+            spec["sandbox"],
+            home,
+            list(spec.get("shared_paths", [])),
+            identity,
+            workdir=bound,
+            readonly=[str(path) for path in spec.get("readonly_paths", [])],
+        )
     elif identity:  # no sandbox: at least never the portal's user
         as_user = {"user": identity["uid"], "group": identity["gid"], "extra_groups": []}
     return _Launch(

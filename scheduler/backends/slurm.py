@@ -71,10 +71,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from scheduler.backends import slurm_parse as parse
-from scheduler.backends.base import BackendError, JobSpec, NodeInfo, PollResult, RemoteState, outcome
+from scheduler.backends.base import BackendError, JobSpec, NodeInfo, Placement, PollResult, RemoteState, outcome
 from scheduler.backends.job_env import array_env, job_env
 from scheduler.backends.job_files import RESERVED_PREFIX, prelude
 from scheduler.backends.job_output import copying_output
+from scheduler.backends.sessions import apps_bin, apps_env_from_config, is_session
 from scheduler.backends.slurm_owner import Owner, OwnerCommands, OwnerError
 from scheduler.backends.spec_check import spec_problem
 
@@ -95,6 +96,7 @@ _CONFIG_KEYS = frozenset(
         "output_dir",
         "min_uid",
         "submit_concurrency",
+        "apps_env",
     }
 )
 _GPU_MODEL_KEYS = frozenset({"model", "memory_mib", "compute_capability"})
@@ -224,6 +226,9 @@ class SlurmBackend:
         #: wiped), a stale entry would read one user's output for another's job.
         self._job_users: dict[str, str] = {}
         self._inventory_key = (name, str(self.slurm_conf or os.environ.get("SLURM_CONF", "")))
+        #: The interactive apps' environment, at this path on every node (shared storage):
+        #: first on session jobs' PATH (``scheduler.backends.sessions``); '' none.
+        self.apps_env = apps_env_from_config(config.get("apps_env"), lambda message: _bad(name, message))
 
     # -- Backend protocol ---------------------------------------------------------------
 
@@ -402,6 +407,22 @@ class SlurmBackend:
         except OSError as exc:
             raise self._error(f"read_log {external_id}: {exc}", permanent=False) from exc
 
+    def session_host(self, external_id: str, placements: tuple[Placement, ...]) -> str:
+        """Where a running session's server answers: the ``NodeAddr`` of the node its
+        batch script runs on (the first of its allocation: ``squeue %B``), as Slurm has
+        it, never as the job says. Transient BackendError while the job has no node."""
+        if not external_id.isdigit():
+            raise self._error(f"session_host: {external_id!r} is not a Slurm job id", permanent=True)
+        out = self._run(["squeue", "-h", "-j", external_id, "-o", "%B"], what=f"squeue (batch host of {external_id})")
+        host = parse.batch_host(out)
+        if host is None:
+            raise self._error(f"session_host: job {external_id} runs on no node yet", permanent=False)
+        shown = self._run(["scontrol", "show", "node", host], what=f"scontrol show node {host}")
+        address = parse.node_address(shown)
+        if address is None:
+            raise self._error(f"session_host: scontrol shows no NodeAddr for node {host}", permanent=False)
+        return address
+
     # -- Extras: node and job administration --------------------------------------------
 
     def drain_node(self, node: str, reason: str) -> None:
@@ -564,7 +585,7 @@ class SlurmBackend:
         ours = {**job_env(spec), **array_env(spec, "SLURM_")}
         exports = "".join(
             f"export {key}={shlex.quote(value)}\n" for key, value in [*sorted(spec.env.items()), *ours.items()]
-        )
+        ) + self._apps_path(spec)
         # Without a workdir the job starts in the owner's output directory, shared by their
         # jobs: files it brings go into a directory of its own there.
         fresh = f"job-{spec.key}" if spec.files and not spec.workdir else ""
@@ -574,6 +595,13 @@ class SlurmBackend:
         copying = copying_output(spec.output, '"$BASH" "$0"')
         script = f"#!/bin/bash\n: Quartermaster job {spec.key}\n{copying}{exports}{body}"
         return self._command_line(["sbatch", "--parsable", *args], owner), env, script, owner
+
+    def _apps_path(self, spec: JobSpec) -> str:
+        """The batch script's line that puts the apps' ``bin/`` first on a session's PATH,
+        on the node ('' for other jobs, or without an ``apps_env``)."""
+        if not (is_session(spec) and self.apps_env):
+            return ""
+        return f'export PATH={shlex.quote(apps_bin(self.apps_env))}:"$PATH"\n'
 
     @contextmanager
     def _key_lock(self, key: str) -> Iterator[bool]:

@@ -256,3 +256,21 @@ def walltime(seconds: int) -> str:
     hours, mins = divmod(minutes, 60)
     days, hrs = divmod(hours, 24)
     return f"{days}-{hrs:02d}:{mins:02d}:{secs:02d}"
+
+
+def batch_host(text: str) -> str | None:
+    """The node a job's batch script runs on, from ``squeue -h -o %B`` (None before it
+    starts: squeue prints ``n/a`` or nothing)."""
+    host = text.strip().splitlines()[0].strip() if text.strip() else ""
+    return None if host in ("", "n/a", "(null)") else host
+
+
+def node_address(text: str) -> str | None:
+    """``NodeAddr`` from ``scontrol show node NAME`` (``Key=value`` words), where
+    the node answers on the network (its name need not resolve from the portal's host);
+    None when Slurm printed none."""
+    for word in text.split():
+        key, sep, value = word.partition("=")
+        if sep and key == "NodeAddr" and value and value != "(null)":
+            return value
+    return None

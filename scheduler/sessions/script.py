@@ -34,6 +34,10 @@ SECRET_ENV = SESSION_SECRET_ENV
 PORT_TRIES = 5
 #: How long a session's server may take to answer, in seconds, before the job fails.
 READY_SECONDS = 300
+#: How often the script asks the server whether it answers, in seconds: often, since
+#: every moment between the server's first answer and the ready line is the user's wait
+#: (a refused connection to loopback costs next to nothing).
+PROBE_SECONDS = 0.1
 
 _PLACEHOLDER = re.compile(r"(?<!\$)\{([a-z_][a-z0-9_]*)\}")
 _READY_LINE = re.compile(rf"^{READY_MARKER} port=(\d+)\s*$", re.M)
@@ -91,14 +95,14 @@ for try in $(seq {PORT_TRIES}); do
   ( {server} ) &
   server=$!
   trap 'kill -TERM "$server" 2>/dev/null' TERM INT
-  for _ in $(seq {READY_SECONDS * 2}); do
+  for _ in $(seq {round(READY_SECONDS / PROBE_SECONDS)}); do
     kill -0 "$server" 2>/dev/null || break
     if answers "$port"; then
       echo "{READY_MARKER} port=$port"
       wait "$server"
       exit $?
     fi
-    sleep 0.5
+    sleep {PROBE_SECONDS}
   done
   if kill -0 "$server" 2>/dev/null; then
     echo "the session's server did not answer on port $port within {READY_SECONDS} s" >&2

@@ -53,6 +53,31 @@ def test_seed_demo_says_what_isolation_the_demo_jobs_have():
         assert "without filesystem isolation" in out.getvalue() and "single-user" in out.getvalue()
 
 
+def test_seed_demo_gives_the_demo_cluster_the_apps_env_that_make_apps_built(tmp_path):
+    built = tmp_path / "apps-env"
+    (built / "bin").mkdir(parents=True)
+    out = io.StringIO()
+
+    call_command("seed_demo", "--no-jobs", "--apps-env", str(built), stdout=out)
+
+    demo = Cluster.objects.get(name="demo")
+    assert demo.config["apps_env"] == str(built) and backend_for(demo).apps_env == str(built)
+    assert f"sessions on 'demo' run the apps of {built}" in out.getvalue()
+    demo.config = {**demo.config, "apps_env": "/opt/site/apps-env"}  # an admin's own choice stays
+    demo.save()
+    call_command("seed_demo", "--no-jobs", "--apps-env", str(built), stdout=io.StringIO())
+    assert Cluster.objects.get(name="demo").config["apps_env"] == "/opt/site/apps-env"
+
+
+def test_seed_demo_without_a_built_apps_env_says_how_to_build_it(tmp_path):
+    out = io.StringIO()
+
+    call_command("seed_demo", "--no-jobs", "--apps-env", str(tmp_path / "not-built"), stdout=out)
+
+    assert "apps_env" not in Cluster.objects.get(name="demo").config
+    assert "is not built (make apps)" in out.getvalue()
+
+
 def test_seed_demo_gives_its_users_addresses_that_reach_no_one_and_keeps_one_a_user_set():
     from django.contrib.auth import get_user_model
 

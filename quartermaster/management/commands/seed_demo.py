@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from scheduler.jobs.submit import submit_job
 from scheduler.models import Cluster, Job
 
 DEMO_INVENTORY = Path(settings.BASE_DIR) / "scheduler" / "backends" / "local_clusters" / "demo.yaml"
+#: Where ``make apps`` builds the interactive apps' environment (its ``APPS_ENV``).
+DEMO_APPS_ENV = Path(settings.BASE_DIR) / "var" / "apps-env"
 
 #: (name, parent, shares)
 ACCOUNTS = [
@@ -68,12 +71,18 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--reset-passwords", action="store_true", help="Give existing demo users new passwords.")
         parser.add_argument("--no-jobs", action="store_true", help="Do not submit the demo jobs.")
+        parser.add_argument(
+            "--apps-env",
+            default=str(DEMO_APPS_ENV),
+            help="The interactive apps' environment (make apps) the demo cluster's sessions run.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         with transaction.atomic():
             cluster, _ = Cluster.objects.get_or_create(
                 name="demo", defaults={"kind": "local", "config": {"nodes_file": str(DEMO_INVENTORY)}}
             )
+            apps_note = self._apps_env(cluster, Path(options["apps_env"]))
             accounts = self._accounts()
             passwords = self._users(accounts, reset=options["reset_passwords"])
             for username, uid in DEMO_UIDS.items():
@@ -114,6 +123,7 @@ class Command(BaseCommand):
                     walltime_seconds=3600,
                 )
         self.stdout.write(f"Demo cluster {cluster.name!r}: {cluster.nodes.count()} nodes.")
+        self.stdout.write(apps_note)
         backend = backend_for(cluster)
         if isinstance(backend, LocalBackend):  # the demo's own; an admin may have pointed it elsewhere
             self.stdout.write(isolation_note(backend))
@@ -127,6 +137,22 @@ class Command(BaseCommand):
                 f"Demo logins: {logins}. Their passwords were printed when they were made; for new ones run:\n"
                 "  DEBUG=1 .venv/bin/python manage.py seed_demo --reset-passwords"
             )
+
+    @staticmethod
+    def _apps_env(cluster: Cluster, apps_env: Path) -> str:
+        """Give the demo cluster the apps' environment ``make apps`` built (its
+        ``apps_env``: JupyterLab and TensorBoard first on session jobs' PATH), unless an
+        admin set one already; a sentence saying what its sessions run."""
+        if cluster.kind != "local":
+            return f"Interactive apps: {cluster.name!r} is not the local demo cluster; its apps_env is the admin's."
+        configured = cluster.config.get("apps_env")
+        if configured:
+            return f"Interactive apps: sessions on {cluster.name!r} run the apps of {configured}."
+        if not (apps_env / "bin").is_dir():
+            return f"Interactive apps: none on {cluster.name!r} yet: {apps_env} is not built (make apps)."
+        cluster.config = {**cluster.config, "apps_env": os.path.abspath(apps_env)}
+        cluster.save(update_fields=["config"])
+        return f"Interactive apps: sessions on {cluster.name!r} run the apps of {cluster.config['apps_env']}."
 
     def _accounts(self) -> dict[str, Account]:
         accounts: dict[str, Account] = {}

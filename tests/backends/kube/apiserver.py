@@ -328,6 +328,10 @@ class FakeKube:
         with self.store.lock:
             return copy.deepcopy(self.store.select("services", namespace))
 
+    def secrets(self, namespace: str = "default") -> list[Obj]:
+        with self.store.lock:
+            return copy.deepcopy(self.store.select("secrets", namespace))
+
     def pods(self, namespace: str = "default", selector: str = "") -> list[Obj]:
         with self.store.lock:
             return copy.deepcopy(self.store.select("pods", namespace, selector))
@@ -387,6 +391,8 @@ _ROUTES = [
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$"), "log"),
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/services$"), "services"),
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/services/(?P<name>[^/]+)$"), "service"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/secrets$"), "secrets"),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/secrets/(?P<name>[^/]+)$"), "secret"),
     (re.compile(r"^/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs$"), "jobs"),
     (re.compile(r"^/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs/(?P<name>[^/]+)$"), "job"),
 ]
@@ -477,6 +483,14 @@ class _Handler(BaseHTTPRequestHandler):
             return 201, store.create("services", ns, body)
         if (route, method) == ("service", "GET"):
             return 200, store.get("services", ns, name)
+        if (route, method) == ("secrets", "POST"):
+            body.setdefault("apiVersion", "v1")
+            body.setdefault("kind", "Secret")
+            return 201, store.create("secrets", ns, body)
+        if (route, method) == ("secret", "GET"):
+            return 200, store.get("secrets", ns, name)
+        if (route, method) == ("secret", "PATCH"):
+            return 200, store.patch("secrets", ns, name, body)
         if (route, method) == ("job", "GET"):
             return 200, store.get("jobs", ns, name)
         if (route, method) == ("job", "PATCH"):
