@@ -341,6 +341,16 @@ def run_until_ended(job: Any, tick: Any = None, *, timeout: float = 60) -> Any:
     return job
 
 
+def builtin_apps() -> None:
+    """The built-in interactive apps, as migration scheduler 0038 writes them: a test on
+    ``transactional_db`` empties every table after it, data migrations' rows included."""
+    import importlib
+
+    from django.apps import apps
+
+    importlib.import_module("scheduler.migrations.0038_builtin_apps").add_apps(apps, None)
+
+
 def launch(owner: Any, slug: str = "web-server", values: dict[str, str] | None = None, **resources: Any) -> Any:
     """Launch the built-in app ``slug`` for ``owner`` through the service (the API's and
     the page's path), with its default resources unless given (``gpus``, ``cpus``,

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import join, make_account, make_local_cluster, make_user
+from tests.builders import builtin_apps, join, make_account, make_local_cluster, make_user
 
 REQUIRE_SERVICES = os.environ.get("QM_REQUIRE_SERVICES", "0") == "1"
 
@@ -166,6 +166,7 @@ class World:
 
 @pytest.fixture
 def world(db: None) -> World:
+    builtin_apps()
     lab, other = make_account("lab"), make_account("other")
     alice, bob, dora, charlie = (make_user(n) for n in ("alice", "bob", "dora", "charlie"))
     join(alice, lab)
