@@ -4,6 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from web import home, profile, signin, tokens, usage
+from web.files import browse, changes
 from web.jobs import detail, edit, index, submit, verbs
 from web.manage import accounts, audit, cluster, nodes, reservations, simulations, site_templates, users
 
@@ -24,6 +25,11 @@ urlpatterns = [
     path("jobs/<int:job_id>/edit/", edit.job_edit, name="job-edit"),
     path("jobs/<int:job_id>/<slug:verb>/", verbs.job_verb, name="job-verb"),
     path("arrays/<int:array_job>/<slug:verb>/", verbs.array_verb, name="array-verb"),
+    path("files/", browse.files_page, name="files"),
+    path("files/download/", browse.files_download, name="files-download"),
+    path("files/upload/", changes.files_upload, name="files-upload"),
+    path("files/mkdir/", changes.files_mkdir, name="files-mkdir"),
+    path("files/delete/", changes.files_delete, name="files-delete"),
     path("usage/", usage.usage_page, name="usage"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", tokens.revoke_token, name="token-revoke"),
