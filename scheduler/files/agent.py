@@ -21,7 +21,8 @@ Protocol (stdin/stdout; stderr only for a crash):
    ``gid``: used only when this process is root), and the op's own fields.
 2. stdout, first line: the answer's head, one JSON object: ``{"ok": true, ...}`` or
    ``{"ok": false, "status": 4xx, "error": "..."}`` (then the agent exits 1).
-3. Then the body: ``list``: one JSON line per entry, and a last line ``{"end": true, ...}``;
+3. Then the body: ``list``: one line, a JSON array of ``[name, st_mode, size, mtime]``,
+   and a last line ``{"end": true, ...}``;
    ``get``: a file's bytes (exactly ``size``), or a folder as a tar stream; ``put``: reads
    frames from stdin (8-byte big-endian length, then that many bytes; length 0 ends the
    file), answers ``{"ok": true, "staged": true, "size": N}``, then reads one byte: ``C``
@@ -154,20 +155,20 @@ def reopen(opened: OpenedPath, flags: int) -> int:
         raise Refused(403, f"{opened.real} cannot be read as its owner: {exc.strerror}") from None
 
 
+#: What an entry is, by its file type bits, in the words the API uses.
+KINDS = {
+    stat.S_IFREG: "file",
+    stat.S_IFDIR: "folder",
+    stat.S_IFLNK: "link",
+    stat.S_IFIFO: "fifo",
+    stat.S_IFSOCK: "socket",
+    stat.S_IFCHR: "device",
+    stat.S_IFBLK: "device",
+}
+
+
 def kind_of(mode: int) -> str:
-    """What an entry is, in the words the API uses."""
-    for test, word in (
-        (stat.S_ISREG, "file"),
-        (stat.S_ISDIR, "folder"),
-        (stat.S_ISLNK, "link"),
-        (stat.S_ISFIFO, "fifo"),
-        (stat.S_ISSOCK, "socket"),
-        (stat.S_ISCHR, "device"),
-        (stat.S_ISBLK, "device"),
-    ):
-        if test(mode):
-            return word
-    return "other"
+    return KINDS.get(stat.S_IFMT(mode), "other")
 
 
 def in_refused(request: dict[str, Any], real: str) -> bool:
@@ -186,7 +187,9 @@ def say(out: IO[bytes], head: dict[str, Any]) -> None:
 
 
 def do_list(request: dict[str, Any], out: IO[bytes]) -> None:
-    """The folder's entries, as they are (links not followed), at most ``max_entries``."""
+    """The folder's entries, as they are (links not followed), at most ``max_entries``:
+    one line holding a JSON array of ``[name, st_mode, size, mtime]`` (one document, so
+    the C encoder writes 10,000 entries in a few milliseconds), then the end line."""
     path = request["path"]
     opened = open_folder(request, path)
     try:
@@ -195,34 +198,23 @@ def do_list(request: dict[str, Any], out: IO[bytes]) -> None:
         opened.close()
     limit = int(request.get("max_entries") or 0)
     say(out, {"ok": True, "path": path, "real": opened.real})
-    lines: list[bytes] = []
-    skipped = truncated = 0
+    rows: list[tuple[str, int, int, float]] = []
+    skipped, truncated = 0, False
     with os.scandir(readable) as entries:
         for entry in entries:
+            if limit and len(rows) >= limit:
+                truncated = True
+                break
             try:
-                name = entry.name.encode("utf-8").decode("utf-8")
+                entry.name.encode("utf-8")
                 info = entry.stat(follow_symlinks=False)
             except (UnicodeError, OSError):
                 skipped += 1  # a name that is not UTF-8, or gone since: it cannot be addressed
                 continue
-            if limit and len(lines) >= limit:
-                truncated = 1
-                break
-            record = {
-                "name": name,
-                "type": kind_of(info.st_mode),
-                "size": info.st_size,
-                "mtime": info.st_mtime,
-                "permissions": stat.filemode(info.st_mode),
-            }
-            lines.append(json.dumps(record).encode())
-            if len(lines) % 4096 == 0:
-                out.write(b"\n".join(lines[-4096:]) + b"\n")
-    rest = len(lines) % 4096
-    if rest:
-        out.write(b"\n".join(lines[-rest:]) + b"\n")
+            rows.append((entry.name, info.st_mode, info.st_size, info.st_mtime))
     os.close(readable)
-    say(out, {"end": True, "truncated": bool(truncated), "skipped": skipped})
+    out.write(json.dumps(rows).encode() + b"\n")
+    say(out, {"end": True, "truncated": truncated, "skipped": skipped})
 
 
 def do_get(request: dict[str, Any], out: IO[bytes]) -> None:

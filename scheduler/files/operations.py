@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from django.conf import settings
 
 from scheduler.backends.user_paths import inside
 from scheduler.files.acting import Actor, FilesError, actor_for, agent_argv
-from scheduler.files.agent import CHUNK
+from scheduler.files.agent import CHUNK, kind_of
 from scheduler.jobs.workdir import workdir_bounds
 
 #: The longest path accepted (Linux's PATH_MAX).
@@ -98,31 +99,35 @@ class AgentCall:
         self.head = head
         return head
 
-    def lines(self) -> Iterator[dict[str, Any]]:
-        for line in self.stdout:
-            yield json.loads(line)
+    def read_json_line(self) -> Any:
+        """The next line of the body, as JSON (None at its end, or if it is not JSON)."""
+        try:
+            return json.loads(self.stdout.readline())
+        except ValueError:
+            return None
 
     def chunks(self) -> Iterator[bytes]:
-        """The rest of the agent's output, as it comes; the agent is ended when the
-        consumer stops (a client that went away)."""
+        """The rest of the agent's output, as it comes; the agent is stopped when the
+        consumer stops early (a client that went away)."""
+        finished = False
         try:
             while data := self.stdout.read1(CHUNK):  # type: ignore[attr-defined]
                 yield data
+            finished = True
         finally:
-            self.close()
+            self.close(stop=not finished)
 
-    def close(self) -> None:
-        """End the agent (if still running) and reap it; idempotent."""
+    def close(self, *, stop: bool = False) -> None:
+        """Close the pipes and reap the agent; idempotent. Its stdin closed, an agent
+        ends at once (an upload not committed is removed first, so it is not killed
+        unless ``stop``: a download nobody reads any more)."""
         for stream in (self.process.stdin, self.process.stdout):
             with contextlib.suppress(OSError):
                 if stream is not None:
                     stream.close()
-        if self.process.poll() is None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=5)
-        if self.process.poll() is None:
+        if stop and self.process.poll() is None:
             self.process.kill()
-            self.process.wait()
+        self.process.wait()  # blocking: a wait with a timeout polls, sleeping up to 50 ms
         if self.process.stderr is not None:
             self.process.stderr.close()
 
@@ -200,25 +205,16 @@ def list_folder(user: object, path: object) -> Listing:
     call = start_agent(
         actor, {"op": "list", "path": path, "roots": roots, "max_entries": settings.FILES_LIST_MAX_ENTRIES}
     )
-    entries, end = [], {}
     try:
-        for line in call.lines():
-            if line.get("end"):
-                end = line
-                break
-            entries.append(
-                Entry(
-                    line["name"],
-                    line["type"],
-                    line["size"],
-                    datetime.fromtimestamp(line["mtime"], tz=UTC),
-                    line["permissions"],
-                )
-            )
+        rows, end = call.read_json_line(), call.read_json_line()
     finally:
         call.close()
-    if not end:
+    if not isinstance(rows, list) or not isinstance(end, dict) or not end.get("end"):
         raise FilesError(503, f"The listing of {path} was cut short.")
+    entries = [
+        Entry(name, kind_of(mode), size, datetime.fromtimestamp(mtime, tz=UTC), stat.filemode(mode))
+        for name, mode, size, mtime in rows
+    ]
     entries.sort(key=lambda e: (e.type != "folder", e.name.casefold(), e.name))
     return Listing(path, roots, entries, bool(end.get("truncated")), int(end.get("skipped", 0)))
 
