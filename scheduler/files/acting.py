@@ -68,14 +68,16 @@ def actor_for(user: object) -> Actor:
     name = str(identity.username)
     if not POSIX_NAME.fullmatch(name):
         raise FilesError(403, f"Your cluster user {name!r} is not a POSIX user name.")
+    # As the local backend: a uid given is used with its gid (else the uid as the gid);
+    # without one, the host's user database says both.
     uid, gid = identity.uid, identity.gid
-    if uid is None or gid is None:
+    if uid is None:
         try:
             entry = pwd.getpwnam(name)
         except KeyError:
             raise FilesError(403, f"Your cluster user {name!r} does not exist on the portal's host.") from None
-        uid = entry.pw_uid if uid is None else uid
-        gid = entry.pw_gid if gid is None else gid
+        uid, gid = entry.pw_uid, entry.pw_gid if gid is None else gid
+    gid = uid if gid is None else gid
     if uid == 0 or gid == 0 or (uid < settings.QM_MIN_JOB_UID and uid != os.geteuid()):
         raise FilesError(403, f"Your cluster user {name!r} has uid {uid}: a system account, never acted as.")
     return Actor(name, uid, gid)

@@ -86,8 +86,9 @@ class AgentCall:
         except ValueError:
             head = None
         if not isinstance(head, dict):
-            self.close()
+            self.close(keep_stderr=True)
             said = self.process.stderr.read(4096).decode(errors="replace").strip() if self.process.stderr else ""
+            self.close()
             raise FilesError(503, f"The portal could not act as your cluster user{what}: {said or 'no answer'}.")
         if not head.get("ok", True):
             self.close()
@@ -117,7 +118,7 @@ class AgentCall:
         finally:
             self.close(stop=not finished)
 
-    def close(self, *, stop: bool = False) -> None:
+    def close(self, *, stop: bool = False, keep_stderr: bool = False) -> None:
         """Close the pipes and reap the agent; idempotent. Its stdin closed, an agent
         ends at once (an upload not committed is removed first, so it is not killed
         unless ``stop``: a download nobody reads any more)."""
@@ -128,7 +129,7 @@ class AgentCall:
         if stop and self.process.poll() is None:
             self.process.kill()
         self.process.wait()  # blocking: a wait with a timeout polls, sleeping up to 50 ms
-        if self.process.stderr is not None:
+        if self.process.stderr is not None and not keep_stderr:
             self.process.stderr.close()
 
 
