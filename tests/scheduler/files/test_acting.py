@@ -122,3 +122,18 @@ def test_through_the_real_sudo_as_a_real_user(world, monkeypatch, settings, pass
     settings.FILES_AGENT_PYTHON = "/usr/bin/python3"
     listing = list_folder(world.alice, str(homes.alice))
     assert [e.name for e in listing.entries] == ["mine.txt"]
+
+
+def test_the_sudoers_rule_allows_exactly_the_command_the_portal_runs(monkeypatch, settings):
+    """deploy/sudoers.d/quartermaster and :func:`agent_argv` say the same command: the
+    default python3, ``-I -S``, the agent at its place in the install, no other argument."""
+    rule = (Path(__file__).resolve().parents[3] / "deploy/sudoers.d/quartermaster").read_text()
+    line = next(line for line in rule.splitlines() if line.startswith("Cmnd_Alias QM_FILES_AGENT"))
+    allowed = line.partition("=")[2].split()
+    assert "QM_FILES_AGENT" in next(line for line in rule.splitlines() if line.startswith("qmportal ALL"))
+    monkeypatch.setattr(acting.os, "geteuid", lambda: 999)
+    settings.FILES_SUDO, settings.FILES_AGENT_PYTHON = "/usr/bin/sudo", "/usr/bin/python3"
+    command = agent_argv(Actor("alice", 20001, 20001))
+    ran = command[command.index("--") + 1 :]
+    assert ran[:3] == allowed[:3] == ["/usr/bin/python3", "-I", "-S"] and len(allowed) == len(ran) == 4
+    assert allowed[3] == "/app/" + os.path.relpath(AGENT_PATH, Path(__file__).resolve().parents[3])
