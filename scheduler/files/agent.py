@@ -281,8 +281,12 @@ def send_folder(request: dict[str, Any], opened: OpenedPath, out: IO[bytes]) -> 
     name = os.path.basename(opened.real) or "root"
     say(out, {"ok": True, "kind": "folder", "name": name, "entries": entries, "bytes": total})
     options: dict[str, Any] = {"format": tarfile.PAX_FORMAT, "bufsize": CHUNK, "copybufsize": CHUNK}
+    sent = 0
     with tarfile.open(fileobj=out, mode="w|", **options) as archive:
         for rel, info, fd in walk(request, opened, open_files=True):
+            sent += info.st_size if isinstance(fd, int) else 0
+            if sent > max_bytes:  # files grew since they were counted: cut, never exceed
+                raise Refused(413, f"path: the folder grew past {max_bytes} bytes while it was archived")
             member = tarfile.TarInfo(f"{name}/{rel}")
             member.mode, member.mtime = stat.S_IMODE(info.st_mode), int(info.st_mtime)
             if stat.S_ISDIR(info.st_mode):
