@@ -19,7 +19,8 @@ Steps:
 5. List the folder ``--n`` times through ``GET /api/v1/files/`` (after two untimed), and
    check every answer holds every file.
 6. Print ``files_download_mb_s`` (10^6 bytes per second, with ``rss_growth_mib``) and
-   ``files_list_ms`` (the median; p95 and the agent alone as context).
+   ``files_list_ms`` (the median; as context its p95, the agent alone, and a bare
+   interpreter's start, the floor of every agent's run).
 7. Stop gunicorn and remove the folder, always.
 """
 
@@ -38,6 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import emit, log, percentile, throwaway_database
 from benchmarks._http import free_port, probe_until_ready, start_gunicorn, stop_gunicorn
@@ -132,20 +136,17 @@ def list_once(port: int, token: str, path: str) -> tuple[float, dict[str, Any]]:
     return ms, json.loads(body)
 
 
-def agent_alone_ms(path: str, roots: list[str]) -> float:
-    """The files agent by itself on the folder (its start, the listing, its pipe)."""
+def agent_alone_ms(path: str, roots: list[str], *, bare: bool = False) -> float:
+    """The files agent by itself on the folder (its start, the listing, its pipe); with
+    ``bare``, an interpreter that does nothing (the floor of any agent's run)."""
     from scheduler.files.acting import AGENT_PATH
 
     request = {"op": "list", "path": path, "roots": roots, "refused": [], "uid": UID, "gid": UID}
+    command = [sys.executable, "-I", "-S", *(["-c", "pass"] if bare else [AGENT_PATH])]
     samples = []
-    for _ in range(5):
+    for _ in range(7):
         began = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-I", "-S", AGENT_PATH],
-            input=json.dumps(request).encode() + b"\n",
-            capture_output=True,
-            check=True,
-        )
+        subprocess.run(command, input=json.dumps(request).encode() + b"\n", capture_output=True, check=True)
         samples.append((time.perf_counter() - began) * 1000)
     return statistics.median(samples)
 
@@ -196,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                     files=args.files,
                     p95_ms=percentile(samples, 95),
                     agent_alone_ms=agent_alone_ms(folder, [str(home)]),
+                    python_start_ms=agent_alone_ms(folder, [str(home)], bare=True),
                     n=args.n,
                     as_root=AS_ROOT,
                 )

@@ -206,15 +206,28 @@ def do_list(request: dict[str, Any], out: IO[bytes]) -> None:
                 truncated = True
                 break
             try:
-                entry.name.encode("utf-8")
                 info = entry.stat(follow_symlinks=False)
-            except (UnicodeError, OSError):
-                skipped += 1  # a name that is not UTF-8, or gone since: it cannot be addressed
+            except OSError:
+                skipped += 1  # gone since
                 continue
             rows.append((entry.name, info.st_mode, info.st_size, info.st_mtime))
     os.close(readable)
-    out.write(json.dumps(rows).encode() + b"\n")
+    try:
+        body = json.dumps(rows, ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # a name that is not UTF-8 cannot be addressed: left out
+        kept = [row for row in rows if _is_utf8(row[0])]
+        skipped += len(rows) - len(kept)
+        body = json.dumps(kept, ensure_ascii=False).encode()
+    out.write(body + b"\n")
     say(out, {"end": True, "truncated": truncated, "skipped": skipped})
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def do_get(request: dict[str, Any], out: IO[bytes]) -> None:

@@ -124,3 +124,15 @@ def test_an_upload_name_must_be_plain(homes):
         head, _, status = agent(homes, "put", homes.alice, frames(b"x") + b"C", name=name, max_bytes=100)
         assert status == 1 and head["status"] == 400, name
     assert os.listdir(homes.alice) == []
+
+
+def test_a_name_that_is_not_utf8_is_left_out_and_counted(homes):
+    homes.put(homes.alice / "fine.txt")
+    bad = os.path.join(os.fsencode(homes.alice), b"latin-\xe9.txt")
+    with open(bad, "wb"):
+        pass
+    if AS_ROOT:
+        os.chown(bad, ALICE_UID, ALICE_UID)
+    _, rest, _ = agent(homes, "list", homes.alice)
+    rows, end = (json.loads(line) for line in rest.splitlines())
+    assert [row[0] for row in rows] == ["fine.txt"] and end["skipped"] == 1
