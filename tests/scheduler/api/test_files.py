@@ -281,3 +281,27 @@ def test_a_large_file_streams_with_flat_memory(world, client_for, homes):
         tracemalloc.stop()
     assert total == 64 << 20
     assert peak < 8 << 20, peak
+
+
+def test_a_session_upload_without_its_csrf_token_leaves_nothing(world, homes):
+    """DRF reads the body to check a session's CSRF token: the file streamed meanwhile is
+    removed when the check refuses the request."""
+    from rest_framework.test import APIClient
+
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(world.alice)
+    response = client.post(f"/api/v1/files/upload/?path={homes.alice}", {"file": SimpleUploadedFile("x.sh", b"evil")})
+    assert response.status_code == 403 and "CSRF" in response.json()["detail"]
+    assert os.listdir(homes.alice) == []
+
+
+def test_a_read_only_token_lists_but_never_uploads(world, homes):
+    from rest_framework.test import APIClient
+
+    from people.services import create_api_token
+
+    _, secret = create_api_token(world.alice, "ro", read_only=True)
+    client = APIClient(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert client.get("/api/v1/files/", {"path": str(homes.alice)}).status_code == 200
+    upload = client.post(f"/api/v1/files/upload/?path={homes.alice}", {"file": SimpleUploadedFile("x", b"x")})
+    assert upload.status_code == 403 and os.listdir(homes.alice) == []

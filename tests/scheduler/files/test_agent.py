@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -136,3 +137,24 @@ def test_a_name_that_is_not_utf8_is_left_out_and_counted(homes):
     _, rest, _ = agent(homes, "list", homes.alice)
     rows, end = (json.loads(line) for line in rest.splitlines())
     assert [row[0] for row in rows] == ["fine.txt"] and end["skipped"] == 1
+
+
+def test_an_agent_already_running_as_the_user_acts_as_itself(homes):
+    """sudo's case and the single-user demo's: the agent starts as the user (here through
+    setpriv, with the system's python3, as sudo would run it) and changes no identity."""
+    python = Path("/usr/bin/python3")
+    if not AS_ROOT or not python.exists() or not shutil.which("setpriv"):
+        pytest.skip("needs root, setpriv and the system's python3 to start the agent as another uid")
+    homes.put(homes.alice / "a.txt", "a")
+    request = {"op": "mkdir", "path": str(homes.alice), "roots": [str(homes.alice)], "refused": [], "name": "made"}
+    become = ["setpriv", f"--reuid={ALICE_UID}", f"--regid={ALICE_UID}", "--clear-groups"]
+    for uid, answer in ((ALICE_UID, '{"ok": true, "name": "made"}'), (ALICE_UID + 1, "not as the user's uid")):
+        done = subprocess.run(
+            [*become, str(python), "-I", "-S", AGENT_PATH],
+            input=json.dumps({**request, "uid": uid, "gid": uid}).encode() + b"\n",
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert answer in done.stdout.decode(), done.stdout + done.stderr
+    assert os.stat(homes.alice / "made").st_uid == ALICE_UID
