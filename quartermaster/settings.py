@@ -437,6 +437,18 @@ SESSION_IDLE_MINUTES = env_int("SESSION_IDLE_MINUTES", 120, minimum=0)
 #: ``{user}`` for the owner's cluster user name (Open OnDemand's allowlist). Never the
 #: portal's own tree, whatever is listed.
 JOB_WORKDIR_ROOTS = env_list("JOB_WORKDIR_ROOTS", ["/home/{user}", "/scratch/{user}"])
+#: The Files page and API (``scheduler.files``) reach these same roots, as the user's
+#: cluster identity: the most one upload may hold, the most a folder downloaded as an
+#: archive may hold (bytes, entries), and the most entries one listing shows.
+FILES_MAX_UPLOAD_BYTES = env_int("FILES_MAX_UPLOAD_BYTES", 10 * 1024**3, minimum=1)
+FILES_ARCHIVE_MAX_BYTES = env_int("FILES_ARCHIVE_MAX_BYTES", 20 * 1024**3, minimum=1)
+FILES_ARCHIVE_MAX_ENTRIES = env_int("FILES_ARCHIVE_MAX_ENTRIES", 100_000, minimum=1)
+FILES_LIST_MAX_ENTRIES = env_int("FILES_LIST_MAX_ENTRIES", 50_000, minimum=1)
+#: When the portal is neither root nor the user, the files agent runs as the user through
+#: ``FILES_SUDO -n -u <user> -- FILES_AGENT_PYTHON -I -S <agent>`` (the sudoers rule in
+#: deploy/sudoers.d/quartermaster names the same; docs/admin/files.md).
+FILES_SUDO = env_str("FILES_SUDO", "/usr/bin/sudo")
+FILES_AGENT_PYTHON = env_str("FILES_AGENT_PYTHON", "/usr/bin/python3")
 #: The most a job's files may hold in all (bytes of UTF-8 text), and how many files.
 JOB_FILES_MAX_BYTES = env_int("JOB_FILES_MAX_BYTES", 1_000_000, minimum=1)
 JOB_FILES_MAX_COUNT = env_int("JOB_FILES_MAX_COUNT", 50, minimum=1)

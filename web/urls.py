@@ -5,6 +5,7 @@ from django.urls import path
 
 from web import home, profile, signin, tokens, usage
 from web.interactive import pages as interactive
+from web.files import browse, changes
 from web.jobs import detail, edit, index, submit, verbs
 from web.manage import accounts, apps, audit, cluster, nodes, reservations, simulations, site_templates, users
 
@@ -29,6 +30,11 @@ urlpatterns = [
     path("interactive/sessions/<int:job_id>/card/", interactive.card, name="interactive-card"),
     path("interactive/sessions/<int:job_id>/delete/", interactive.delete, name="interactive-delete"),
     path("interactive/<slug:slug>/", interactive.launch, name="interactive-launch"),
+    path("files/", browse.files_page, name="files"),
+    path("files/download/", browse.files_download, name="files-download"),
+    path("files/upload/", changes.files_upload, name="files-upload"),
+    path("files/mkdir/", changes.files_mkdir, name="files-mkdir"),
+    path("files/delete/", changes.files_delete, name="files-delete"),
     path("usage/", usage.usage_page, name="usage"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", tokens.revoke_token, name="token-revoke"),

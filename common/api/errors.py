@@ -133,9 +133,9 @@ class BodyLimitMiddleware:
         response: HttpResponse = self.get_response(request)
         return response
 
-    def process_view(self, request: HttpRequest, *args: Any) -> HttpResponse | None:
-        if request.method != "POST":
-            return None  # Django parses a form body only for POST
+    def process_view(self, request: HttpRequest, view: Any, *args: Any) -> HttpResponse | None:
+        if request.method != "POST" or getattr(view, "reads_own_body", False):
+            return None  # Django parses a form body only for POST; see reads_own_body
         try:
             request.POST  # noqa: B018  (parsed now: a form content type; others are not read)
         except RequestDataTooBig:
@@ -144,6 +144,14 @@ class BodyLimitMiddleware:
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         return error_page(request, 413) if isinstance(exception, RequestDataTooBig) else None
+
+
+def reads_own_body(view: Any) -> Any:
+    """Mark ``view`` as one that sets how its body is read before reading it (an upload
+    streamed elsewhere, ``scheduler.files.uploads``): :class:`BodyLimitMiddleware` then
+    leaves the body alone, and the view answers for its size."""
+    view.reads_own_body = True
+    return view
 
 
 def forbidden(request: HttpRequest, exception: Exception) -> HttpResponse:

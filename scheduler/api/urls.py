@@ -1,8 +1,10 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
+from common.api.errors import reads_own_body
 from scheduler.api.advice import AdviceView
 from scheduler.api.arrays import ArrayViewSet
+from scheduler.api.files import FilesDownloadView, FilesMakeFolderView, FilesRootsView, FilesUploadView, FilesView
 from scheduler.api.reservations import ReservationViewSet
 from scheduler.api.sessions import AppViewSet, SessionViewSet
 from scheduler.api.simulations import AccountPreviewStart, SimulationViewSet
@@ -26,6 +28,11 @@ router.register("sessions", SessionViewSet, basename="session")
 #: schema (``schema=None``) so that the operation is documented once.
 urlpatterns = [
     path("advice/", AdviceView.as_view(), name="advice"),
+    path("files/", FilesView.as_view(), name="files"),
+    path("files/roots/", FilesRootsView.as_view(), name="files-roots"),
+    path("files/download/", FilesDownloadView.as_view(), name="files-download"),
+    path("files/upload/", reads_own_body(FilesUploadView.as_view()), name="files-upload"),
+    path("files/mkdir/", FilesMakeFolderView.as_view(), name="files-mkdir"),
     path("accounts/<int:account_id>/preview/", AccountPreviewStart.as_view(), name="account-preview"),
     path(
         "jobs/estimate",

@@ -32,7 +32,13 @@ from typing import Any
 
 class UnsafePath(Exception):
     """The path cannot be used: it does not exist for its owner, or it really lies outside
-    their roots or inside the portal's own files. The message says which, for the owner."""
+    their roots or inside the portal's own files. The message says which, for the owner;
+    ``errno`` is the kernel's answer when opening it failed (None: it opened, and lies
+    where it may not)."""
+
+    def __init__(self, message: str, *, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +136,56 @@ def open_user_dir(
         _check_real(path, opened.real, roots, refused, holding=holding)
     except UnsafePath:
         opened.close()
+        raise
+    return opened
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedPath:
+    """Whatever a path named, held open by descriptor (``O_PATH``: opening it had no
+    effect, even on a device or a FIFO), where it really is, and its ``fstat``."""
+
+    fd: int
+    real: str
+    info: os.stat_result
+
+    @property
+    def proc_path(self) -> str:
+        """See :attr:`OpenedDir.proc_path`: reopening this name reopens this very file."""
+        return f"/proc/self/fd/{self.fd}"
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def open_user_path(
+    path: str,
+    *,
+    roots: Sequence[str],
+    refused: Sequence[str] = (),
+    identity: dict[str, Any] | None = None,
+) -> OpenedPath:
+    """Open what ``path`` names now (a file or a directory, links followed as the owner's
+    own ``ls`` would follow them), as ``identity``, by ``O_PATH``, and check where it
+    really is, as :func:`open_user_dir` does (a directory that holds the portal's files is
+    allowed: only what lies in them is refused).
+
+    Returns an :class:`OpenedPath` the caller must close; what is read or written
+    afterwards goes through its descriptor (``openat``, or :attr:`OpenedPath.proc_path`),
+    never through the name again. Raises :class:`UnsafePath`, with ``errno`` set when the
+    owner could not open it.
+    """
+    try:
+        with acting_as(identity):
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UnsafePath(f"{path} cannot be opened as its owner: {exc.strerror}", errno=exc.errno) from None
+    try:
+        opened = OpenedPath(fd, os.readlink(f"/proc/self/fd/{fd}"), os.fstat(fd))
+        _check_real(path, opened.real, roots, refused, holding=False)
+    except BaseException:
+        os.close(fd)
         raise
     return opened
 
