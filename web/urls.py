@@ -4,8 +4,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from web import home, profile, signin, tokens, usage
-from web.interactive import pages as interactive
 from web.files import browse, changes
+from web.interactive import pages as interactive
 from web.jobs import detail, edit, index, submit, verbs
 from web.manage import accounts, apps, audit, cluster, nodes, reservations, simulations, site_templates, users
 
