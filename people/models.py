@@ -78,7 +78,8 @@ class Membership(models.Model):
 
 
 class Qos(models.Model):
-    """Quality of service: a priority boost, walltime ceiling and preemption rules."""
+    """Quality of service: a priority boost, walltime ceiling, preemption rules and
+    limits on what its jobs hold (``people.limits.QOS_LIMITS``; empty: no limit)."""
 
     name = models.SlugField(max_length=32, unique=True)
     description = models.CharField(max_length=200, blank=True)
@@ -93,6 +94,21 @@ class Qos(models.Model):
     )
     max_walltime_seconds = models.PositiveIntegerField(null=True, blank=True)
     usage_factor = models.FloatField(default=1.0, help_text="Multiplier on recorded usage (0 = free).")
+    max_gpus_per_user = models.PositiveIntegerField(
+        null=True, blank=True, help_text="GPUs one user's running jobs in this QOS may hold together."
+    )
+    max_cpus_per_user = models.PositiveIntegerField(
+        null=True, blank=True, help_text="CPUs one user's running jobs in this QOS may hold together."
+    )
+    max_running_jobs_per_user = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Jobs one user may run in this QOS at once."
+    )
+    max_submitted_jobs_per_user = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Jobs one user may have pending or running in this QOS; more are refused."
+    )
+    max_gpus = models.PositiveIntegerField(
+        null=True, blank=True, help_text="GPUs all running jobs in this QOS may hold together."
+    )
 
     class Meta:
         ordering = ["name"]
