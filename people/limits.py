@@ -205,3 +205,10 @@ QOS_LIMITS: tuple[QosLimit, ...] = (
 
 #: Every QOS limit's name, in the model's order.
 QOS_LIMIT_NAMES: tuple[str, ...] = tuple(limit.name for limit in QOS_LIMITS)
+
+_QOS_BY_NAME = {limit.name: limit for limit in QOS_LIMITS}
+
+
+def qos_limit(name: str) -> QosLimit:
+    """The QOS limit called ``name``. Raises ``KeyError`` for a name that is not one."""
+    return _QOS_BY_NAME[name]
