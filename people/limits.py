@@ -148,6 +148,8 @@ class QosLimit:
     #: The field of the core's ``QosLimits`` it is loaded into ("": it is checked when a
     #: job is submitted, ``scheduler.jobs.admission``, not when jobs start).
     core: str
+    #: How a page says a value of it, ``{}`` for the number ("{} GPUs per user").
+    phrase: str
 
 
 QOS_LIMITS: tuple[QosLimit, ...] = (
@@ -160,6 +162,7 @@ QOS_LIMITS: tuple[QosLimit, ...] = (
         "QOSMaxGRESPerUser",
         per_user=True,
         core="max_gpus_per_user",
+        phrase="{} GPUs per user",
     ),
     QosLimit(
         "max_cpus_per_user",
@@ -170,6 +173,7 @@ QOS_LIMITS: tuple[QosLimit, ...] = (
         "QOSMaxCpuPerUserLimit",
         per_user=True,
         core="max_cpu_millis_per_user",
+        phrase="{} CPUs per user",
     ),
     QosLimit(
         "max_running_jobs_per_user",
@@ -180,6 +184,7 @@ QOS_LIMITS: tuple[QosLimit, ...] = (
         "QOSMaxJobsPerUserLimit",
         per_user=True,
         core="max_running_jobs_per_user",
+        phrase="{} running jobs per user",
     ),
     QosLimit(
         "max_submitted_jobs_per_user",
@@ -190,6 +195,7 @@ QOS_LIMITS: tuple[QosLimit, ...] = (
         "QOSMaxSubmitJobPerUserLimit",
         per_user=True,
         core="",
+        phrase="{} submitted jobs per user",
     ),
     QosLimit(
         "max_gpus",
@@ -200,6 +206,7 @@ QOS_LIMITS: tuple[QosLimit, ...] = (
         "QOSGrpGRES",
         per_user=False,
         core="max_gpus",
+        phrase="{} GPUs in all",
     ),
 )
 
@@ -212,3 +219,10 @@ _QOS_BY_NAME = {limit.name: limit for limit in QOS_LIMITS}
 def qos_limit(name: str) -> QosLimit:
     """The QOS limit called ``name``. Raises ``KeyError`` for a name that is not one."""
     return _QOS_BY_NAME[name]
+
+
+def qos_limits_text(qos: Any) -> str:
+    """The limits ``qos`` (a ``Qos``) sets, in words for a page ("2 GPUs per user, 8 GPUs
+    in all"); ``""`` when it sets none."""
+    values = [(limit, getattr(qos, limit.name)) for limit in QOS_LIMITS]
+    return ", ".join(limit.phrase.format(value) for limit, value in values if value is not None)
