@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from scheduler.core.hours import gpu_count
 from scheduler.core.qos import QosBook
 from scheduler.core.qos import caps_anything as qos_caps_anything
 from scheduler.core.types import (
@@ -276,12 +277,6 @@ def _violations(limits: Limits | None, usage: _Usage, job: PendingJob, scope: st
 
 #: Shares are floats: 0.1 + 0.2 must not exceed a limit of 0.3.
 _EPSILON = 1e-9
-
-
-def gpu_count(amount: float) -> int | float:
-    """A GPU amount for people and JSON: ``4`` for whole GPUs, ``2.5`` with shares."""
-    rounded = round(amount, 3)
-    return int(rounded) if rounded == int(rounded) else rounded
 
 
 def duration_text(seconds: int) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from scheduler.core.hours import gpu_count
 from scheduler.core.types import (
     Allocation,
     Blocker,
@@ -51,18 +52,6 @@ def _gpus(allocations: tuple[Allocation, ...]) -> float:
 
 def _cpu_millis(allocations: tuple[Allocation, ...]) -> int:
     return sum(a.cpu_millis for a in allocations)
-
-
-def _text(amount: float) -> str:
-    """A GPU amount in a sentence: ``"2"``, ``"1.5"``."""
-    rounded = round(amount, 3)
-    return str(int(rounded)) if rounded == int(rounded) else str(rounded)
-
-
-def _number(amount: float) -> int | float:
-    """A GPU amount for JSON: whole GPUs as an int."""
-    rounded = round(amount, 3)
-    return int(rounded) if rounded == int(rounded) else rounded
 
 
 class QosBook:
@@ -152,10 +141,12 @@ class QosBook:
             else:
                 whose = f"{user} holds" if code is _USER_GPUS else f"the running jobs of QOS {qos} hold"
                 allows = f"QOS {qos} allows a user" if code is _USER_GPUS else "it allows in all"
-                message = f"{whose} {_text(held)} of the {cap} GPUs {allows}; this job needs {_text(job.gpu_amount)}"
+                message = (
+                    f"{whose} {gpu_count(held)} of the {cap} GPUs {allows}; this job needs {gpu_count(job.gpu_amount)}"
+                )
                 if code is _USER_GPUS:
                     evidence["user"] = user
-                evidence |= {"used": _number(held), "cap": cap, "requested": _number(job.gpu_amount)}
+                evidence |= {"used": gpu_count(held), "cap": cap, "requested": gpu_count(job.gpu_amount)}
             yield Blocker(code, message, evidence)
 
 

@@ -39,7 +39,8 @@ from people.access import default_account, may_submit_to, usable_qos
 from people.models import Account, Qos, Quota
 from scheduler.backends.job_files import name_problem
 from scheduler.choices import QUEUED_STATES, TERMINAL_STATES
-from scheduler.core.limits import duration_text, gpu_count
+from scheduler.core.hours import gpu_count
+from scheduler.core.limits import duration_text
 from scheduler.core.types import CPU_MILLIS, PendingJob, cpu_text
 from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.files import files_size
