@@ -54,7 +54,10 @@ class Migration(migrations.Migration):
             name="max_submitted_jobs_per_user",
             field=models.PositiveIntegerField(
                 blank=True,
-                help_text="Jobs one user may have pending or running in this QOS; more are refused at submission. Empty: no limit.",
+                help_text=(
+                    "Jobs one user may have pending or running in this QOS; more are refused at submission. "
+                    "Empty: no limit."
+                ),
                 null=True,
                 verbose_name="Max submitted jobs per user",
             ),
