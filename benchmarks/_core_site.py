@@ -4,7 +4,8 @@
 inputs would give at a large site: mixed GPU models, some nodes whose A100s are split
 into MIG slices (one :class:`GpuView` per slice, model ``"<model>/<profile>"`` as
 ``scheduler.jobs.request.gpu_model_label`` names it), a 3-level account tree with users,
-decayed usage, quota limits on some accounts and users, running jobs that really hold
+decayed usage, quota limits on some accounts and users (and, with
+``SiteShape.qos_limits``, limits on every QOS), running jobs that really hold
 GPUs (valid, non-overlapping allocations) and a queue of pending jobs. Everything comes
 from one seeded generator, so the same arguments give the same snapshot.
 """
@@ -26,6 +27,7 @@ from scheduler.core.types import (
     PendingJob,
     PlacementStrategy,
     Policy,
+    QosLimits,
     RunningJob,
     Snapshot,
 )
@@ -53,6 +55,17 @@ class SiteShape:
     pending: int = 10_000
     accounts: int = 50
     seed: int = 1
+    #: Whether every QOS caps its users and itself (:data:`QOS_LIMITS`).
+    qos_limits: bool = False
+
+
+#: QOS limits that bind at this site: a debug-like ``high`` lane, per-user caps on
+#: ``normal``, a group cap on ``low`` (with ``SiteShape.qos_limits``).
+QOS_LIMITS = {
+    "high": QosLimits(max_gpus_per_user=8, max_running_jobs_per_user=4, max_gpus=512),
+    "normal": QosLimits(max_gpus_per_user=64, max_cpu_millis_per_user=512 * CPU_MILLIS, max_running_jobs_per_user=40),
+    "low": QosLimits(max_gpus=2000),
+}
 
 
 def site_policy() -> Policy:
@@ -206,4 +219,5 @@ def build_snapshot(shape: SiteShape = SiteShape()) -> Snapshot:
         fairshare_tree=tree,
         usage=usage,
         qos_priorities={"low": 0, "normal": 10, "high": 100},
+        qos_limits=QOS_LIMITS if shape.qos_limits else {},
     )

@@ -2,7 +2,7 @@
 pending jobs), on a throwaway database (see ``benchmarks/_common.py``).
 
 Usage: ``DEBUG=1 python benchmarks/tick.py [--nodes N] [--pending N] [--repeat N]
-[--core-pending 1000,10000,100000] [--core-only]`` (``DATABASE_URL=postgres://...`` to
+[--core-pending 1000,10000,100000] [--core-only] [--qos-limits]`` (``DATABASE_URL=postgres://...`` to
 measure on PostgreSQL).
 
 Figures (one JSON line each, the median of ``--repeat`` runs after one warm-up run):
@@ -11,7 +11,9 @@ Figures (one JSON line each, the median of ``--repeat`` runs after one warm-up r
   synthetic site of ``benchmarks/_core_site.py`` (1,000 nodes x 8 GPUs, some split into
   MIG slices, 5,000 running jobs, 50 accounts in a 3-level tree, limits) with the full
   policy (multifactor priority with Fair Tree, EASY backfill, limits, estimates for
-  every waiting job), once per ``--core-pending`` size, to show how it grows.
+  every waiting job), once per ``--core-pending`` size, to show how it grows. With
+  ``--qos-limits`` every QOS of the site caps its users and itself as well
+  (``benchmarks._core_site.QOS_LIMITS``; context ``waiting_on_qos``: the jobs they hold back).
 
 Every figure says which core it timed (``core``: ``compiled`` or why it ran
 interpreted; ``QM_NATIVE_CORE=off`` times the interpreted one, see
@@ -81,6 +83,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="pending-queue sizes of the in-memory core figure, comma-separated (default 1000,10000,100000)",
     )
     parser.add_argument("--core-only", action="store_true", help="only the in-memory core figures (no database)")
+    parser.add_argument(
+        "--qos-limits",
+        action="store_true",
+        help="in the in-memory core figures, every QOS caps its users and itself (context qos_limits)",
+    )
     parser.add_argument(
         "--array-tasks",
         type=int,
@@ -182,7 +189,7 @@ def core_figures(args: argparse.Namespace) -> None:
         # Two equal snapshots, used in turn: the core keeps the last fair-share factors
         # and idle-cluster answers while it is handed the same objects (a replay does
         # that), and a live tick, which loads a new snapshot each time, never is.
-        shape = SiteShape(nodes=args.nodes, pending=size)
+        shape = SiteShape(nodes=args.nodes, pending=size, qos_limits=args.qos_limits)
         snapshots = (build_snapshot(shape), build_snapshot(shape))
         repeat = args.repeat if size <= 10_000 else 1
         samples = []
@@ -203,6 +210,8 @@ def core_figures(args: argparse.Namespace) -> None:
             started=len(decisions.starts),
             estimated=len(decisions.estimates),
             policy="multifactor+fairtree+easy-backfill+limits+estimates",
+            qos_limits=args.qos_limits,
+            waiting_on_qos=sum(1 for r in decisions.pending_reasons.values() if r.value.startswith("QOS")),
             repeat=repeat,
             core=compiled.state,
         )

@@ -10,6 +10,7 @@ from django.forms import BaseInlineFormSet, ModelForm
 from django.http import HttpRequest
 
 from people import services
+from people.limits import QOS_LIMIT_NAMES
 from people.models import Account, ApiToken, ClusterIdentity, Membership, Qos, Quota
 
 
@@ -67,8 +68,13 @@ class MembershipAdmin(AuditedAdmin):
 
 @admin.register(Qos)
 class QosAdmin(admin.ModelAdmin):
-    list_display = ["name", "priority", "preemptible", "max_walltime_seconds", "usage_factor"]
+    list_display = ["name", "priority", "preemptible", "max_walltime_seconds", "usage_factor", *QOS_LIMIT_NAMES]
     filter_horizontal = ["may_preempt"]
+    fieldsets = [
+        (None, {"fields": ["name", "description", "priority", "usage_factor", "max_walltime_seconds"]}),
+        ("Preemption", {"fields": ["preemptible", "may_preempt"]}),
+        ("Limits (empty: no limit)", {"fields": list(QOS_LIMIT_NAMES)}),
+    ]
 
 
 @admin.register(Quota)

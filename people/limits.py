@@ -122,3 +122,107 @@ def contradictions(values: Mapping[str, Any]) -> dict[str, str]:
             f"set the borrowing limit to at most {room}, or raise max GPUs."
         }
     return {}
+
+
+# --- QOS limits ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QosLimit:
+    """One limit of a QOS (:class:`people.models.Qos`), as Slurm names it."""
+
+    #: The model field and the API's field.
+    name: str
+    #: How a form labels it.
+    label: str
+    #: What it counts: ``"GPUs"``, ``"CPUs"`` or ``"jobs"``.
+    unit: str
+    #: What it means, for forms' help and the API's schema.
+    meaning: str
+    #: The Slurm QOS option it stands for (``sacctmgr modify qos ... set <this>``).
+    slurm: str
+    #: The pending reason (or, for a submit limit, the refusal) Slurm gives for it.
+    reason: str
+    #: Whether it counts one user's jobs (else all the QOS's jobs together).
+    per_user: bool
+    #: The field of the core's ``QosLimits`` it is loaded into ("": it is checked when a
+    #: job is submitted, ``scheduler.jobs.admission``, not when jobs start).
+    core: str
+    #: How a page says a value of it, ``{}`` for the number ("{} GPUs per user").
+    phrase: str
+
+
+QOS_LIMITS: tuple[QosLimit, ...] = (
+    QosLimit(
+        "max_gpus_per_user",
+        "Max GPUs per user",
+        "GPUs",
+        "GPUs one user's running jobs in this QOS may hold together.",
+        "MaxTRESPerUser=gres/gpu=N",
+        "QOSMaxGRESPerUser",
+        per_user=True,
+        core="max_gpus_per_user",
+        phrase="{} GPUs per user",
+    ),
+    QosLimit(
+        "max_cpus_per_user",
+        "Max CPUs per user",
+        "CPUs",
+        "CPUs one user's running jobs in this QOS may hold together.",
+        "MaxTRESPerUser=cpu=N",
+        "QOSMaxCpuPerUserLimit",
+        per_user=True,
+        core="max_cpu_millis_per_user",
+        phrase="{} CPUs per user",
+    ),
+    QosLimit(
+        "max_running_jobs_per_user",
+        "Max running jobs per user",
+        "jobs",
+        "Jobs one user may run in this QOS at once.",
+        "MaxJobsPerUser=N",
+        "QOSMaxJobsPerUserLimit",
+        per_user=True,
+        core="max_running_jobs_per_user",
+        phrase="{} running jobs per user",
+    ),
+    QosLimit(
+        "max_submitted_jobs_per_user",
+        "Max submitted jobs per user",
+        "jobs",
+        "Jobs one user may have pending or running in this QOS; more are refused at submission.",
+        "MaxSubmitJobsPerUser=N",
+        "QOSMaxSubmitJobPerUserLimit",
+        per_user=True,
+        core="",
+        phrase="{} submitted jobs per user",
+    ),
+    QosLimit(
+        "max_gpus",
+        "Max GPUs (all users)",
+        "GPUs",
+        "GPUs all running jobs in this QOS may hold together.",
+        "GrpTRES=gres/gpu=N",
+        "QOSGrpGRES",
+        per_user=False,
+        core="max_gpus",
+        phrase="{} GPUs in all",
+    ),
+)
+
+#: Every QOS limit's name, in the model's order.
+QOS_LIMIT_NAMES: tuple[str, ...] = tuple(limit.name for limit in QOS_LIMITS)
+
+_QOS_BY_NAME = {limit.name: limit for limit in QOS_LIMITS}
+
+
+def qos_limit(name: str) -> QosLimit:
+    """The QOS limit called ``name``. Raises ``KeyError`` for a name that is not one."""
+    return _QOS_BY_NAME[name]
+
+
+def qos_limits_text(qos: Any) -> str:
+    """The limits ``qos`` (a ``Qos``) sets, in words for a page ("2 GPUs per user, 8 GPUs
+    in all"); ``""`` when it sets none."""
+    values = [(limit, getattr(qos, limit.name)) for limit in QOS_LIMITS]
+    return ", ".join(limit.phrase.format(value) for limit, value in values if value is not None)

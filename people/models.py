@@ -14,6 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from people.choices import IdentitySource, Role
+from people.limits import qos_limit
 
 
 class Account(models.Model):
@@ -77,8 +78,17 @@ class Membership(models.Model):
         return f"{self.user} in {self.account} ({self.role})"
 
 
+def qos_limit_field(name: str) -> models.PositiveIntegerField:  # type: ignore[type-arg]
+    """The column of the QOS limit ``name``, labelled and explained as
+    ``people.limits.QOS_LIMITS`` says; empty: no limit."""
+    limit = qos_limit(name)
+    meaning = f"{limit.meaning} Empty: no limit."
+    return models.PositiveIntegerField(limit.label, null=True, blank=True, help_text=meaning)
+
+
 class Qos(models.Model):
-    """Quality of service: a priority boost, walltime ceiling and preemption rules."""
+    """Quality of service: a priority boost, walltime ceiling, preemption rules and
+    limits on what its jobs hold (``people.limits.QOS_LIMITS``; empty: no limit)."""
 
     name = models.SlugField(max_length=32, unique=True)
     description = models.CharField(max_length=200, blank=True)
@@ -93,6 +103,11 @@ class Qos(models.Model):
     )
     max_walltime_seconds = models.PositiveIntegerField(null=True, blank=True)
     usage_factor = models.FloatField(default=1.0, help_text="Multiplier on recorded usage (0 = free).")
+    max_gpus_per_user = qos_limit_field("max_gpus_per_user")
+    max_cpus_per_user = qos_limit_field("max_cpus_per_user")
+    max_running_jobs_per_user = qos_limit_field("max_running_jobs_per_user")
+    max_submitted_jobs_per_user = qos_limit_field("max_submitted_jobs_per_user")
+    max_gpus = qos_limit_field("max_gpus")
 
     class Meta:
         ordering = ["name"]

@@ -105,6 +105,16 @@ def test_the_qm_page_asks_for_the_reference() -> None:
     assert _hook().MARKER in page
 
 
+def test_the_qos_page_maps_every_qos_limit_to_its_slurm_option_from_their_one_list() -> None:
+    from people.limits import QOS_LIMITS
+
+    hook = _hook("quota_limits")
+    assert hook.QOS_MARKER in (ROOT / "docs/admin/qos.md").read_text()
+    rows = [line for line in hook.qos_table().splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == [limit.name for limit in QOS_LIMITS]
+    assert [row.split("`")[3] for row in rows] == [limit.slurm for limit in QOS_LIMITS]
+
+
 def test_the_quotas_page_lists_every_quota_limit_from_their_one_list() -> None:
     from people.limits import QUOTA_LIMITS
 

@@ -11,7 +11,7 @@ from common.api.strict import RejectUnknownFields
 from common.api.validators import no_nul_characters, plain_name
 from people.choices import IdentitySource
 from people.email import clean_address
-from people.limits import LIMIT_NAMES, WHOLE_LIMITS, contradictions, quota_limit
+from people.limits import LIMIT_NAMES, QOS_LIMIT_NAMES, QOS_LIMITS, WHOLE_LIMITS, contradictions, quota_limit
 from people.models import Account, ApiToken, ClusterIdentity, Membership, Qos, Quota
 
 MAX_INT = 2**31 - 1
@@ -92,6 +92,8 @@ class MembershipSerializer(RejectUnknownFields, serializers.ModelSerializer):
 
 
 class QosSerializer(RejectUnknownFields, serializers.ModelSerializer):
+    """A QOS; its limits (``people.limits.QOS_LIMITS``) are each 0 or more, or null for none."""
+
     may_preempt = SlugRelatedField(slug_field="name", queryset=Qos.objects.all(), many=True, required=False)
     priority = serializers.IntegerField(min_value=-1_000_000, max_value=1_000_000, default=0)
     max_walltime_seconds = serializers.IntegerField(min_value=1, max_value=MAX_INT, allow_null=True, required=False)
@@ -108,7 +110,18 @@ class QosSerializer(RejectUnknownFields, serializers.ModelSerializer):
             "may_preempt",
             "max_walltime_seconds",
             "usage_factor",
+            *QOS_LIMIT_NAMES,
         ]
+        extra_kwargs = {
+            limit.name: {
+                "min_value": 0,
+                "max_value": MAX_INT,
+                "allow_null": True,
+                "required": False,
+                "help_text": f"{limit.meaning} Slurm: {limit.slurm}. Null: no limit.",
+            }
+            for limit in QOS_LIMITS
+        }
 
 
 class QuotaSerializer(RejectUnknownFields, serializers.ModelSerializer):

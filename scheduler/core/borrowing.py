@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 
-from scheduler.core.limits import gpu_count
+from scheduler.core.hours import gpu_count
 from scheduler.core.types import Blocker, Limits, PendingJob, PendingReason, RunningJob, Start
 
 _EPOCH_KEY = datetime.min.isoformat()

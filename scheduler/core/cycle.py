@@ -24,6 +24,7 @@ from scheduler.core.placement import IdleCluster, Ledger, request_shape
 from scheduler.core.positions import queue_positions
 from scheduler.core.preemption import candidates, outserved, plan_preemption
 from scheduler.core.priority import PriorityCalculator, cluster_gpu_count, order_by_priority
+from scheduler.core.qos import caps_anything as qos_caps_anything
 from scheduler.core.queue import QueueWalk, service_level, waiting
 from scheduler.core.reasons import Circumstances, explain
 from scheduler.core.timeline import estimate_queue
@@ -269,11 +270,21 @@ def _walk_order(
 
 
 def _limit_book(snapshot: Snapshot) -> LimitBook | None:
-    """The quota limits' book, or ``None`` when no account or user limit caps anything."""
-    if not (caps_anything(snapshot.account_limits) or caps_anything(snapshot.user_limits)):
+    """The quota and QOS limits' book, or ``None`` when no account, user or QOS limit
+    caps anything."""
+    if not (
+        caps_anything(snapshot.account_limits)
+        or caps_anything(snapshot.user_limits)
+        or qos_caps_anything(snapshot.qos_limits)
+    ):
         return None
     return LimitBook(
-        snapshot.nodes, snapshot.running, snapshot.account_limits, snapshot.user_limits, snapshot.account_parents
+        snapshot.nodes,
+        snapshot.running,
+        snapshot.account_limits,
+        snapshot.user_limits,
+        snapshot.account_parents,
+        snapshot.qos_limits,
     )
 
 

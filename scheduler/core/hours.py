@@ -62,6 +62,12 @@ def job_gpus(nodes: int, gpus_per_node: int, gpu_share: float) -> float:
     return nodes * gpu_share if gpu_share > 0 else float(nodes * gpus_per_node)
 
 
+def gpu_count(amount: float) -> int | float:
+    """A GPU amount for people and JSON: ``4`` for whole GPUs, ``2.5`` with shares."""
+    rounded = round(amount, 3)
+    return int(rounded) if rounded == int(rounded) else rounded
+
+
 @dataclass(frozen=True, slots=True)
 class HourShare:
     """What one attempt adds to one hour's row."""

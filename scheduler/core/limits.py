@@ -1,9 +1,11 @@
-"""Quota limits on what runs at once, per account (and its subtree) and per user.
+"""Quota limits on what runs at once, per account (and its subtree) and per user, and
+the QOS limits beside them.
 
 An account's limit covers every job charged to it or to any account below it, as
 Slurm's ``GrpTRES``/``GrpJobs`` do on an association; a user's limit covers all their
-jobs. A job over a limit waits with a reason naming the limit and does not block the
-queue: it is not waiting for resources, so it takes no reservation.
+jobs. A QOS's limits cap its users' running jobs and all of them together (see
+``scheduler.core.qos``). A job over a limit waits with a reason naming the limit and
+does not block the queue: it is not waiting for resources, so it takes no reservation.
 """
 
 from __future__ import annotations
@@ -12,7 +14,20 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from scheduler.core.types import Allocation, Blocker, Limits, NodeView, PendingJob, PendingReason, RunningJob, Start
+from scheduler.core.hours import gpu_count
+from scheduler.core.qos import QosBook
+from scheduler.core.qos import caps_anything as qos_caps_anything
+from scheduler.core.types import (
+    Allocation,
+    Blocker,
+    Limits,
+    NodeView,
+    PendingJob,
+    PendingReason,
+    QosLimits,
+    RunningJob,
+    Start,
+)
 
 
 @dataclass(slots=True)
@@ -43,7 +58,8 @@ def caps_anything(limits: Mapping[str, Limits]) -> bool:
 
 
 class LimitBook:
-    """Running usage against limits, updated as a cycle commits starts."""
+    """Running usage against limits, updated as a cycle commits starts: the quotas', and
+    the QOS limits' (:class:`scheduler.core.qos.QosBook`, when a QOS caps anything)."""
 
     def __init__(
         self,
@@ -52,7 +68,9 @@ class LimitBook:
         account_limits: Mapping[str, Limits],
         user_limits: Mapping[str, Limits],
         account_parents: Mapping[str, str | None],
+        qos_limits: Mapping[str, QosLimits] | None = None,
     ) -> None:
+        self.qos = QosBook(running, qos_limits) if qos_limits and qos_caps_anything(qos_limits) else None
         self.account_limits = account_limits
         self.user_limits = user_limits
         self.parents = account_parents
@@ -125,23 +143,37 @@ class LimitBook:
 
     def blocker(self, job: PendingJob) -> PendingReason | None:
         """The first limit this job would break by starting, on its request alone: the
-        code of the first of :meth:`blockers`, without building its words."""
+        code of the first of :meth:`blockers`, without building its words (the quotas
+        first, then its QOS's)."""
         for limits, usage, scope, _ in self._checks_for(job.account, job.user):
             for code, _, _, _ in _broken(limits, usage, job, scope == "account"):
                 return code
-        return None
+        qos = self.qos
+        return qos.blocker(job) if qos is not None else None
 
     def blockers(self, job: PendingJob) -> list[Blocker]:
         """Every limit this job would break by starting, each with its figures."""
-        return list(self._violations(job))
+        found = list(self._violations(job))
+        if self.qos is not None:
+            found.extend(self.qos.blockers(job))
+        return found
 
     def usage_blockers(self, job: PendingJob) -> tuple[Blocker, ...]:
         """:meth:`blockers` less walltime limits: the caps on what runs at once.
 
-        They depend on the job only through its account, user, GPU amount and model,
-        so the answers are kept (shared between jobs) until the next charge: the
-        waiting jobs of a cycle that ended ask about a few hundred distinct requests.
+        They depend on the job only through its account, user, GPU amount and model
+        (and for its QOS's, its QOS and CPUs), so the answers are kept (shared between
+        jobs) until the next charge: the waiting jobs of a cycle that ended ask about a
+        few hundred distinct requests.
         """
+        found = self._quota_usage_blockers(job)
+        qos = self.qos
+        if qos is None:
+            return found
+        more = qos.blockers(job)
+        return (*found, *more) if more else found
+
+    def _quota_usage_blockers(self, job: PendingJob) -> tuple[Blocker, ...]:
         amount = job.gpu_amount
         key = (job.account, job.user, amount, job.gpu_model)
         answer = self._answers.get(key)
@@ -178,10 +210,14 @@ class LimitBook:
 
     def commit(self, job: PendingJob, start: Start) -> None:
         self._charge(job.account, job.user, start.allocations)
+        if self.qos is not None:
+            self.qos.charge(job.qos, job.user, start.allocations)
 
     def release(self, job: RunningJob) -> None:
         """Uncharge a running job that this cycle evicts."""
         self._charge(job.account, job.user, job.allocations, sign=-1)
+        if self.qos is not None:
+            self.qos.charge(job.qos, job.user, job.allocations, sign=-1)
 
 
 def _broken(
@@ -241,12 +277,6 @@ def _violations(limits: Limits | None, usage: _Usage, job: PendingJob, scope: st
 
 #: Shares are floats: 0.1 + 0.2 must not exceed a limit of 0.3.
 _EPSILON = 1e-9
-
-
-def gpu_count(amount: float) -> int | float:
-    """A GPU amount for people and JSON: ``4`` for whole GPUs, ``2.5`` with shares."""
-    rounded = round(amount, 3)
-    return int(rounded) if rounded == int(rounded) else rounded
 
 
 def duration_text(seconds: int) -> str:

@@ -81,6 +81,22 @@ REASON_WORDS: Mapping[PendingReason, ReasonWords] = {
         "Waiting for its reservation",
         "It runs only in the reservation it asks for, which has not begun or cannot hold it now.",
     ),
+    PendingReason.QOS_USER_GPU_LIMIT: ReasonWords(
+        "Its owner holds all the GPUs its QOS allows a user",
+        "Its owner's running jobs in its QOS hold all the GPUs the QOS allows one user (MaxTRESPerUser).",
+    ),
+    PendingReason.QOS_USER_CPU_LIMIT: ReasonWords(
+        "Its owner holds all the CPUs its QOS allows a user",
+        "Its owner's running jobs in its QOS hold all the CPUs the QOS allows one user (MaxTRESPerUser).",
+    ),
+    PendingReason.QOS_USER_JOB_LIMIT: ReasonWords(
+        "Its owner runs all the jobs its QOS allows a user",
+        "Its owner runs as many jobs in its QOS as the QOS allows one user at once (MaxJobsPerUser).",
+    ),
+    PendingReason.QOS_GROUP_GPU_LIMIT: ReasonWords(
+        "Its QOS's running jobs hold all the GPUs it allows",
+        "The running jobs of its QOS together hold all the GPUs the QOS allows (GrpTRES).",
+    ),
     PendingReason.HELD: ReasonWords(
         "Held: release it to queue it",
         "It is held by its owner or an admin; release it to queue it.",

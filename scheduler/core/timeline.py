@@ -524,6 +524,10 @@ NOT_ESTIMATED = frozenset(
         PendingReason.ACCOUNT_JOB_LIMIT,
         PendingReason.USER_GPU_LIMIT,
         PendingReason.USER_JOB_LIMIT,
+        PendingReason.QOS_USER_GPU_LIMIT,
+        PendingReason.QOS_USER_CPU_LIMIT,
+        PendingReason.QOS_USER_JOB_LIMIT,
+        PendingReason.QOS_GROUP_GPU_LIMIT,
     }
 )
 

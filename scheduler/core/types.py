@@ -89,6 +89,32 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True)
+class QosLimits:
+    """Caps a QOS puts on its running jobs, as Slurm's QOS ``MaxTRESPerUser`` (GPUs,
+    CPUs), ``MaxJobsPerUser`` and ``GrpTRES`` (GPUs) do. ``None`` means unlimited.
+
+    The per-user caps count one user's running jobs in this QOS, whatever their
+    account; the group cap counts every running job in it (see ``scheduler.core.qos``).
+    """
+
+    max_gpus_per_user: int | None = None
+    #: In millicores (:data:`CPU_MILLIS`), as the core counts CPUs.
+    max_cpu_millis_per_user: int | None = None
+    max_running_jobs_per_user: int | None = None
+    #: GPUs all its running jobs together may hold.
+    max_gpus: int | None = None
+
+    @property
+    def caps_anything(self) -> bool:
+        return (
+            self.max_gpus_per_user is not None
+            or self.max_cpu_millis_per_user is not None
+            or self.max_running_jobs_per_user is not None
+            or self.max_gpus is not None
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class GpuView:
     """One allocatable GPU (a whole GPU or one MIG slice) on a node."""
 
@@ -349,6 +375,8 @@ class Snapshot:
     dependency_states: Mapping[int, str] = field(default_factory=dict)
     #: QOS name -> the longest walltime a job in it may ask for.
     qos_max_walltime: Mapping[str, int] = field(default_factory=dict)
+    #: QOS name -> the caps it puts on its running jobs (only QOS that have some).
+    qos_limits: Mapping[str, QosLimits] = field(default_factory=dict)
     #: Clusters whose workload manager cannot be reached now -> the error (their nodes
     #: come in unschedulable).
     unreachable_clusters: Mapping[str, str] = field(default_factory=dict)
@@ -443,6 +471,10 @@ class PendingReason(enum.StrEnum):
     HELD = "JobHeldUser"  # held by its owner or an admin (set by the portal, not the cycle)
     ARRAY_TASK_LIMIT = "JobArrayTaskLimit"  # its array runs as many tasks as its throttle allows
     RESERVATION = "Reservation"  # waits for the reservation it asks for to begin (or to hold it)
+    QOS_USER_GPU_LIMIT = "QOSMaxGRESPerUser"  # the owner holds all the GPUs its QOS allows a user
+    QOS_USER_CPU_LIMIT = "QOSMaxCpuPerUserLimit"  # ... all the CPUs its QOS allows a user
+    QOS_USER_JOB_LIMIT = "QOSMaxJobsPerUserLimit"  # ... runs all the jobs its QOS allows a user
+    QOS_GROUP_GPU_LIMIT = "QOSGrpGRES"  # its QOS's running jobs hold all the GPUs the QOS allows
 
 
 @dataclass(slots=True)

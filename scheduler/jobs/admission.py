@@ -7,12 +7,14 @@ show the problems this module finds against the fields they name, with its messa
 The rules come in two stages, because the second depends on the queue at the moment:
 
 1. :func:`admit`, the standing rules: what to run, who pays (the account, the QOS it
-   may use and that QOS's walltime ceiling), what an array may hold, the reservation,
-   fractional GPUs, the hardware (could any node ever hold it), the owner's cluster
-   identity. It also says which account and QOS an omitted one means.
-2. :func:`quota_refusals`, the quotas: pending jobs (an array's tasks count one each)
-   and the quota walltime. A submission asks inside its own transaction with the quota
-   rows locked (:func:`scheduler.jobs.submit.submit_job`); the what-if asks without.
+   may use, that QOS's walltime ceiling and the limits no single job may pass), what an
+   array may hold, the reservation, fractional GPUs, the hardware (could any node ever
+   hold it), the owner's cluster identity. It also says which account and QOS an
+   omitted one means.
+2. :func:`quota_refusals`, the quotas: pending jobs (an array's tasks count one each),
+   the quota walltime, and the jobs a user may have submitted in the QOS. A submission
+   asks inside its own transaction with the quota rows locked
+   (:func:`scheduler.jobs.submit.submit_job`); the what-if asks without.
 
 :func:`admission_problems` is both, as one answer: the standing problems, else the
 quota refusals (so a request shows the quotas' word only once it is otherwise
@@ -36,9 +38,10 @@ from common.db.sql import JoinedRows, prepared_cursor, quoted_table
 from people.access import default_account, may_submit_to, usable_qos
 from people.models import Account, Qos, Quota
 from scheduler.backends.job_files import name_problem
-from scheduler.choices import QUEUED_STATES
+from scheduler.choices import QUEUED_STATES, TERMINAL_STATES
+from scheduler.core.hours import gpu_count
 from scheduler.core.limits import duration_text
-from scheduler.core.types import PendingJob
+from scheduler.core.types import CPU_MILLIS, PendingJob, cpu_text
 from scheduler.jobs.array_spec import ArraySpec
 from scheduler.jobs.files import files_size
 from scheduler.jobs.identity import cluster_username, clusters_requiring_identity, has_cluster_identity
@@ -99,7 +102,11 @@ def admission_problems(
     if admission.problems or admission.account is None:
         return admission.problems
     refusals = quota_refusals(
-        owner, admission.account, int(values["walltime_seconds"]), adding=tasks(values.get("array"))
+        owner,
+        admission.account,
+        int(values["walltime_seconds"]),
+        adding=tasks(values.get("array")),
+        qos=admission.qos,
     )
     return {field: [message] for field, message in refusals.items()}
 
@@ -121,7 +128,9 @@ def admit(
     1. What to run: a command or a script, not both.
     2. Who pays: ``account`` (omitted: the owner's default), which the owner must
        belong to; ``qos`` (omitted: the account's default), one the account may use
-       (staff may use any), whose walltime ceiling the job must keep.
+       (staff may use any), whose walltime ceiling the job must keep, and whose limits
+       on what one user (or the whole QOS) may run it must not pass alone
+       (:func:`qos_problems`).
     3. An array's tasks, their commands and scripts and the files, within
        ``JOB_ARRAY_MAX_BYTES``.
     4. The reservation exists and admits the owner or the account, and its span holds
@@ -152,6 +161,10 @@ def admit(
             f"{duration_text(walltime)} exceeds the maximum of QOS {qos.name!r} "
             f"({duration_text(qos.max_walltime_seconds)}).",
         )
+    request = pending_request(values)
+    if qos is not None:
+        for field, refusal in qos_problems(qos, request).items():
+            problem(field, refusal)
     # 3.
     if (message := _array_too_large(values)) is not None:
         problem("array", message)
@@ -165,7 +178,7 @@ def admit(
     for field, message in _share_problems(values).items():
         problem(field, message)
     # 6.
-    for field, message in hardware.check(pending_request(values)).items():
+    for field, message in hardware.check(request).items():
         problem(field, message)
     # 7.
     if not has_cluster_identity(owner) and (needing := clusters_requiring_identity()):
@@ -178,6 +191,36 @@ def admit(
     for field, message in _output_problems(values, owner).items():
         problem(field, message)
     return Admission({field: [message] for field, message in found.items()}, account, qos)
+
+
+def qos_problems(qos: Qos, request: PendingJob) -> dict[str, str]:
+    """Field -> why ``request`` could never run under ``qos``'s limits, whatever else
+    runs: it asks alone for more GPUs or CPUs than the QOS allows one user (or all its
+    jobs together), or the QOS lets a user run no job at all. Slurm refuses such a job
+    at submission with the same reason word (``QOSMaxGRESPerUser``, ...) rather than
+    queue it forever."""
+    found: dict[str, str] = {}
+    gpus = request.gpu_amount
+    name = qos.name
+    if qos.max_gpus_per_user is not None and gpus > qos.max_gpus_per_user:
+        found["gpus_per_node"] = (
+            f"This job asks for {gpu_count(gpus)} GPUs; QOS {name!r} allows one user at most "
+            f"{qos.max_gpus_per_user} at once (QOSMaxGRESPerUser)."
+        )
+    elif qos.max_gpus is not None and gpus > qos.max_gpus:
+        found["gpus_per_node"] = (
+            f"This job asks for {gpu_count(gpus)} GPUs; QOS {name!r} allows all its jobs together at most "
+            f"{qos.max_gpus} at once (QOSGrpGRES)."
+        )
+    cpus = request.nodes * request.cpu_millis_per_node
+    if qos.max_cpus_per_user is not None and cpus > qos.max_cpus_per_user * CPU_MILLIS:
+        found["cpus_per_node"] = (
+            f"This job asks for {cpu_text(cpus)} CPUs; QOS {name!r} allows one user at most "
+            f"{qos.max_cpus_per_user} at once (QOSMaxCpuPerUserLimit)."
+        )
+    if qos.max_running_jobs_per_user == 0:
+        found["qos"] = f"QOS {name!r} lets no user run a job (QOSMaxJobsPerUserLimit is 0)."
+    return found
 
 
 def _output_problems(values: Mapping[str, Any], owner: Any) -> dict[str, str]:
@@ -311,11 +354,18 @@ def _queued(quota: Quota, column: str, value: int) -> int:
 
 
 def quota_refusals(
-    owner: Any, account: Account, walltime_seconds: int, *, lock: bool = False, adding: int = 1
+    owner: Any,
+    account: Account,
+    walltime_seconds: int,
+    *,
+    lock: bool = False,
+    adding: int = 1,
+    qos: Qos | None = None,
 ) -> dict[str, str]:
     """Field -> message for every quota that would refuse ``adding`` more jobs (the tasks
-    of an array count one each) of ``owner`` in ``account`` with this walltime; ``{}``
-    when none would. Reads only.
+    of an array count one each) of ``owner`` in ``account`` with this walltime, and for
+    ``qos`` when it allows a user fewer submitted jobs (:func:`_qos_submit_refusal`);
+    ``{}`` when none would. Reads only.
 
     With ``lock`` (inside a transaction, as :func:`scheduler.jobs.submit.submit_job`
     calls it), the quota rows that apply are read ``FOR UPDATE``: submissions under the
@@ -338,4 +388,29 @@ def quota_refusals(
     if "user" in quotas:
         queued = _queued(quotas["user"], "owner_id", owner.pk)
         errors.update(_check_quota(quotas["user"], queued, walltime_seconds, "account", f"User {owner}", adding))
+    if qos is not None and qos.max_submitted_jobs_per_user is not None:
+        refusal = _qos_submit_refusal(owner, qos, lock=lock, adding=adding)
+        if refusal is not None:
+            errors["qos"] = refusal
     return errors
+
+
+def _qos_submit_refusal(owner: Any, qos: Qos, *, lock: bool, adding: int) -> str | None:
+    """Why ``qos`` refuses ``adding`` more jobs of ``owner``: their jobs in it that have
+    not ended (pending, held or running; Slurm's ``MaxSubmitJobsPerUser``) and these
+    would pass its limit. With ``lock``, the QOS row is read ``FOR UPDATE`` (its limit
+    afresh), so that submissions under it take turns as under a quota's."""
+    limit = qos.max_submitted_jobs_per_user
+    if lock and connection.features.has_select_for_update:
+        locked = Qos.objects.select_for_update().filter(pk=qos.pk)
+        limit = locked.values_list("max_submitted_jobs_per_user", flat=True).first()
+    if limit is None:
+        return None
+    submitted = Job.objects.filter(owner=owner, qos=qos).exclude(state__in=TERMINAL_STATES).count()
+    if submitted + adding <= limit:
+        return None
+    asked = "" if adding == 1 else f" and the array adds {adding} tasks"
+    return (
+        f"User {owner} already has {submitted} jobs pending or running in QOS {qos.name!r}{asked}; "
+        f"it allows {limit} per user (QOSMaxSubmitJobPerUserLimit)."
+    )

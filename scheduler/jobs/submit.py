@@ -56,7 +56,9 @@ def submit_job(
     now = now or timezone.now()
     files = fields.pop("files", None) or {}
     with transaction.atomic():
-        errors = quota_refusals(owner, account, int(fields["walltime_seconds"]), lock=True, adding=tasks(array))
+        errors = quota_refusals(
+            owner, account, int(fields["walltime_seconds"]), lock=True, adding=tasks(array), qos=qos
+        )
         if errors:
             raise ValidationError(errors)
         if files:

@@ -108,7 +108,7 @@ def what_if(
     if fields.pop("hold", False):
         raise ValidationError({"hold": "A held job starts only once released: ask for an estimate without hold."})
     now = now or timezone.now()
-    refusals = quota_refusals(owner, account, int(fields["walltime_seconds"]), adding=tasks(array))
+    refusals = quota_refusals(owner, account, int(fields["walltime_seconds"]), adding=tasks(array), qos=qos)
     if refusals:
         raise ValidationError(refusals)
     fields.pop("files", None)  # stored apart from the job (scheduler.jobs.files); no plan depends on them

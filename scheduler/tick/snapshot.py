@@ -2,7 +2,7 @@
 
 A fixed number of queries whatever the cluster size (nodes, GPUs, active jobs, pending
 jobs, the states of jobs they depend on, quotas, the account tree, QOS walltime
-limits), each
+ceilings and limits), each
 fetching plain values rather than model instances, so a tick over 1,000 nodes and
 10,000 pending jobs spends its time deciding, not loading.
 """
@@ -21,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from monitoring.gpu_health import unhealthy_gpu_ids
-from people.limits import CORE_LIMITS, quota_limit
+from people.limits import CORE_LIMITS, QOS_LIMITS, quota_limit
 from people.models import Account, Membership, Qos, Quota
 from scheduler import stored_json
 from scheduler.backends import FRACTIONAL_CPU_KINDS
@@ -34,6 +34,7 @@ from scheduler.core.types import (
     NodeView,
     PendingJob,
     Policy,
+    QosLimits,
     RunningJob,
     Snapshot,
     Window,
@@ -296,6 +297,7 @@ def load_snapshot() -> LoadedSnapshot:
         dependency_states=dependency_states,
         unreachable_clusters=tables.kept(load_unreachable_clusters, Cluster),
         qos_max_walltime=tables.kept(load_qos_walltimes, Qos),
+        qos_limits=tables.kept(load_qos_limits, Qos),
         windows=load_windows(timezone.now()),
     )
     borrowed = frozenset(job.id for job, borrowed in active if borrowed)
@@ -318,6 +320,21 @@ def load_qos_walltimes() -> dict[str, int]:
         )
         if limit is not None
     }
+
+
+def load_qos_limits() -> dict[str, QosLimits]:
+    """QOS name -> the caps it puts on its running jobs, for every QOS that has one: each
+    limit of ``people.limits.QOS_LIMITS`` the core enforces (CPUs as millicores)."""
+    enforced = [limit for limit in QOS_LIMITS if limit.core]
+    found: dict[str, QosLimits] = {}
+    for row in Qos.objects.values("name", *(limit.name for limit in enforced)):
+        values = {limit.core: row[limit.name] for limit in enforced}
+        if values["max_cpu_millis_per_user"] is not None:
+            values["max_cpu_millis_per_user"] *= CPU_MILLIS
+        limits = QosLimits(**values)
+        if limits.caps_anything:
+            found[row["name"]] = limits
+    return found
 
 
 def load_dependency_states(jobs: Iterable[PendingJob]) -> dict[int, str]:

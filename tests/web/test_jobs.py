@@ -14,7 +14,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from people.models import ApiToken, JobTemplate, Quota
+from people.models import ApiToken, JobTemplate, Qos, Quota
+from scheduler.jobs.verbs import cancel_job
 from scheduler.models import Job
 from scheduler.tick import estimates
 from tests.builders import submit
@@ -305,6 +306,22 @@ def test_job_detail_explains_a_waiting_job(world, tick):
     assert 'id="priority"' in html and "Fair-share" in html
     assert "submitted by alice" in html  # the timeline
     assert 'id="job-gpu-charts"' in html  # the reserved chart slot
+
+
+def test_job_detail_says_why_a_debug_job_waits_and_what_its_qos_allows(world, tick):
+    debug = Qos.objects.create(name="debug", max_gpus_per_user=2, max_running_jobs_per_user=2)
+    for gpus in (1, 2):
+        submit(world.alice, world.lab, qos=debug, gpus_per_node=gpus, command="sleep 30")
+    tick()  # one starts; the other would take her past 2 GPUs
+    job = Job.objects.get(state="PENDING")
+    html = page(logged_in(world.alice), f"/jobs/{job.id}/")
+    assert "QOS debug (2 GPUs per user, 2 running jobs per user)" in html
+    assert 'data-code="QOSMaxGRESPerUser"' in html
+    assert "Its owner holds all the GPUs its QOS allows a user" in html
+    held, needs = (2, 1) if job.gpus_per_node == 1 else (1, 2)
+    assert f"alice holds {held} of the 2 GPUs QOS debug allows a user; this job needs {needs}" in html
+    for running in Job.objects.filter(state="RUNNING"):
+        cancel_job(running, by="test")
 
 
 def test_job_detail_shows_the_p50_and_p90_starts_beside_the_latest(world):

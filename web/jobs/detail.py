@@ -19,6 +19,7 @@ from monitoring.models import JobEfficiency
 from monitoring.services import health_notes_for_job
 from notifications.wanted import told_of
 from people.access import visible_jobs
+from people.limits import qos_limits_text
 from scheduler.advice import advice_sentence
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
 from scheduler.clusters.dispatch import output_of
@@ -66,6 +67,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             # nice lowers the priority by itself (a negative nice raises it)
             "nice_effect": signed(-priority.nice) if priority else "",
             "starts_in": starts_in(job.estimated_start_at, now) if job.state == JobState.PENDING else "",
+            "qos_limits": qos_limits_text(job.qos) if job.qos else "",
             "shape": request_shape(job.nodes, job.gpus_per_node, job.gpu_model, job.gpu_share),
             "log": read_job_log(job, 16_384) if job.external_id else "",
             "live": live,

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from people.models import Quota
+from people.models import Qos, Quota
 from scheduler.choices import JobState
 from scheduler.models import Job, JobEvent, TickState, Usage
 from scheduler.tick.estimates import refresh_estimates
@@ -84,6 +84,20 @@ def test_on_a_full_cluster_it_would_start_when_the_first_running_job_reaches_its
     job.refresh_from_db()
     assert (job.state, job.pending_reason) == (JobState.PENDING, "Resources")
     assert job.estimated_start_at == at(body["estimated_start"])
+
+
+def test_a_job_its_qos_caps_has_no_estimate_and_says_why(full, client_for):
+    """One of alice's jobs that fill the H100 nodes runs in a QOS that allows a user 8
+    GPUs: one more GPU there (on the free L4 node) would wait with QOSMaxGRESPerUser."""
+    wide = Qos.objects.create(name="wide", max_gpus_per_user=8)
+    full.lab.allowed_qos.add(wide)
+    first = Job.objects.filter(owner=full.alice, state=JobState.RUNNING).order_by("pk")[0]
+    Job.objects.filter(pk=first.pk).update(qos=wide)
+    request = {**NODE_JOB, "qos": "wide", "gpus_per_node": 1, "gpu_model": "L4"}
+    body = client_for(full.alice).post(URL, request, format="json").json()
+    assert body["would_start_now"] is False and body["pending_reason"] == "QOSMaxGRESPerUser"
+    assert body["blockers"][0]["title"] == "Its owner holds all the GPUs its QOS allows a user"
+    assert body["blockers"][0]["evidence"]["used"] == 8 and body["blockers"][0]["evidence"]["cap"] == 8
 
 
 def test_a_job_its_quota_blocks_has_no_estimate_and_says_why(full, client_for):

@@ -21,7 +21,7 @@ from people.models import Qos, Quota
 from scheduler.jobs.admission import admission_problems
 from scheduler.models import Cluster, Job
 from scheduler.reads.inventory import load_inventory
-from tests.builders import job_request, local_node_group, make_local_cluster, make_user, submit
+from tests.builders import end, job_request, local_node_group, make_local_cluster, make_user, start, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -81,6 +81,32 @@ def _user_walltime_quota(world: Any, settings: Any) -> dict[str, Any]:
     return {}
 
 
+def _debug_lane(world: Any, settings: Any) -> dict[str, Any]:
+    """The usual debug lane: 2 GPUs, 8 CPUs and 2 submitted jobs per user, 4 GPUs in all."""
+    debug = Qos.objects.create(
+        name="debug", max_gpus_per_user=2, max_cpus_per_user=8, max_submitted_jobs_per_user=2, max_gpus=4
+    )
+    world.lab.allowed_qos.add(debug)
+    return {"qos": debug}
+
+
+def _debug_lane_with_two_jobs(world: Any, settings: Any) -> dict[str, Any]:
+    """The debug lane, where alice has one job pending and one running (and one ended,
+    which does not count)."""
+    given = _debug_lane(world, settings)
+    now = timezone.now()
+    assert end(start(submit(world.alice, world.lab, qos=given["qos"]), now), now)
+    start(submit(world.alice, world.lab, qos=given["qos"]), now)
+    submit(world.alice, world.lab, qos=given["qos"])
+    return given
+
+
+def _qos_of_no_jobs(world: Any, settings: Any) -> dict[str, Any]:
+    closed = Qos.objects.create(name="closed", max_running_jobs_per_user=0)
+    world.lab.allowed_qos.add(closed)
+    return {"qos": closed}
+
+
 CASES = [
     Case("a request every rule admits", job_request(), {}),
     # What to run
@@ -114,6 +140,54 @@ CASES = [
         job_request(walltime_seconds=301),
         {"walltime_seconds": ["5 min 1 s exceeds the maximum of QOS 'short' (5 min)."]},
         _qos_short,
+    ),
+    Case("a request inside the debug lane's limits", job_request(gpus_per_node=2, cpus_per_node=8), {}, _debug_lane),
+    Case(
+        "3 GPUs where the debug lane allows a user 2",
+        job_request(gpus_per_node=3),
+        {
+            "gpus_per_node": [
+                "This job asks for 3 GPUs; QOS 'debug' allows one user at most 2 at once (QOSMaxGRESPerUser)."
+            ]
+        },
+        _debug_lane,
+    ),
+    Case(
+        "2 nodes of 2 GPUs count 4 against the debug lane's 2 per user",
+        job_request(nodes=2, gpus_per_node=2),
+        {
+            "gpus_per_node": [
+                "This job asks for 4 GPUs; QOS 'debug' allows one user at most 2 at once (QOSMaxGRESPerUser)."
+            ]
+        },
+        _debug_lane,
+    ),
+    Case(
+        "9 CPUs where the debug lane allows a user 8",
+        job_request(cpus_per_node=9),
+        {
+            "cpus_per_node": [
+                "This job asks for 9 CPUs; QOS 'debug' allows one user at most 8 at once (QOSMaxCpuPerUserLimit)."
+            ]
+        },
+        _debug_lane,
+    ),
+    Case(
+        "a QOS that lets no user run a job",
+        job_request(),
+        {"qos": ["QOS 'closed' lets no user run a job (QOSMaxJobsPerUserLimit is 0)."]},
+        _qos_of_no_jobs,
+    ),
+    Case(
+        "submit refusal: alice has 2 jobs pending or running in the debug lane, which allows 2",
+        job_request(),
+        {
+            "qos": [
+                "User alice already has 2 jobs pending or running in QOS 'debug'; it allows 2 per user "
+                "(QOSMaxSubmitJobPerUserLimit)."
+            ]
+        },
+        _debug_lane_with_two_jobs,
     ),
     # Arrays
     Case(
@@ -254,6 +328,13 @@ BAD = [
         _qos_short,
     ),
     Same("array too large", {"array": "0-99"}, {"array": "0-99"}, _small_arrays),
+    Same(
+        "more GPUs than the QOS allows a user",
+        {"qos": "debug", "gpus_per_node": 3},
+        {"qos": "debug", "gpus_per_node": "3"},
+        _debug_lane,
+    ),
+    Same("the QOS's submitted jobs are full", {"qos": "debug"}, {"qos": "debug"}, _debug_lane_with_two_jobs),
     Same("quota refusal", {}, {}, _full_account_quota),
 ]
 

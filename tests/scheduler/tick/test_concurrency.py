@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from people.models import Quota
+from people.models import Qos, Quota
 from scheduler.choices import EventKind, JobState
 from scheduler.clusters.dispatch import dispatch_job
 from scheduler.jobs.remote import backend_for, cancel_remote
@@ -78,6 +78,23 @@ def test_fifty_concurrent_submits_against_a_quota_of_ten(world):
     codes = Counter(in_threads(50, post))
     assert codes == {201: 10, 400: 40}
     assert Job.objects.filter(account=world.lab).count() == 10
+
+
+def test_thirty_concurrent_submits_against_a_qos_that_allows_a_user_five(world):
+    """Submissions in one QOS take turns on its row, as under a quota's: none counts the
+    jobs before another's commit and overshoots MaxSubmitJobsPerUser."""
+    debug = Qos.objects.create(name="debug", max_submitted_jobs_per_user=5)
+    world.lab.allowed_qos.add(debug)
+    body = {"name": "burst", "account": "lab", "qos": "debug", "command": "true", "walltime_seconds": 60}
+
+    def post(_: int) -> int:
+        client = APIClient()
+        client.force_authenticate(world.alice)
+        return client.post("/api/v1/jobs/", body, format="json").status_code
+
+    codes = Counter(in_threads(30, post))
+    assert codes == {201: 5, 400: 25}
+    assert Job.objects.filter(qos=debug).count() == 5
 
 
 def test_cancel_racing_dispatch_leaves_no_running_orphan(world):
