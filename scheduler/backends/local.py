@@ -27,6 +27,8 @@ its directories are made 0700)::
         output.log          the command's stdout and stderr (the portal's log: a job's own
                             ``-o/-e`` files, opened by the runner as the job's user
                             within its roots, get copies of the streams they name)
+        logs/rank-N.stdout  each rank's stdout and stderr, whole and apart (the full
+        logs/rank-N.stderr  logs: ``stream_log``), copied there as output.log gets them
         runner.log          the runner's own output (tracebacks), for debugging
 
 The runner is :mod:`scheduler.backends.local_runner`; its docstring states its side of
@@ -65,7 +67,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -74,10 +76,12 @@ import yaml
 
 from scheduler.backends import local_runner as runner
 from scheduler.backends.base import (
+    LOG_CHUNK_BYTES,
     SHARING_MODES,
     BackendError,
     GpuInfo,
     JobSpec,
+    LogSource,
     NodeInfo,
     PollResult,
     RemoteState,
@@ -571,6 +575,48 @@ class LocalBackend:
             return ""
         except OSError as exc:
             raise BackendError(f"local backend {self.name!r}: read_log {external_id}: {exc}", permanent=False) from exc
+
+    def log_sources(self, external_id: str) -> tuple[LogSource, ...]:
+        """Every rank's combined log (``output.log``: what the tail shows), then each
+        rank's stdout and stderr apart (``logs/``); a simulated job has the first only."""
+        job_dir = self._job_dir(external_id)
+        if job_dir is None:
+            return ()
+        try:
+            spec = self._read(job_dir / runner.SPEC_FILE) or {}
+        except _Corrupt as exc:
+            raise BackendError(f"local backend {self.name!r}: {exc}", permanent=False) from exc
+        combined = LogSource(None, "combined")
+        if spec.get("simulate") is not None:
+            return (combined,)
+        ranks = len(spec.get("ranks") or [{}])
+        return (combined, *(LogSource(rank, stream) for rank in range(ranks) for stream in ("stdout", "stderr")))
+
+    def stream_log(self, external_id: str, source: LogSource, offset: int = 0) -> Iterator[bytes]:
+        """The file that holds ``source`` (``output.log`` or ``logs/rank-N.stream``), from
+        ``offset``, a chunk at a time; nothing for a job or log not there (yet)."""
+        job_dir = self._job_dir(external_id)
+        if job_dir is None or source not in self.log_sources(external_id):
+            return iter(())
+        name = (
+            runner.OUTPUT_FILE
+            if source.rank is None
+            else f"{runner.LOGS_DIR}/{runner.rank_log_name(source.rank, source.stream)}"
+        )
+        return self._chunks(job_dir / name, offset, external_id)
+
+    def _chunks(self, path: Path, offset: int, external_id: str) -> Iterator[bytes]:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                while chunk := fh.read(LOG_CHUNK_BYTES):
+                    yield chunk
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise BackendError(
+                f"local backend {self.name!r}: stream_log {external_id}: {exc}", permanent=False
+            ) from exc
 
     # -- submit helpers -----------------------------------------------------------------
 
