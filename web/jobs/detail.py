@@ -11,6 +11,8 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.http import urlencode
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
@@ -22,7 +24,8 @@ from people.access import visible_jobs
 from scheduler.advice import advice_sentence
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
 from scheduler.clusters.dispatch import output_of
-from scheduler.clusters.logs import read_job_log
+from scheduler.backends.base import BackendError
+from scheduler.clusters.logs import job_log_sources, read_job_log
 from scheduler.jobs.array_verbs import ARRAY_VERBS
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.mail_type import mail_type_text
@@ -68,6 +71,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "starts_in": starts_in(job.estimated_start_at, now) if job.state == JobState.PENDING else "",
             "shape": request_shape(job.nodes, job.gpus_per_node, job.gpu_model, job.gpu_share),
             "log": read_job_log(job, 16_384) if job.external_id else "",
+            "log_sources": log_links(job),
             "live": live,
             "watch": watched_fields(job),
             "place": queue_position(*place) if place else "",
@@ -112,6 +116,31 @@ def advice_for(request: HttpRequest, job: Job, now: datetime) -> str:
         cluster_id=job.cluster_id,
         now=now,
     )
+
+
+def log_links(job: Job) -> list[dict[str, Any]]:
+    """Each log the job has (every rank's together, each rank's stdout and stderr where
+    the cluster keeps them apart): its name, where to download it whole (the API's
+    streamed download, which the page's session may use) and its query, which the
+    page's script follows from offsets. [] before it starts, or when the workload manager
+    cannot say now (the tail above still shows)."""
+    if not job.external_id:
+        return []
+    try:
+        sources = job_log_sources(job)
+    except BackendError:
+        return []
+    links = []
+    for source in sources:
+        query = {"stream": source.stream, **({} if source.rank is None else {"rank": source.rank})}
+        links.append(
+            {
+                "label": source.label,
+                "query": urlencode(query),
+                "download": f"{reverse('job-log-download', args=[job.id])}?{urlencode(query)}",
+            }
+        )
+    return links
 
 
 def _files_of(job: Job) -> dict[str, Any] | None:
