@@ -458,7 +458,7 @@ class SlurmBackend:
         assert process.stdout is not None and process.stderr is not None
         finished = False
         try:
-            while chunk := process.stdout.read1(LOG_CHUNK_BYTES):
+            while chunk := os.read(process.stdout.fileno(), LOG_CHUNK_BYTES):
                 yield chunk
             finished = True
         finally:

@@ -62,9 +62,7 @@ def choose_source(sources: tuple[LogSource, ...], rank: str | None, stream: str 
     number = _rank(rank)
     if not sources:
         return LogSource(number, stream or "combined")
-    wanted = [
-        s for s in sources if (number is None or s.rank == number) and (stream is None or s.stream == stream)
-    ]
+    wanted = [s for s in sources if (number is None or s.rank == number) and (stream is None or s.stream == stream)]
     if stream is not None and number is None:
         wanted.sort(key=lambda s: s.rank is not None)  # every rank's together first
     if wanted:

@@ -12,8 +12,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
-from django.utils.http import urlencode
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from monitoring import charts, readings
@@ -22,9 +22,9 @@ from monitoring.services import health_notes_for_job
 from notifications.wanted import told_of
 from people.access import visible_jobs
 from scheduler.advice import advice_sentence
+from scheduler.backends.base import BackendError
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
 from scheduler.clusters.dispatch import output_of
-from scheduler.backends.base import BackendError
 from scheduler.clusters.logs import job_log_sources, read_job_log
 from scheduler.jobs.array_verbs import ARRAY_VERBS
 from scheduler.jobs.blockers import blockers_for_api
@@ -132,7 +132,9 @@ def log_links(job: Job) -> list[dict[str, Any]]:
         return []
     links = []
     for source in sources:
-        query = {"stream": source.stream, **({} if source.rank is None else {"rank": source.rank})}
+        query: dict[str, str | int] = {"stream": source.stream}
+        if source.rank is not None:
+            query["rank"] = source.rank
         links.append(
             {
                 "label": source.label,

@@ -42,12 +42,13 @@ def expected(rank: int, stream: str) -> bytes:
 def ended(job: Job) -> Job:
     from scheduler.clusters.poll import poll_backends
 
-    def done() -> Job | None:
+    def done() -> bool:
         poll_backends()
         job.refresh_from_db()
-        return job if job.state in TERMINAL_STATES else None
+        return job.state in TERMINAL_STATES
 
-    return wait_for(done, timeout=60, what="the job's end")
+    wait_for(done, timeout=60, what="the job's end")
+    return job
 
 
 @pytest.fixture
@@ -55,7 +56,7 @@ def two_rank_job(world: Any, tick: Any) -> Job:
     job = submit(world.alice, world.lab, command=TWO_RANKS, nodes=2, gpus_per_node=1, gpu_model="H100-80GB")
     tick()
     job = ended(job)
-    assert job.state == "COMPLETED", job.reason
+    assert job.state == "COMPLETED", job.state_reason
     return job
 
 
