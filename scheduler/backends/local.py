@@ -28,7 +28,8 @@ its directories are made 0700)::
                             ``-o/-e`` files, opened by the runner as the job's user
                             within its roots, get copies of the streams they name)
         logs/rank-N.stdout  each rank's stdout and stderr, whole and apart (the full
-        logs/rank-N.stderr  logs: ``stream_log``), copied there as output.log gets them
+        logs/rank-N.stderr  logs: ``stream_log``), copied there as output.log gets them;
+                            rank-N.combined instead when the job's own file takes both
         runner.log          the runner's own output (tracebacks), for debugging
 
 The runner is :mod:`scheduler.backends.local_runner`; its docstring states its side of
@@ -578,7 +579,8 @@ class LocalBackend:
 
     def log_sources(self, external_id: str) -> tuple[LogSource, ...]:
         """Every rank's combined log (``output.log``: what the tail shows), then each
-        rank's stdout and stderr apart (``logs/``); a simulated job has the first only."""
+        rank's stdout and stderr apart (``logs/``), or both in one where the job's own
+        file takes both (``runner.rank_streams``); a simulated job has the first only."""
         job_dir = self._job_dir(external_id)
         if job_dir is None:
             return ()
@@ -589,8 +591,8 @@ class LocalBackend:
         combined = LogSource(None, "combined")
         if spec.get("simulate") is not None:
             return (combined,)
-        ranks = len(spec.get("ranks") or [{}])
-        return (combined, *(LogSource(rank, stream) for rank in range(ranks) for stream in ("stdout", "stderr")))
+        ranks, streams = len(spec.get("ranks") or [{}]), runner.rank_streams(spec)
+        return (combined, *(LogSource(rank, stream) for rank in range(ranks) for stream in streams))
 
     def stream_log(self, external_id: str, source: LogSource, offset: int = 0) -> Iterator[bytes]:
         """The file that holds ``source`` (``output.log`` or ``logs/rank-N.stream``), from

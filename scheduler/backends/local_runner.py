@@ -394,19 +394,32 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def rank_log_name(rank: int, stream: str) -> str:
-    """The file in :data:`LOGS_DIR` that takes ``stream`` (stdout or stderr) of ``rank``."""
+    """The file in :data:`LOGS_DIR` that takes ``stream`` (stdout, stderr or combined) of
+    ``rank``."""
     return f"rank-{rank}.{stream}"
 
 
-class _Streams:
-    """Where every rank's stdout and stderr go: a pipe each, which a :class:`_Copy`
-    empties into the portal's log (``output.log``: everything, the quick view's tail),
-    the rank's log of that stream (``logs/rank-N.stdout``, ``.stderr``: each whole and
-    apart, for the full logs) and the job's own file for that stream, if any. The runner
-    holds no write end of a pipe once the ranks started, so a copy ends when the job's
-    last process has."""
+def rank_streams(spec: dict[str, Any]) -> tuple[str, ...]:
+    """The streams each rank's output is kept in: stdout and stderr apart, or both in
+    one, ``combined``, when the job asked for one file that takes both in the order
+    written (``sbatch -o f -e f``): only one pipe for both keeps that order."""
+    output = spec.get("output") or {}
+    if output.get("stdout") and output.get("stdout") == output.get("stderr"):
+        return ("combined",)
+    return ("stdout", "stderr")
 
-    def __init__(self, job_dir: Path, files: _OutputFiles | None, ranks: int) -> None:
+
+class _Streams:
+    """Where every rank's stdout and stderr go: a pipe for each stream (one for both when
+    the job's own file takes both: :func:`rank_streams`), which a :class:`_Copy` empties
+    into the portal's log (``output.log``: everything, the quick view's tail), the rank's
+    log of that stream (``logs/rank-N.stdout``...: each whole, for the full logs) and the
+    job's own file for it, if any. The runner holds no write end of a pipe once the ranks
+    started, so a copy ends when the job's last process has. Across two pipes, the
+    order of a stdout line and a stderr line written at once is the order they are read
+    in, as with Slurm's separate ``--output`` and ``--error``."""
+
+    def __init__(self, job_dir: Path, files: _OutputFiles | None, ranks: int, streams: tuple[str, ...]) -> None:
         # The runner's files: the job has only the pipes.
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
         self.log = os.open(job_dir / OUTPUT_FILE, flags, 0o644)
@@ -415,14 +428,16 @@ class _Streams:
         self._held: list[int] = []
         self._ends: list[int] = []
         self._copies: list[_Copy] = []
+        #: Each rank's (stdout, stderr) descriptors.
         self.ranks: list[tuple[int, int]] = []
         for rank in range(ranks):
             ends = []
-            for stream in ("stdout", "stderr"):
+            for stream in streams:
                 rank_log = os.open(job_dir / LOGS_DIR / rank_log_name(rank, stream), flags, 0o600)
                 self._held.append(rank_log)
-                ends.append(self._pipe((self.log, rank_log), getattr(files, stream) if files else None))
-            self.ranks.append((ends[0], ends[1]))
+                file = getattr(files, "stdout" if stream == "combined" else stream) if files else None
+                ends.append(self._pipe((self.log, rank_log), file))
+            self.ranks.append((ends[0], ends[-1]))
 
     def _pipe(self, logs: tuple[int, ...], file: int | None) -> int:
         read_end, write_end = os.pipe()
@@ -523,7 +538,7 @@ def _run(job_dir: Path) -> int:
         _record(job_dir, "FAILED", exit_code=1, reason="could not write the job's files into its directory")
         return 0
     ranks = spec.get("ranks") or [{}]
-    streams = _Streams(job_dir, launch.output, len(ranks))
+    streams = _Streams(job_dir, launch.output, len(ranks), rank_streams(spec))
     children = _start_ranks(job_dir, launch, ranks, streams)
     if not children:
         streams.finish()

@@ -938,6 +938,24 @@ def test_a_log_read_from_an_offset_resumes_exactly_where_the_last_read_ended(exe
     assert whole(backend, external_id, source, len(everything) + 10) == b""
 
 
+def test_where_one_file_takes_both_streams_every_whole_log_keeps_the_order_written(executing: Case) -> None:
+    """``sbatch -o f -e f``: the job's file has its lines in the order written, and so has
+    each log the portal keeps (the local cluster then keeps each rank's streams as one)."""
+    case, logs = executing, logs_dir(executing)
+    backend = case.backend
+    assert isinstance(backend, LogStreamer)
+    path = str(logs / "both.out")
+    spec = with_output(case, "echo one; echo two >&2; echo three; echo four >&2", JobOutput(stdout=path, stderr=path))
+    external_id = backend.submit(spec)
+    assert wait_for(backend, external_id).state is RemoteState.COMPLETED
+
+    sources = backend.log_sources(external_id)
+
+    expected = {LogSource(None, "combined")} | ({LogSource(0, "combined")} if case.kind == "local" else set())
+    assert set(sources) == expected
+    assert [whole(backend, external_id, source) for source in sources] == [b"one\ntwo\nthree\nfour\n"] * len(sources)
+
+
 def test_the_whole_log_of_an_unknown_job_is_empty(case: Case) -> None:
     backend = case.backend
     assert isinstance(backend, LogStreamer)
