@@ -608,8 +608,10 @@ class LocalBackend:
         return self._chunks(job_dir / name, offset, external_id)
 
     def _chunks(self, path: Path, offset: int, external_id: str) -> Iterator[bytes]:
+        """``path`` from ``offset``, a chunk at a time. Never through a symlink: the
+        runner made these files, and one found replaced by a link is refused."""
         try:
-            with open(path, "rb") as fh:
+            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as fh:
                 fh.seek(offset)
                 while chunk := fh.read(LOG_CHUNK_BYTES):
                     yield chunk

@@ -956,6 +956,22 @@ def test_where_one_file_takes_both_streams_every_whole_log_keeps_the_order_writt
     assert [whole(backend, external_id, source) for source in sources] == [b"one\ntwo\nthree\nfour\n"] * len(sources)
 
 
+def test_a_local_log_replaced_by_a_symlink_is_refused_not_followed(tmp_path: Path) -> None:
+    with _local(tmp_path, sandbox="none") as case:
+        backend = case.backend
+        assert isinstance(backend, LocalBackend)
+        external_id = backend.submit(job(case, "echo mine"))
+        assert wait_for(backend, external_id).state is RemoteState.COMPLETED
+        secret = tmp_path / "portal-secret"
+        secret.write_text("SECRET_KEY=not for jobs")
+        rank_log = tmp_path / "state/jobs" / external_id / local_runner.LOGS_DIR / "rank-0.stdout"
+        rank_log.unlink()
+        rank_log.symlink_to(secret)
+
+        with pytest.raises(BackendError, match="stream_log"):
+            list(backend.stream_log(external_id, LogSource(0, "stdout")))
+
+
 def test_the_whole_log_of_an_unknown_job_is_empty(case: Case) -> None:
     backend = case.backend
     assert isinstance(backend, LogStreamer)
