@@ -208,7 +208,6 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(
         responses={
             (200, "text/plain"): OpenApiTypes.BINARY,
-            400: ErrorSerializer,
             409: ErrorSerializer,
             503: ErrorSerializer,
         },
