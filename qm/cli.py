@@ -21,7 +21,9 @@ on the portal's API tokens page), or ``--url`` and ``--token``.
                                           array's id acts on all its tasks, 42_7 on one
 
 ID is a job id (42) or a task of an array (42_7).
-    qm log ID [--follow]                  the job's output, following it while it runs
+    qm log ID [--follow]                  the job's output (its tail); --follow: whole, and
+          [--rank N] [--stream S]         what it adds while it runs; one rank's stdout or
+                                          stderr (``qm logs`` too)
     qm priority ID                        a waiting job's priority factors (sprio)
     qm fairshare                          the fair-share tree of your accounts (sshare)
     qm usage [--start D --end D --by G]   GPU-hours you may see, by account/user/model/qos (sreport)
@@ -50,6 +52,8 @@ from qm.api import Api, ApiError, Retry
 from qm.request import add_edit_options, add_request_options, edit_body, job_ref, request_body, walltime_arg
 from qm.sbatch import SBATCH_USAGE, SbatchUsage, sbatch_body
 
+#: How much of a log one read asks for (the API's most).
+LOG_PIECE_BYTES = 1_048_576
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL"}
 SPINNER = "|/-\\"
 #: The verbs that move jobs, as the API names them, with their Slurm command.
@@ -289,17 +293,27 @@ class Cli:
         return status
 
     def log(self, args: argparse.Namespace) -> int:
-        """The job's output; ``--follow`` prints what it adds until it ends (tail -f)."""
-        shown = ""
+        """The job's output: the tail of every rank's together; with ``--rank`` or
+        ``--stream``, that log whole, as far as the job has written it; ``--follow``
+        goes on printing what it adds until the job ends (tail -f). Whole logs are read
+        a piece at a time, each from where the last ended (the API's ``offset``), so
+        nothing is printed twice or left out."""
         job_id = self.job_id(args.id)
+        if not (args.follow or args.rank is not None or args.stream):
+            self.out.write(self.api.get(f"jobs/{job_id}/log/", max_bytes=args.bytes)["log"])
+            return 0
+        offset = 0
         while True:
-            text = self.api.get(f"jobs/{job_id}/log/", max_bytes=args.bytes)["log"]
-            self.out.write(_new_part(shown, text))
+            part = self.api.get(
+                f"jobs/{job_id}/log/", offset=offset, max_bytes=LOG_PIECE_BYTES, rank=args.rank, stream=args.stream
+            )
+            self.out.write(part["log"])
             self.out.flush()
-            shown = text
-            if not args.follow or self.api.get(f"jobs/{job_id}/")["state"] in TERMINAL:
-                if args.follow:  # what it wrote between the last read and its end
-                    self.out.write(_new_part(shown, self.api.get(f"jobs/{job_id}/log/", max_bytes=args.bytes)["log"]))
+            grew, full = part["next_offset"] > offset, part["next_offset"] - offset > LOG_PIECE_BYTES - 4
+            offset = part["next_offset"]
+            if full or (grew and part["ended"]):
+                continue  # more is there already: read on at once
+            if part["ended"] or not args.follow:
                 return 0
             self.sleep(args.interval)
 
@@ -476,15 +490,10 @@ def _number(value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _new_part(shown: str, text: str) -> str:
-    """What ``text`` (a log's tail now) adds to ``shown`` (its tail before): the tail
-    window moves as the log grows, so find where the old tail's end lies in the new."""
-    if text.startswith(shown):
-        return text[len(shown) :]
-    for cut in range(len(shown)):  # the old tail's longest suffix the new one starts with
-        if text.startswith(shown[cut:]):
-            return text[len(shown) - cut :]
-    return text
+def _rank(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a rank, a whole number from 0")
+    return int(text)
 
 
 def _tries(text: str) -> int:
@@ -526,10 +535,17 @@ def build_parser() -> argparse.ArgumentParser:
     for verb, help_text in VERBS.items():
         moves = sub.add_parser(verb, help=help_text)
         moves.add_argument("ids", type=job_ref, nargs="+", help="job ids; an array's id: all its tasks; 42_7: one")
-    log = sub.add_parser("log", help="a job's output")
+    log = sub.add_parser("log", aliases=["logs"], help="a job's output")
     log.add_argument("id", type=job_ref, help="a job id, or ARRAY_TASK (42_7)")
-    log.add_argument("--follow", "-f", action="store_true", help="keep printing what it writes until it ends")
+    log.add_argument("--follow", "-f", action="store_true", help="print the log whole and what it adds until it ends")
+    log.add_argument("--rank", type=_rank, help="one rank's log (QM_NODE_RANK), whole")
+    log.add_argument(
+        "--stream",
+        choices=("stdout", "stderr", "combined"),
+        help="stdout or stderr where the cluster keeps them apart, else combined; whole",
+    )
     log.add_argument("--bytes", type=int, default=65536, help="how much of the end to read (at most 1048576)")
+    log.set_defaults(verb="log")  # the same command, whichever name it was called by
     log.add_argument("--interval", type=float, default=2.0)
     priority = sub.add_parser("priority", help="a waiting job's priority factors (sprio)")
     priority.add_argument("id", type=job_ref, help="a job id, or ARRAY_TASK (42_7)")

@@ -29,6 +29,7 @@ from people.access import visible_jobs
 from people.models import Account, Qos
 from scheduler.api.workdir import checked_workdir
 from scheduler.backends import BackendError, available_kinds, load_backend
+from scheduler.backends.base import LOG_STREAMS
 from scheduler.backends.job_env import RESERVED_WORDS, is_reserved
 from scheduler.backends.job_files import name_problem
 from scheduler.clusters.dispatch import output_of
@@ -787,9 +788,31 @@ class JobEventSerializer(serializers.ModelSerializer):
         fields = ["id", "at", "kind", "message", "data"]
 
 
+class LogSourceSerializer(serializers.Serializer):
+    rank = serializers.IntegerField(allow_null=True, help_text="The rank (QM_NODE_RANK); null: every rank's.")
+    stream = serializers.ChoiceField(
+        choices=list(LOG_STREAMS),
+        help_text="stdout or stderr where the cluster keeps them apart; combined where one log takes both.",
+    )
+
+
 class JobLogSerializer(serializers.Serializer):
     job = serializers.IntegerField()
-    log = serializers.CharField(allow_blank=True)
+    log = serializers.CharField(
+        allow_blank=True, help_text="The tail; with offset, the piece read (UTF-8, bytes that are none replaced)."
+    )
+    rank = serializers.IntegerField(allow_null=True, required=False, help_text="With offset: the log read.")
+    stream = serializers.CharField(required=False, help_text="With offset: the log read.")
+    offset = serializers.IntegerField(required=False, help_text="With offset: where the piece starts, in bytes.")
+    next_offset = serializers.IntegerField(
+        required=False, help_text="With offset: where it ends; ask from here next to follow the log."
+    )
+    ended = serializers.BooleanField(
+        required=False,
+        help_text="With offset: the job had ended before this was read, so once a piece brings nothing new the "
+        "log is whole.",
+    )
+    sources = LogSourceSerializer(many=True, required=False, help_text="With offset: every log the job has.")
 
 
 class GpuSerializer(serializers.ModelSerializer):

@@ -9,12 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import F, QuerySet
+from django.http import StreamingHttpResponse
 from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -23,6 +26,7 @@ from common.api.errors import Conflict
 from common.api.schema import ErrorSerializer
 from people.access import member_account_ids, visible_jobs
 from people.models import Account
+from scheduler.api import logs
 from scheduler.api.advice import AdviceSerializer, advice_response
 from scheduler.api.filters import GpuFilter, JobFilter, NodeFilter, NullsLastOrdering
 from scheduler.api.job_edit import JobEditSerializer, validate_edit
@@ -44,7 +48,6 @@ from scheduler.api.serializers import (
 from scheduler.api.throttles import SubmitThrottle, WhatIfThrottle
 from scheduler.backends import BackendError
 from scheduler.choices import JobState
-from scheduler.clusters.logs import read_job_log
 from scheduler.clusters.nodes import drain_node, resume_node
 from scheduler.clusters.poll import poll_cluster
 from scheduler.jobs import verbs
@@ -180,17 +183,49 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return self.get_paginated_response(JobEventSerializer(page, many=True).data)
 
     @extend_schema(
-        responses={200: JobLogSerializer},
-        parameters=[OpenApiParameter("max_bytes", int, description="Tail length (1..1048576, default 65536).")],
+        responses={200: JobLogSerializer, 409: ErrorSerializer, 503: ErrorSerializer},
+        parameters=[
+            OpenApiParameter(
+                "max_bytes", int, description="Tail length, or with offset the most to read (1..1048576; 65536)."
+            ),
+            logs.OFFSET_PARAMETER,
+            logs.RANK_PARAMETER,
+            logs.STREAM_PARAMETER,
+        ],
         filters=False,
+        description="The tail of the job's log, every rank's output together (the quick view). With offset: one "
+        "log (rank, stream) from that byte on, at most max_bytes, ending on a whole character, with next_offset "
+        "to ask from next: a client follows a running job's log by asking again from next_offset until ended is "
+        "true and nothing new comes. Who may see the job may read its log; others get 404.",
     )
     @action(detail=True, methods=["get"], filter_backends=[])
     def log(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
-        raw = request.query_params.get("max_bytes", "65536")
-        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 1_048_576:  # "²".isdigit() too
-            raise ValidationError({"max_bytes": "Must be an integer between 1 and 1048576."})
-        return Response({"job": job.id, "log": read_job_log(job, int(raw))})
+        if "offset" in request.query_params:
+            return logs.part_answer(job, request.query_params)
+        return logs.tail_answer(job, request.query_params)
+
+    @extend_schema(
+        responses={
+            (200, "text/plain"): OpenApiTypes.BINARY,
+            409: ErrorSerializer,
+            503: ErrorSerializer,
+        },
+        parameters=[logs.RANK_PARAMETER, logs.STREAM_PARAMETER, logs.OFFSET_PARAMETER],
+        filters=False,
+        description="One log whole (rank, stream; from offset if given), byte for byte as the job wrote it, "
+        "streamed as an attachment (job-42-rank1-stderr.log). A running job's log as far as it is written.",
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        filter_backends=[],
+        url_path="log/download",
+        renderer_classes=[JSONRenderer],
+        content_negotiation_class=logs.JsonWhateverAccepted,
+    )
+    def log_download(self, request: Request, pk: str | None = None) -> StreamingHttpResponse:
+        return logs.download_answer(self.get_object(), request.query_params)
 
     @extend_schema(
         responses={200: StartEstimateSerializer(many=True)},

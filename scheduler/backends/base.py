@@ -9,7 +9,7 @@ error type whose ``permanent`` flag tells the caller whether a retry can help.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -277,6 +277,48 @@ class Backend(Protocol):
         itself. The local cluster: ``127.0.0.1``; Slurm: the first node's ``NodeAddr``;
         Kubernetes: the session's Service DNS name. Raises ``BackendError`` (transient
         when the workload manager cannot say yet)."""
+        ...
+
+
+#: The streams a job's whole log comes in: a rank's ``stdout`` or ``stderr`` where the
+#: workload manager keeps them apart, ``combined`` where one log takes both (and, with
+#: no rank, every rank's: the log the quick view's tail is read from).
+LOG_STREAMS = ("combined", "stdout", "stderr")
+#: How much one chunk of a streamed log holds at most.
+LOG_CHUNK_BYTES = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class LogSource:
+    """One log of a job a backend can stream whole: ``stream`` (one of
+    :data:`LOG_STREAMS`) of rank ``rank`` (its ``QM_NODE_RANK``), or with ``rank`` None
+    the job's whole combined log, every rank's output and the backend's own notes."""
+
+    rank: int | None
+    stream: str
+
+    @property
+    def label(self) -> str:
+        """How a person names it: ``rank 1 stderr``, ``all ranks combined``."""
+        return f"{'all ranks' if self.rank is None else f'rank {self.rank}'} {self.stream}"
+
+
+@runtime_checkable
+class LogStreamer(Protocol):
+    """Optional: a backend that streams a job's whole log, not only its tail
+    (:meth:`Backend.read_log`). Every backend here implements it."""
+
+    def log_sources(self, external_id: str) -> tuple[LogSource, ...]:
+        """The logs the job has or will have, the one a reader sees first first; ()
+        for a job the workload manager does not know."""
+        ...
+
+    def stream_log(self, external_id: str, source: LogSource, offset: int = 0) -> Iterator[bytes]:
+        """``source``'s bytes from byte ``offset`` to its end as it is now, in chunks of at
+        most :data:`LOG_CHUNK_BYTES`: never the whole log in memory. Nothing for a log
+        not written yet or shorter than ``offset``. A caller that stops early closes the
+        iterator, which lets go of what it holds (a file, a ``tail``, a connection).
+        Raises :class:`BackendError` (at the first ``next`` at the latest)."""
         ...
 
 

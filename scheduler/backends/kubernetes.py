@@ -48,7 +48,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -57,8 +57,10 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from scheduler.backends.base import (
+    LOG_CHUNK_BYTES,
     BackendError,
     JobSpec,
+    LogSource,
     NodeInfo,
     Placement,
     PollResult,
@@ -70,6 +72,7 @@ from scheduler.backends.job_env import SESSION_SECRET_ENV as SECRET_ENV
 from scheduler.backends.kubernetes_api import Conflict, KubeApi, NotFound, Obj
 from scheduler.backends.kubernetes_objects import (
     CANCELLED_ANNOTATION,
+    CONTAINER,
     KEY_LABEL,
     RECORD_FINALIZER,
     JobTarget,
@@ -86,6 +89,7 @@ from scheduler.backends.kubernetes_objects import (
     node_from_object,
     owned_by,
     parse_time,
+    pod_rank,
     poll_result,
     selector,
     session_host,
@@ -96,6 +100,9 @@ from scheduler.backends.sessions import is_session
 from scheduler.backends.spec_check import spec_problem
 
 log = logging.getLogger(__name__)
+
+#: The phases of a pod whose container has started: it has a log to read.
+_STARTED_PHASES = ("Running", "Succeeded", "Failed")
 
 _CONFIG_KEYS = frozenset(
     {
@@ -411,7 +418,7 @@ class KubernetesBackend:
         pods = [
             p
             for p in self.api.list_pods(namespace, f"batch.kubernetes.io/job-name={name}")
-            if (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+            if (p.get("status") or {}).get("phase") in _STARTED_PHASES
         ]
         pods.sort(
             key=lambda p: (p["metadata"].get("annotations") or {}).get("batch.kubernetes.io/job-completion-index", "")
@@ -436,6 +443,42 @@ class KubernetesBackend:
         if where is None:
             raise BackendError(f"kubernetes {self.name!r}: session_host: bad id {external_id!r}", permanent=True)
         return session_host(*where, self.cluster_domain)
+
+    def log_sources(self, external_id: str) -> tuple[LogSource, ...]:
+        """One log per rank (its pod's container), stdout and stderr combined: the
+        kubelet keeps a container's two streams in one log, in the order written."""
+        where = self._split(external_id)
+        if where is None:
+            return ()
+        ranks = {pod_rank(pod) for pod in self._job_pods(*where)}
+        return tuple(LogSource(rank, "combined") for rank in sorted(ranks))
+
+    def stream_log(self, external_id: str, source: LogSource, offset: int = 0) -> Iterator[bytes]:
+        """Rank ``source.rank``'s pod's log through the API server, streamed. The API has
+        no byte offset: the first ``offset`` bytes are read and dropped, a chunk at a time
+        (the kubelet keeps only a container's latest log file, ``containerLogMaxSize``,
+        10 MiB by default, which bounds both that cost and how far back a log goes)."""
+        where = self._split(external_id)
+        if where is None or source.stream != "combined" or source.rank is None:
+            return iter(())
+        pods = [
+            pod
+            for pod in self._job_pods(*where)
+            if pod_rank(pod) == source.rank and (pod.get("status") or {}).get("phase") in _STARTED_PHASES
+        ]
+        if not pods:
+            return iter(())
+        newest = max(pods, key=lambda pod: str(pod["metadata"].get("creationTimestamp") or ""))
+        return _skipped(self._pod_log(where[0], newest["metadata"]["name"]), offset)
+
+    def _job_pods(self, namespace: str, name: str) -> list[Obj]:
+        return self.api.list_pods(namespace, f"batch.kubernetes.io/job-name={name}")
+
+    def _pod_log(self, namespace: str, pod: str) -> Iterator[bytes]:
+        try:
+            yield from self.api.stream_pod_log(namespace, pod, CONTAINER, LOG_CHUNK_BYTES)
+        except NotFound:
+            return  # deleted since it was listed: no log left to read
 
     # -- beyond the protocol ------------------------------------------------------------------
 
@@ -510,3 +553,18 @@ class KubernetesBackend:
             patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"), "finalizers": finalizers}}
             with contextlib.suppress(NotFound, Conflict):  # gone, or changed: the next poll looks again
                 self.api.patch_job(namespace, metadata["name"], patch)
+
+
+def _skipped(chunks: Iterator[bytes], offset: int) -> Iterator[bytes]:
+    """``chunks`` without their first ``offset`` bytes; closing it closes ``chunks``."""
+    try:
+        for chunk in chunks:
+            if offset >= len(chunk):
+                offset -= len(chunk)
+                continue
+            yield chunk[offset:]
+            offset = 0
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()

@@ -17,7 +17,7 @@ own backoff, and a retry hidden here would make one ``poll`` cost several round 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
 import urllib3
@@ -64,9 +64,19 @@ class KubeApi:
         self._timeout = timeout
 
     def _call(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
+        response = self._open(what, call, *args, **kwargs)
         try:
-            response = call(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs)
             return cast(bytes, response.data)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise BackendError(f"{self._where}: {what}: {exc}", permanent=False) from exc
+
+    def _open(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> urllib3.BaseHTTPResponse:
+        """The response to one call, its body not read yet; errors as the module says."""
+        try:
+            return cast(
+                urllib3.BaseHTTPResponse,
+                call(*args, _preload_content=False, _request_timeout=self._timeout, **kwargs),
+            )
         except ApiException as exc:
             if exc.status == 404:
                 raise NotFound(_status_message(exc)) from exc
@@ -173,6 +183,22 @@ class KubeApi:
             f"read log of Pod {namespace}/{name}", self._core.read_namespaced_pod_log, name, namespace, **extra
         )
         return raw.decode("utf-8", errors="replace")
+
+    def stream_pod_log(self, namespace: str, name: str, container: str, chunk_bytes: int) -> Iterator[bytes]:
+        """A pod's container's whole log as the kubelet keeps it, streamed from the API
+        server in chunks of at most ``chunk_bytes`` (``_preload_content=False``: the
+        response is read as it comes, never whole). The connection is let go when the
+        iterator ends or is closed. NotFound for a pod that is gone."""
+        what = f"stream log of Pod {namespace}/{name}"
+        response = self._open(what, self._core.read_namespaced_pod_log, name, namespace, container=container)
+        try:
+            for chunk in response.stream(chunk_bytes, decode_content=True):
+                if chunk:
+                    yield chunk
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise BackendError(f"{self._where}: {what}: {exc}", permanent=False) from exc
+        finally:
+            response.release_conn()
 
     def list_nodes(self) -> list[Obj]:
         return list(self._json("list Nodes", self._core.list_node).get("items") or [])

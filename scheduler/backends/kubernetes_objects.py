@@ -556,7 +556,8 @@ def _terminated(pod: Obj) -> Obj | None:
     return None
 
 
-def _pod_index(pod: Obj) -> int:
+def pod_rank(pod: Obj) -> int:
+    """The pod's rank: its completion index in an Indexed Job (0 for a single pod)."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     try:
         return int(annotations.get("batch.kubernetes.io/job-completion-index", 0))
@@ -566,13 +567,13 @@ def _pod_index(pod: Obj) -> int:
 
 def _failure(pods: Sequence[Obj]) -> tuple[RemoteState, int | None, str]:
     """Why a Job's pods failed: a disruption (preempted, node trouble) or an exit code."""
-    for pod in sorted(pods, key=_pod_index):
+    for pod in sorted(pods, key=pod_rank):
         disruption = _true_condition(pod, "DisruptionTarget")
         if disruption and disruption.get("reason") in _DISRUPTIONS:
             return _DISRUPTIONS[disruption["reason"]], None, str(disruption.get("message") or disruption["reason"])
         if (pod.get("status") or {}).get("reason") in ("Evicted", "NodeLost", "UnexpectedAdmissionError"):
             return RemoteState.NODE_FAIL, None, str(pod["status"].get("message") or pod["status"]["reason"])
-    for pod in sorted(pods, key=_pod_index):
+    for pod in sorted(pods, key=pod_rank):
         terminated = _terminated(pod)
         if terminated and terminated.get("exitCode", 0) != 0:
             reason = f"pod {pod['metadata']['name']}: {terminated.get('reason', 'Error')}"

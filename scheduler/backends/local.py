@@ -27,6 +27,9 @@ its directories are made 0700)::
         output.log          the command's stdout and stderr (the portal's log: a job's own
                             ``-o/-e`` files, opened by the runner as the job's user
                             within its roots, get copies of the streams they name)
+        logs/rank-N.stdout  each rank's stdout and stderr, whole and apart (the full
+        logs/rank-N.stderr  logs: ``stream_log``), copied there as output.log gets them;
+                            rank-N.combined instead when the job's own file takes both
         runner.log          the runner's own output (tracebacks), for debugging
 
 The runner is :mod:`scheduler.backends.local_runner`; its docstring states its side of
@@ -65,7 +68,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -74,10 +77,12 @@ import yaml
 
 from scheduler.backends import local_runner as runner
 from scheduler.backends.base import (
+    LOG_CHUNK_BYTES,
     SHARING_MODES,
     BackendError,
     GpuInfo,
     JobSpec,
+    LogSource,
     NodeInfo,
     Placement,
     PollResult,
@@ -589,6 +594,51 @@ class LocalBackend:
     def session_host(self, external_id: str, placements: tuple[Placement, ...]) -> str:
         """Every node of the local cluster is this machine: its loopback address."""
         return "127.0.0.1"
+
+    def log_sources(self, external_id: str) -> tuple[LogSource, ...]:
+        """Every rank's combined log (``output.log``: what the tail shows), then each
+        rank's stdout and stderr apart (``logs/``), or both in one where the job's own
+        file takes both (``runner.rank_streams``); a simulated job has the first only."""
+        job_dir = self._job_dir(external_id)
+        if job_dir is None:
+            return ()
+        try:
+            spec = self._read(job_dir / runner.SPEC_FILE) or {}
+        except _Corrupt as exc:
+            raise BackendError(f"local backend {self.name!r}: {exc}", permanent=False) from exc
+        combined = LogSource(None, "combined")
+        if spec.get("simulate") is not None:
+            return (combined,)
+        ranks, streams = len(spec.get("ranks") or [{}]), runner.rank_streams(spec)
+        return (combined, *(LogSource(rank, stream) for rank in range(ranks) for stream in streams))
+
+    def stream_log(self, external_id: str, source: LogSource, offset: int = 0) -> Iterator[bytes]:
+        """The file that holds ``source`` (``output.log`` or ``logs/rank-N.stream``), from
+        ``offset``, a chunk at a time; nothing for a job or log not there (yet)."""
+        job_dir = self._job_dir(external_id)
+        if job_dir is None or source not in self.log_sources(external_id):
+            return iter(())
+        name = (
+            runner.OUTPUT_FILE
+            if source.rank is None
+            else f"{runner.LOGS_DIR}/{runner.rank_log_name(source.rank, source.stream)}"
+        )
+        return self._chunks(job_dir / name, offset, external_id)
+
+    def _chunks(self, path: Path, offset: int, external_id: str) -> Iterator[bytes]:
+        """``path`` from ``offset``, a chunk at a time. Never through a symlink: the
+        runner made these files, and one found replaced by a link is refused."""
+        try:
+            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as fh:
+                fh.seek(offset)
+                while chunk := fh.read(LOG_CHUNK_BYTES):
+                    yield chunk
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise BackendError(
+                f"local backend {self.name!r}: stream_log {external_id}: {exc}", permanent=False
+            ) from exc
 
     # -- submit helpers -----------------------------------------------------------------
 

@@ -53,6 +53,8 @@ STARTED_FILE = "started.json"
 CANCEL_FILE = "cancel"
 RESULT_FILE = "result.json"
 OUTPUT_FILE = "output.log"
+#: Each rank's stdout and stderr, whole and apart (:func:`rank_log_name`).
+LOGS_DIR = "logs"
 RUNNER_LOG_FILE = "runner.log"
 #: The job's own directory (its working directory and home, the script in it), the only
 #: place of the job directory the job sees; the runner's files stay out of its reach. A
@@ -377,28 +379,30 @@ def _open_output(spec: dict[str, Any], identity: dict[str, Any] | None, home: Pa
 
 
 class _Copy(threading.Thread):
-    """Copies one of the job's streams, as it comes, into the portal's log and the job's
-    own file. A failure to write the file (a full disk) is said once in the log, which
-    goes on getting everything: the job is never held up by its file."""
+    """Copies one stream of one rank, as it comes, into the portal's log (``output.log``),
+    that rank's log of that stream (``logs/rank-N.stdout``) and the job's own file, if
+    it has one. A failure to write the job's file (a full disk) is said once in the
+    log, which goes on getting everything: the job is never held up by its file."""
 
-    def __init__(self, source: int, log: int, file: int) -> None:
+    def __init__(self, source: int, logs: tuple[int, ...], file: int | None) -> None:
         super().__init__(daemon=True)
-        self.source, self.log, self.file = source, log, file
+        self.source, self.logs, self.file = source, logs, file
 
     def run(self) -> None:
-        writing = True
+        writing = self.file is not None
         try:
             while chunk := os.read(self.source, 65536):
-                with contextlib.suppress(OSError):
-                    _write_all(self.log, chunk)
+                for log in self.logs:
+                    with contextlib.suppress(OSError):
+                        _write_all(log, chunk)
                 if writing:
                     try:
-                        _write_all(self.file, chunk)
+                        _write_all(self.file, chunk)  # type: ignore[arg-type]
                     except OSError as exc:
                         writing = False
                         note = f"[local backend: writing the job's output file failed ({exc.strerror}); "
                         with contextlib.suppress(OSError):
-                            _write_all(self.log, (note + "the rest is in this log only]\n").encode())
+                            _write_all(self.logs[0], (note + "the rest is in this log only]\n").encode())
         finally:
             os.close(self.source)
 
@@ -409,33 +413,56 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-class _Streams:
-    """Where every rank's stdout and stderr go: the portal's log (``output.log``), and
-    with output files of the job's own, a pipe per stream that a :class:`_Copy` empties
-    into both. The runner holds no write end of a pipe once the ranks started, so a copy
-    ends when the job's last process has."""
+def rank_log_name(rank: int, stream: str) -> str:
+    """The file in :data:`LOGS_DIR` that takes ``stream`` (stdout, stderr or combined) of
+    ``rank``."""
+    return f"rank-{rank}.{stream}"
 
-    def __init__(self, job_dir: Path, files: _OutputFiles | None) -> None:
-        # The runner's file: the job has only the descriptor.
-        self.log = os.open(job_dir / OUTPUT_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+def rank_streams(spec: dict[str, Any]) -> tuple[str, ...]:
+    """The streams each rank's output is kept in: stdout and stderr apart, or both in
+    one, ``combined``, when the job asked for one file that takes both in the order
+    written (``sbatch -o f -e f``): only one pipe for both keeps that order."""
+    output = spec.get("output") or {}
+    if output.get("stdout") and output.get("stdout") == output.get("stderr"):
+        return ("combined",)
+    return ("stdout", "stderr")
+
+
+class _Streams:
+    """Where every rank's stdout and stderr go: a pipe for each stream (one for both when
+    the job's own file takes both: :func:`rank_streams`), which a :class:`_Copy` empties
+    into the portal's log (``output.log``: everything, the quick view's tail), the rank's
+    log of that stream (``logs/rank-N.stdout``...: each whole, for the full logs) and the
+    job's own file for it, if any. The runner holds no write end of a pipe once the ranks
+    started, so a copy ends when the job's last process has. Across two pipes, the
+    order of a stdout line and a stderr line written at once is the order they are read
+    in, as with Slurm's separate ``--output`` and ``--error``."""
+
+    def __init__(self, job_dir: Path, files: _OutputFiles | None, ranks: int, streams: tuple[str, ...]) -> None:
+        # The runner's files: the job has only the pipes.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        self.log = os.open(job_dir / OUTPUT_FILE, flags, 0o644)
+        os.makedirs(job_dir / LOGS_DIR, mode=0o700, exist_ok=True)
         self.files = files
+        self._held: list[int] = []
         self._ends: list[int] = []
         self._copies: list[_Copy] = []
-        self.stdout: int = self.log
-        self.stderr: int = subprocess.STDOUT
-        if files is None:
-            return
-        if files.stdout is not None:
-            self.stdout = self._pipe(files.stdout)
-        if files.stderr is not None and files.stderr != files.stdout:
-            self.stderr = self._pipe(files.stderr)
-        elif files.stderr is None and files.stdout is not None:
-            self.stderr = self.log  # stdout to its file, stderr to the log alone
+        #: Each rank's (stdout, stderr) descriptors.
+        self.ranks: list[tuple[int, int]] = []
+        for rank in range(ranks):
+            ends = []
+            for stream in streams:
+                rank_log = os.open(job_dir / LOGS_DIR / rank_log_name(rank, stream), flags, 0o600)
+                self._held.append(rank_log)
+                file = getattr(files, "stdout" if stream == "combined" else stream) if files else None
+                ends.append(self._pipe((self.log, rank_log), file))
+            self.ranks.append((ends[0], ends[-1]))
 
-    def _pipe(self, file: int) -> int:
+    def _pipe(self, logs: tuple[int, ...], file: int | None) -> int:
         read_end, write_end = os.pipe()
         self._ends.append(write_end)
-        copy = _Copy(read_end, self.log, file)
+        copy = _Copy(read_end, logs, file)
         copy.start()
         self._copies.append(copy)
         return write_end
@@ -454,12 +481,14 @@ class _Streams:
         for copy in self._copies:
             copy.join(max(0.0, deadline - time.monotonic()))
         if any(copy.is_alive() for copy in self._copies):
-            note = b"[local backend: a process that left the job still holds its output; its file may lack the end]\n"
+            note = b"[local backend: a process that left the job still holds its output; its logs may lack the end]\n"
             with contextlib.suppress(OSError):
                 _write_all(self.log, note)
             return  # the copies still use the descriptors; the runner exits shortly
         if self.files is not None:
             self.files.close()
+        for fd in self._held:
+            os.close(fd)
         os.close(self.log)
 
 
@@ -498,8 +527,9 @@ def _run(job_dir: Path) -> int:
     3. Write the files the job brought, once, as the job, before any rank.
     4. Start the command once per rank (one per placed node, each with its own rank
        variables and GPUs: ``ranks`` in spec.json), all in one process group of their
-       own, output to output.log (and copied into the job's own files, by threads of
-       the runner's: :class:`_Streams`), and record the first rank's identity and start
+       own, each rank's stdout and stderr through pipes that threads of the runner's
+       copy into output.log, the rank's own logs and the job's own files
+       (:class:`_Streams`), and record the first rank's identity and start
        time in started.json.
     5. Wait, checking every CHECK_INTERVAL for cancel (signal or marker), walltime and a
        rank that failed; each stops the whole group (SIGTERM, then SIGKILL after the
@@ -527,8 +557,9 @@ def _run(job_dir: Path) -> int:
     if spec.get("setup") and not _write_files(job_dir, launch, walltime):
         _record(job_dir, "FAILED", exit_code=1, reason="could not write the job's files into its directory")
         return 0
-    streams = _Streams(job_dir, launch.output)
-    children = _start_ranks(job_dir, launch, spec.get("ranks") or [{}], streams)
+    ranks = spec.get("ranks") or [{}]
+    streams = _Streams(job_dir, launch.output, len(ranks), rank_streams(spec))
+    children = _start_ranks(job_dir, launch, ranks, streams)
     if not children:
         streams.finish()
         return 0
@@ -623,13 +654,13 @@ def _start_ranks(
     term_handler = signal.signal(signal.SIGTERM, signal.SIG_IGN) if launch.sandboxed else None
     children: list[subprocess.Popen[bytes]] = []
     try:
-        for rank in ranks:
+        for rank, (stdout, stderr) in zip(ranks, streams.ranks, strict=True):
             children.append(
                 subprocess.Popen(
                     launch.argv,
                     env={**launch.env, **{str(k): str(v) for k, v in rank.items()}},
-                    stdout=streams.stdout,
-                    stderr=streams.stderr,
+                    stdout=stdout,
+                    stderr=stderr,
                     process_group=children[0].pid if children else 0,
                     **launch.popen_args(),
                 )

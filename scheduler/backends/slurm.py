@@ -71,7 +71,17 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from scheduler.backends import slurm_parse as parse
-from scheduler.backends.base import BackendError, JobSpec, NodeInfo, Placement, PollResult, RemoteState, outcome
+from scheduler.backends.base import (
+    LOG_CHUNK_BYTES,
+    BackendError,
+    JobSpec,
+    LogSource,
+    NodeInfo,
+    Placement,
+    PollResult,
+    RemoteState,
+    outcome,
+)
 from scheduler.backends.job_env import array_env, job_env
 from scheduler.backends.job_files import RESERVED_PREFIX, prelude
 from scheduler.backends.job_output import copying_output
@@ -422,6 +432,67 @@ class SlurmBackend:
         if address is None:
             raise self._error(f"session_host: scontrol shows no NodeAddr for node {host}", permanent=False)
         return address
+
+    def log_sources(self, external_id: str) -> tuple[LogSource, ...]:
+        """One log, combined: the batch script's ``--output`` and ``--error`` are one file,
+        which every rank's ``srun`` task writes to as well."""
+        if not external_id.isdigit():
+            return ()
+        if self.requires_identity and self._job_owner(external_id) is None:
+            return ()
+        return (LogSource(None, "combined"),)
+
+    def stream_log(self, external_id: str, source: LogSource, offset: int = 0) -> Iterator[bytes]:
+        """The job's output file from ``offset``, streamed. Run as owner, it is read as the
+        owner, as :meth:`read_log` reads it: ``tail -c +N`` through sudo, its output
+        read a chunk at a time (``tail`` seeks to ``offset``; the file never passes
+        through the portal whole)."""
+        if source != LogSource(None, "combined") or not self.log_sources(external_id):
+            return iter(())
+        if not self.requires_identity:
+            return self._file_chunks(self.log_path(external_id), offset, external_id)
+        owner = self._job_owner(external_id)
+        assert owner is not None  # log_sources said Slurm knows the job's user
+        path = self.owners.output_dir(owner) / f"slurm-{external_id}.out"
+        return self._streamed(["tail", "-c", f"+{offset + 1}", "--", str(path)], owner, external_id)
+
+    def _file_chunks(self, path: Path, offset: int, external_id: str) -> Iterator[bytes]:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                while chunk := fh.read(LOG_CHUNK_BYTES):
+                    yield chunk
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise self._error(f"stream_log {external_id}: {exc}", permanent=False) from exc
+
+    def _streamed(self, argv: list[str], owner: Owner, external_id: str) -> Iterator[bytes]:
+        """``argv``'s stdout, run as ``owner``, a chunk at a time. A reader that stops
+        early ends the command; a file not there (yet) is no output, not an error."""
+        command = self._command_line(argv, owner)
+        try:
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._env()
+            )
+        except OSError as exc:
+            raise self._error(f"cannot run {Path(command[0]).name}: {exc}", permanent=False) from exc
+        assert process.stdout is not None and process.stderr is not None
+        finished = False
+        try:
+            while chunk := os.read(process.stdout.fileno(), LOG_CHUNK_BYTES):
+                yield chunk
+            finished = True
+        finally:
+            if not finished:
+                process.kill()
+            process.stdout.close()
+            error = process.stderr.read().decode("utf-8", errors="replace")
+            process.stderr.close()
+            returncode = process.wait()
+        if returncode != 0 and "No such file" not in error:
+            message = " ".join((error.strip() or f"exit status {returncode}").split())
+            raise self._error(f"stream_log {external_id} failed: {message}", permanent=False)
 
     # -- Extras: node and job administration --------------------------------------------
 

@@ -21,10 +21,12 @@ import jsonschema
 import pytest
 
 from scheduler.backends.base import (
+    LOG_CHUNK_BYTES,
     ArrayTask,
     BackendError,
     JobOutput,
     JobSpec,
+    LogSource,
     Placement,
     PollResult,
     RemoteState,
@@ -793,6 +795,40 @@ def test_read_log_joins_the_pods_of_a_multi_node_job(backend: KubernetesBackend)
 
     assert log.count("==> ") == 2 and log.count("hello from") == 2
     assert backend.read_log(external_id, max_bytes=5) == log[-5:]
+
+
+def test_each_rank_s_whole_log_streams_from_its_pod_in_chunks_and_resumes_at_an_offset(
+    kube: FakeKube, backend: KubernetesBackend
+) -> None:
+    """One log per rank (the pod's container; the kubelet keeps stdout and stderr as
+    one), read whole through the official client's streamed response, never at once."""
+    external_id = backend.submit(spec("echo started", Placement("gpu-01", (0,)), Placement("gpu-02", (0,))))
+    assert wait(backend, external_id).state is RemoteState.COMPLETED
+    pods = {int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]): p for p in kube.pods()}
+    logs = {rank: "".join(f"rank {rank} line {n} é\n" for n in range(60000)) for rank in pods}
+    for rank, pod in pods.items():
+        kube.set_log(pod["metadata"]["name"], logs[rank])
+
+    assert backend.log_sources(external_id) == (LogSource(0, "combined"), LogSource(1, "combined"))
+    for rank in (0, 1):
+        chunks = list(backend.stream_log(external_id, LogSource(rank, "combined")))
+        assert len(chunks) > 1 and max(map(len, chunks)) <= LOG_CHUNK_BYTES
+        assert b"".join(chunks) == logs[rank].encode()
+    expected = logs[1].encode()
+    assert b"".join(backend.stream_log(external_id, LogSource(1, "combined"), 100_001)) == expected[100_001:]
+    assert list(backend.stream_log(external_id, LogSource(1, "combined"), len(expected))) == []
+    assert list(backend.stream_log(external_id, LogSource(2, "combined"))) == []  # no such rank
+    assert list(backend.stream_log(external_id, LogSource(None, "combined"))) == []
+    assert ("GET", f"/api/v1/namespaces/default/pods/{pods[1]['metadata']['name']}/log?container=job") in kube.requests
+
+
+def test_a_pod_that_has_not_started_has_no_log_yet(kube: FakeKube, backend: KubernetesBackend) -> None:
+    backend.submit(spec("sleep 30", Placement("gpu-01", (0, 1, 2))))
+    waiting = backend.submit(spec("echo hi", Placement("gpu-01", (3, 2))))  # one GPU too many: Pending
+    kube.wait(lambda: "Insufficient" in backend.poll([waiting])[waiting].reason)
+
+    assert backend.log_sources(waiting) == (LogSource(0, "combined"),)
+    assert list(backend.stream_log(waiting, LogSource(0, "combined"))) == []
 
 
 # --- Pods run as their owner ------------------------------------------------------------------

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from scheduler.backends.base import (
     BackendError,
     JobOutput,
     JobSpec,
+    LogSource,
+    LogStreamer,
     Placement,
     PollResult,
     RemoteState,
@@ -862,6 +865,118 @@ def test_stdout_and_stderr_are_logged(executing: Case) -> None:
     log = case.backend.read_log(external_id)
 
     assert "to-stdout" in log and "to-stderr" in log
+
+
+# --- The whole log (LogStreamer) ------------------------------------------------------
+
+#: Each rank writes 1.2 MiB and more to stdout and a little to stderr, every line its own.
+BIG_LOG_COMMAND = 'seq -f "r${QM_NODE_RANK}-out-%08g" 1 100000; seq -f "r${QM_NODE_RANK}-err-%g" 1 500 >&2'
+
+
+def expected_stream(rank: int, stream: str) -> bytes:
+    """What :data:`BIG_LOG_COMMAND` writes to ``stream`` on ``rank``."""
+    count, word = (100000, "out-%08d") if stream == "stdout" else (500, "err-%d")
+    return b"".join(f"r{rank}-{word % n}\n".encode() for n in range(1, count + 1))
+
+
+def whole(backend: LogStreamer, external_id: str, source: LogSource, offset: int = 0) -> bytes:
+    chunks = list(backend.stream_log(external_id, source, offset))
+    assert all(0 < len(chunk) <= 65536 for chunk in chunks)  # streamed, never the whole log at once
+    return b"".join(chunks)
+
+
+def test_the_whole_log_streams_each_rank_s_output_byte_exact(executing: Case) -> None:
+    """Every rank's stdout and stderr where the backend keeps them apart (local), else
+    the combined log (Slurm: one file for both streams of every rank), whole."""
+    case = executing
+    backend = case.backend
+    assert isinstance(backend, LogStreamer)
+    placements = (Placement(case.node, (0,)), Placement(case.other_node, (1,)))
+    external_id = backend.submit(job(case, BIG_LOG_COMMAND, placements=placements))
+    assert wait_for(backend, external_id, timeout=WAIT_SECONDS * 2).state is RemoteState.COMPLETED
+
+    sources = backend.log_sources(external_id)
+
+    assert sources[0] == LogSource(None, "combined")
+    combined = whole(backend, external_id, sources[0])
+    # Both ranks write at once: their output interleaves in the combined log in pieces
+    # that need not end at a line's end, so only its bytes, in any order, are known.
+    everything = b"".join(expected_stream(r, s) for r in (0, 1) for s in ("stdout", "stderr"))
+    assert len(combined) == len(everything) and Counter(combined) == Counter(everything)
+    assert combined.endswith(backend.read_log(external_id, 4096).encode())  # the tail is the combined log's end
+    apart = {(s.rank, s.stream) for s in sources[1:]}
+    if case.kind == "local":
+        assert apart == {(r, s) for r in (0, 1) for s in ("stdout", "stderr")}
+    for rank, stream in apart:
+        assert whole(backend, external_id, LogSource(rank, stream)) == expected_stream(rank, stream)
+
+
+def test_a_log_read_from_an_offset_resumes_exactly_where_the_last_read_ended(executing: Case) -> None:
+    case = executing
+    backend = case.backend
+    assert isinstance(backend, LogStreamer)
+    external_id = backend.submit(job(case, BIG_LOG_COMMAND))
+    assert wait_for(backend, external_id).state is RemoteState.COMPLETED
+    source = backend.log_sources(external_id)[-1]
+    everything = whole(backend, external_id, source)
+
+    pieces, offset = [], 0
+    for size in (1, 4095, 70000, 300000):
+        stream = backend.stream_log(external_id, source, offset)
+        piece = b""
+        for chunk in stream:  # read a little, then stop: the reader lets go of the rest
+            piece += chunk
+            if len(piece) >= size:
+                break
+        stream.close()  # type: ignore[attr-defined]
+        pieces.append(piece)
+        offset += len(piece)
+    pieces.append(whole(backend, external_id, source, offset))
+
+    assert b"".join(pieces) == everything
+    assert whole(backend, external_id, source, len(everything)) == b""
+    assert whole(backend, external_id, source, len(everything) + 10) == b""
+
+
+def test_where_one_file_takes_both_streams_every_whole_log_keeps_the_order_written(executing: Case) -> None:
+    """``sbatch -o f -e f``: the job's file has its lines in the order written, and so has
+    each log the portal keeps (the local cluster then keeps each rank's streams as one)."""
+    case, logs = executing, logs_dir(executing)
+    backend = case.backend
+    assert isinstance(backend, LogStreamer)
+    path = str(logs / "both.out")
+    spec = with_output(case, "echo one; echo two >&2; echo three; echo four >&2", JobOutput(stdout=path, stderr=path))
+    external_id = backend.submit(spec)
+    assert wait_for(backend, external_id).state is RemoteState.COMPLETED
+
+    sources = backend.log_sources(external_id)
+
+    expected = {LogSource(None, "combined")} | ({LogSource(0, "combined")} if case.kind == "local" else set())
+    assert set(sources) == expected
+    assert [whole(backend, external_id, source) for source in sources] == [b"one\ntwo\nthree\nfour\n"] * len(sources)
+
+
+def test_a_local_log_replaced_by_a_symlink_is_refused_not_followed(tmp_path: Path) -> None:
+    with _local(tmp_path, sandbox="none") as case:
+        backend = case.backend
+        assert isinstance(backend, LocalBackend)
+        external_id = backend.submit(job(case, "echo mine"))
+        assert wait_for(backend, external_id).state is RemoteState.COMPLETED
+        secret = tmp_path / "portal-secret"
+        secret.write_text("SECRET_KEY=not for jobs")
+        rank_log = tmp_path / "state/jobs" / external_id / local_runner.LOGS_DIR / "rank-0.stdout"
+        rank_log.unlink()
+        rank_log.symlink_to(secret)
+
+        with pytest.raises(BackendError, match="stream_log"):
+            list(backend.stream_log(external_id, LogSource(0, "stdout")))
+
+
+def test_the_whole_log_of_an_unknown_job_is_empty(case: Case) -> None:
+    backend = case.backend
+    assert isinstance(backend, LogStreamer)
+    assert backend.log_sources("never-submitted.1") == ()
+    assert list(backend.stream_log("never-submitted.1", LogSource(None, "combined"))) == []
 
 
 def test_script_is_run_with_bash(executing: Case) -> None:

@@ -23,7 +23,17 @@ import pytest
 
 from scheduler.backends import load_backend
 from scheduler.backends import slurm_parse as parse
-from scheduler.backends.base import BackendError, JobOutput, JobSpec, NodeAdmin, Placement, RemoteState, RunAs
+from scheduler.backends.base import (
+    LOG_CHUNK_BYTES,
+    BackendError,
+    JobOutput,
+    JobSpec,
+    LogSource,
+    NodeAdmin,
+    Placement,
+    RemoteState,
+    RunAs,
+)
 from scheduler.backends.slurm import SlurmBackend
 from tests import slurm_dev
 
@@ -753,6 +763,61 @@ def test_a_job_slurm_has_forgotten_is_not_cancelled_and_has_no_log(tmp_path: Pat
     backend.cancel("7")
 
     assert backend.read_log("7") == "" and not (tmp_path / "scancel-ran").exists()
+    assert backend.log_sources("7") == () and list(backend.stream_log("7", LogSource(None, "combined"))) == []
+
+
+def test_the_whole_log_is_streamed_as_the_job_s_owner_from_an_offset(tmp_path: Path) -> None:
+    """Slurm keeps one combined log per job; it is read as the user Slurm names for the
+    job (``tail -c +N`` through sudo), in chunks, never opened by the portal itself: the
+    owner's output directory here is one the portal could not read were it not root."""
+    backend = fake_slurm(tmp_path, squeue='[ "$5" = "%u" ] && echo nobody')
+    log = tmp_path / "out/nobody/slurm-7.out"
+    log.parent.mkdir(parents=True)
+    text = b"".join(b"epoch %d \xc3\xa9\n" % n for n in range(40000))  # 520 KB
+    log.write_bytes(text)
+
+    assert backend.log_sources("7") == (LogSource(None, "combined"),)
+    chunks = list(backend.stream_log("7", LogSource(None, "combined")))
+    rest = b"".join(backend.stream_log("7", LogSource(None, "combined"), 123_457))
+
+    assert b"".join(chunks) == text and len(chunks) > 1 and max(map(len, chunks)) <= LOG_CHUNK_BYTES
+    assert rest == text[123_457:]
+    calls = (tmp_path / "sudo-calls").read_text().splitlines()
+    assert calls[-2:] == [
+        f"-n --preserve-env=SLURM_CONF -u nobody -- tail -c +1 -- {log}",
+        f"-n --preserve-env=SLURM_CONF -u nobody -- tail -c +123458 -- {log}",
+    ]
+    assert list(backend.stream_log("7", LogSource(0, "stdout"))) == []  # Slurm keeps no such log
+
+
+def test_a_reader_that_stops_early_ends_the_owner_s_tail(tmp_path: Path) -> None:
+    backend = fake_slurm(tmp_path, squeue='[ "$5" = "%u" ] && echo nobody')
+    log = tmp_path / "out/nobody/slurm-7.out"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(b"x" * 5_000_000)
+
+    stream = backend.stream_log("7", LogSource(None, "combined"))
+    first = next(stream)
+    stream.close()  # type: ignore[attr-defined]
+
+    assert 0 < len(first) <= LOG_CHUNK_BYTES
+    assert not [p for p in _processes() if p.endswith(f"tail -c +1 -- {log}")]
+
+
+def _processes() -> list[str]:
+    """Every process's command line, as ``ps`` shows them."""
+    return subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True, check=True).stdout.splitlines()
+
+
+def test_a_log_slurm_cannot_give_is_an_error_but_a_missing_file_is_no_output(tmp_path: Path) -> None:
+    backend = fake_slurm(tmp_path, squeue='[ "$5" = "%u" ] && echo nobody')
+
+    assert list(backend.stream_log("7", LogSource(None, "combined"))) == []  # not written yet
+    assert backend.log_sources("x") == ()  # not a Slurm id
+    (tmp_path / "out/nobody").mkdir(parents=True)
+    (tmp_path / "out/nobody/slurm-7.out").mkdir()  # tail: "error reading ...: Is a directory"
+    with pytest.raises(BackendError, match="stream_log 7 failed"):
+        list(backend.stream_log("7", LogSource(None, "combined")))
 
 
 def test_a_site_may_run_every_job_as_the_portal_when_it_says_so(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from monitoring.efficiency import record_efficiencies
 from monitoring.models import JobEfficiency
 from people.services import create_api_token
 from qm.api import Api
-from qm.cli import _new_part, main
+from qm.cli import main
 from qm.request import parse_walltime
 from scheduler.choices import JobState
 from scheduler.clusters.poll import poll_backends
@@ -184,13 +184,37 @@ def test_log_follow_prints_each_part_once_until_the_job_ends(qm, world):
     assert code == 0 and out.count("simulated") == 1
 
 
-@pytest.mark.parametrize(
-    ("shown", "now", "new"),
-    [("", "abc", "abc"), ("abc", "abcdef", "def"), ("abcdef", "cdefgh", "gh"), ("xyz", "123", "123")],
-    ids=["first read", "grew", "the tail window moved", "nothing in common"],
-)
-def test_a_followed_log_prints_only_what_is_new(shown, now, new):
-    assert _new_part(shown, now) == new
+def test_logs_prints_one_rank_s_stream_whole_and_follows_a_running_job_to_its_end(qm, world):
+    """Two ranks each write 1.5 MiB to stdout (more than one read of the API brings),
+    then rank 1 a line to stderr while the job still runs: ``qm logs --rank 1 --stream
+    stdout`` prints that log whole, once; ``--follow`` on rank 1's stderr prints its
+    line once and ends with the job."""
+    command = 'seq -f "r${QM_NODE_RANK}-%09g" 1 150000; sleep 1; echo "rank $QM_NODE_RANK done" >&2'
+    qm("submit", "--name", "ranks", "-N", "2", "-G", "1", "-t", "10m", "--wrap", command)
+    job = Job.objects.get(name="ranks")
+    run_tick()
+
+    def advance(_seconds: float) -> None:
+        poll_backends()
+
+    code, out, _ = qm(
+        "logs", str(job.id), "--rank", "1", "--stream", "stderr", "--follow", "--interval", "0.1", sleep=advance
+    )
+    assert (code, out) == (0, "rank 1 done\n")
+    assert Job.objects.get(pk=job.pk).state == JobState.COMPLETED
+    code, out, _ = qm("log", str(job.id), "--rank", "1", "--stream", "stdout")
+    assert code == 0 and out == "".join(f"r1-{n:09d}\n" for n in range(1, 150001))
+
+
+def test_logs_of_a_rank_the_job_has_not_says_which_it_has(qm, world):
+    world.cluster.config = {**world.cluster.config, "simulate": 0}
+    world.cluster.save()
+    qm("submit", "--name", "l", "-t", "1h", "--", "true")
+    run_tick()
+
+    code, _, err = qm("logs", str(Job.objects.get(name="l").id), "--rank", "3")
+
+    assert code == 1 and err == "qm: rank: This job has no log of rank 3; it has: all ranks combined.\n"
 
 
 class ClosedPipe(io.StringIO):

@@ -583,3 +583,33 @@ def test_a_script_typed_in_the_browser_runs_with_unix_line_ends(world):
     job = Job.objects.get(name="crlf")
     assert job.script == "#!/bin/bash\nset -euo pipefail\necho hi"
     assert job.env == {"A": "1", "B": "2"}
+
+
+def test_a_job_page_without_script_shows_the_tail_and_links_each_whole_log(world, tick):
+    """Without JavaScript the page shows the tail of every rank's output together, and a
+    download link for each log; the picker (JavaScript's) stays hidden."""
+    from scheduler.clusters.poll import poll_backends
+    from tests.scheduler.tick.waiting import wait_for
+
+    job = submit(
+        world.alice, world.lab, nodes=2, gpus_per_node=1, gpu_model="H100-80GB", command="echo out; echo err >&2"
+    )
+    tick()
+    wait_for(lambda: poll_backends() or Job.objects.get(pk=job.pk).state == "COMPLETED", what="the job's end")
+    client = logged_in(world.alice)
+
+    html = page(client, f"/jobs/{job.id}/")
+
+    assert re.search(r'<pre id="log"[^>]*>(.|\n)*out\n', html)
+    assert '<p id="log-view" class="log-view" hidden' in html
+    links = re.findall(r'<a href="([^"]+)" download>([^<]+)</a>', html)
+    assert [label for _, label in links] == [
+        "all ranks combined",
+        "rank 0 stdout",
+        "rank 0 stderr",
+        "rank 1 stdout",
+        "rank 1 stderr",
+    ]
+    url = dict((label, href) for href, label in links)["rank 1 stderr"].replace("&amp;", "&")
+    assert b"".join(client.get(url).streaming_content) == b"err\n"  # the page's session may follow it
+    assert logged_in(world.charlie).get(url).status_code == 404

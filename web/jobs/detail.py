@@ -11,7 +11,9 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from monitoring import charts, readings
@@ -21,9 +23,10 @@ from notifications.wanted import told_of
 from people.access import visible_jobs
 from people.limits import qos_limits_text
 from scheduler.advice import advice_sentence
+from scheduler.backends.base import BackendError
 from scheduler.choices import ACTIVE_STATES, QUEUED_STATES, TERMINAL_STATES, JobState
 from scheduler.clusters.dispatch import output_of
-from scheduler.clusters.logs import read_job_log
+from scheduler.clusters.logs import job_log_sources, read_job_log
 from scheduler.jobs.array_verbs import ARRAY_VERBS
 from scheduler.jobs.blockers import blockers_for_api
 from scheduler.jobs.mail_type import mail_type_text
@@ -70,6 +73,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             "qos_limits": qos_limits_text(job.qos) if job.qos else "",
             "shape": request_shape(job.nodes, job.gpus_per_node, job.gpu_model, job.gpu_share),
             "log": read_job_log(job, 16_384) if job.external_id else "",
+            "log_sources": log_links(job),
             "live": live,
             "watch": watched_fields(job),
             "place": queue_position(*place) if place else "",
@@ -114,6 +118,33 @@ def advice_for(request: HttpRequest, job: Job, now: datetime) -> str:
         cluster_id=job.cluster_id,
         now=now,
     )
+
+
+def log_links(job: Job) -> list[dict[str, Any]]:
+    """Each log the job has (every rank's together, each rank's stdout and stderr where
+    the cluster keeps them apart): its name, where to download it whole (the API's
+    streamed download, which the page's session may use) and its query, which the
+    page's script follows from offsets. [] before it starts, or when the workload manager
+    cannot say now (the tail above still shows)."""
+    if not job.external_id:
+        return []
+    try:
+        sources = job_log_sources(job)
+    except BackendError:
+        return []
+    links = []
+    for source in sources:
+        query: dict[str, str | int] = {"stream": source.stream}
+        if source.rank is not None:
+            query["rank"] = source.rank
+        links.append(
+            {
+                "label": source.label,
+                "query": urlencode(query),
+                "download": f"{reverse('job-log-download', args=[job.id])}?{urlencode(query)}",
+            }
+        )
+    return links
 
 
 def _files_of(job: Job) -> dict[str, Any] | None:

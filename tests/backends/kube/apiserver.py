@@ -341,6 +341,11 @@ class FakeKube:
         with self.store.lock:
             _create_job(self.store, namespace, copy.deepcopy(manifest))
 
+    def set_log(self, pod_name: str, text: str, namespace: str = "default") -> None:
+        """Make an ended pod's log ``text`` (a log bigger than an ``echo`` makes)."""
+        with self.store.lock:
+            self.controller.set_log(self.store.get("pods", namespace, pod_name), text)
+
     def wait(self, condition: Any, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
@@ -518,6 +523,9 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(
                     400, "BadRequest", f'container "job" in pod "{name}" is waiting to start: ContainerCreating'
                 )
+            container = query.get("container", "job")
+            if container != "job":
+                raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
             return 200, self.kube.controller.log_of(pod)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {route}")
 

@@ -98,6 +98,9 @@ class Controller:
             return program.log_at(time.time() - start)
         return ""
 
+    def set_log(self, pod: Obj, text: str) -> None:
+        self._logs[pod["metadata"]["uid"]] = text
+
     def tick(self, now: float) -> None:
         for job in self._all("jobs"):
             self._sync_job(job, now)
