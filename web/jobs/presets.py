@@ -72,7 +72,8 @@ PRESETS = (
     Preset(
         "interactive",
         "Interactive session (Jupyter)",
-        "A Jupyter Lab server on one GPU for exploration; connect through the job's node. Needs Jupyter on the nodes.",
+        "JupyterLab as a plain batch job, reached only from its node; for a notebook in your browser "
+        "(a Connect button through the portal), launch JupyterLab from Interactive apps instead.",
         {
             "name": "jupyter",
             "gpus_per_node": "1",
