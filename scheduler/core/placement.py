@@ -246,9 +246,8 @@ class Ledger:
         self._supply: dict[int, int] | None = None
         self._claims: dict[tuple[int, ...], int] = {}
         self._claims_scorer: Scorer | None = None
-        #: The most GPUs a node has, then the size (GPUs, CPUs) of the nodes kept whole
-        #: ((-1, -1): none; see ``_kept_whole``).
-        self._largest: tuple[int, int, int] | None = None
+        #: The size (GPUs, CPUs) of the nodes kept whole, (-1, -1) none (see ``_kept_whole``).
+        self._largest: tuple[int, int] | None = None
         for node in sorted(nodes, key=lambda n: (n.cluster, n.name)):
             capacity = NodeCapacity(
                 node=node,
@@ -364,8 +363,7 @@ class Ledger:
         """One node for ``job``: where it raises the cluster's fragmentation the least
         (see ``scheduler.core.fragmentation``), idle nodes kept whole last (with
         model-naming demand in the mix, ``_kept_whole``); among placements equal within its
-        tolerance, one that breaks no idle node of the most GPUs (with model-naming demand
-        in the mix), then the node whose GPUs model-naming demand claims least
+        tolerance, the node whose GPUs model-naming demand claims least
         (``Scorer.claim``), then the one with the fewest GPUs, then CPUs, then (for
         whole GPUs) the fewest free GPUs, then the first by name.
 
@@ -433,14 +431,13 @@ class Ledger:
         if option is None:
             return None
         whole_free = capacity.free_count if need and not job.gpu_share else 0
-        kept = whole = claim = 0
+        kept = claim = 0
         if scorer.names_models:
-            kept, whole = self._kept_whole(capacity)
+            kept = self._kept_whole(capacity)
             claim = self._claim(capacity, scorer)
         rank = (
             kept,
             equal_within_tolerance(option[0]),
-            whole,
             claim,
             len(node.gpus),
             node.cpu_millis,
@@ -449,36 +446,24 @@ class Ledger:
         )
         return rank, option[1]
 
-    def _kept_whole(self, capacity: NodeCapacity) -> tuple[int, int]:
-        """Whether placing here breaks an idle node that whole-node requests need:
-        (kept, whole), each 1 or 0, for a node with nothing on it.
-
-        ``whole``: it has as many GPUs as the largest node (a whole-node request, as
-        many GPUs as a node holds, fits only there). Within a fragmentation bin such a
-        node is broken only when no other node fits: whole-node requests are too rare to
-        be in the mix, so the measure does not keep these nodes whole, and the claim of
-        model-naming demand would otherwise send jobs naming no model there first (least
-        claimed per GPU) while smaller nodes of a wanted model stay free.
-
-        ``kept``: it is of the site's largest size (the most GPUs, then the most CPUs)
-        and such nodes are few (at most :data:`FEW_LARGEST` of the nodes): ranked after
-        every other node that fits, whatever the bins. The requests that only they can
-        hold are as rare as they are, and a node whose GPUs model-naming demand cannot
-        use scores as the best place for anything else (its free GPUs count as stranded
-        for that demand)."""
+    def _kept_whole(self, capacity: NodeCapacity) -> int:
+        """1 while ``capacity`` is an idle node of the site's largest size (the most GPUs,
+        then the most CPUs) and such nodes are few (at most :data:`FEW_LARGEST` of the
+        nodes), else 0. The requests that only they can hold are as rare as they are, too
+        rare to be in the mix, so the fragmentation measure does not keep them whole; and
+        a node whose GPUs model-naming demand cannot use scores as the best place for
+        anything else (its free GPUs count as stranded for that demand)."""
         largest = self._largest
         if largest is None:
             sizes = [(len(each.node.gpus), each.node.cpu_millis) for each in self.by_name.values()]
             top = max(sizes, default=(0, 0))
             few = top[0] > 0 and sizes.count(top) <= FEW_LARGEST * len(sizes)
-            largest = self._largest = (top[0], top[0], top[1]) if few else (top[0], -1, -1)
+            largest = self._largest = top if few else (-1, -1)
         node = capacity.node
         gpus = len(node.gpus)
-        if gpus != largest[0] or capacity.free_count < gpus or capacity.shares:
-            return 0, 0
-        if capacity.free_cpu_millis != node.cpu_millis:
-            return 0, 0
-        return (1 if gpus == largest[1] and node.cpu_millis == largest[2] else 0), 1
+        if (gpus, node.cpu_millis) != largest or capacity.free_count < gpus or capacity.shares:
+            return 0
+        return 1 if capacity.free_cpu_millis == node.cpu_millis else 0
 
     def _claim(self, capacity: NodeCapacity, scorer: Scorer) -> int:
         """``Scorer.claim`` of the node's GPU kinds, against this cluster's GPUs, kept
@@ -583,10 +568,10 @@ _last_idle: tuple[tuple[NodeView, ...], Ledger] | None = None
 FEW_LARGEST = 0.1
 
 #: Where a node ranks for a request: (1 for an idle node kept whole (``_kept_whole``),
-#: fragmentation bin, 1 for an idle node of the most GPUs, claim of model-naming demand on
+#: fragmentation bin, claim of model-naming demand on
 #: its GPUs, GPUs of the node, its CPUs, free whole GPUs (whole-GPU requests only),
 #: position in name order); lower is better.
-Rank = tuple[int, int, int, int, int, int, int, int]
+Rank = tuple[int, int, int, int, int, int, int]
 #: A heap entry: the rank, the node's version when ranked, the node, the GPU entries.
 RankedNode = tuple[Rank, int, "NodeCapacity", tuple[GpuState, ...]]
 

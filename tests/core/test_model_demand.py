@@ -216,24 +216,5 @@ def assert_fits(by_name: dict[str, NodeView], running: list[RunningJob]) -> None
     assert all(cpus[n] <= by_name[n].cpu_millis and memory[n] <= by_name[n].memory_mib for n in cpus)
 
 
-def test_a_whole_node_request_is_not_starved_by_the_claim_of_model_naming_demand() -> None:
-    """One node holds a whole-node (8-GPU) request, too rare to be in the mix; the L4s
-    that L4-naming demand claims have room for a job naming no model. Ranked by the
-    claim alone, that job broke the 8-GPU node (its H100s are the least claimed) and
-    the 8-GPU job that came next could not start; an idle node with as many GPUs as the
-    largest is broken only when no node as good fits."""
-    nodes = (
-        gpu_node("h100", "H100-80GB", 8, sharing=""),
-        gpu_node("l4-a", "L4", 2, sharing=""),
-        gpu_node("l4-b", "L4", 2, sharing=""),
-        gpu_node("l4-c", "L4", 1, sharing=""),
-    )
-    running = [holding(1, "l4-a", (0, 1), model="L4"), holding(2, "l4-b", (0,))]
-    for job in (pending(3, gpus_per_node=1), pending(4, gpus_per_node=8)):  # one arrives, then the other
-        starts = schedule(Snapshot(nodes, tuple(running), (job,)), FRAGMENTATION, NOW).starts
-        running += [RunningJob(start.job_id, start.allocations, NOW, 3600) for start in starts]
-    assert {r.id: r.allocations[0].node for r in running[2:]} == {3: "l4-c", 4: "h100"}
-
-
 def test_a_shape_keeps_the_models_its_request_named() -> None:
     assert shape_of_job(pending(1, gpus_per_node=2, gpu_model="A100-40GB|L4"))[4] == "A100-40GB|L4"
