@@ -14,7 +14,9 @@ Prints, per placement:
   the median over the seeds (``seed: "median"``), as the paper reports them, with
   ``workload``, ``policy`` (the placement) and ``arrived_pct``;
 - ``sim_whole_node_failed`` per seed: whole-node pods (as many GPUs as the largest
-  node) dropped before 100 % arrived;
+  node) dropped before 100 % arrived that some node could have held idle (starved), and
+  ``sim_whole_node_never_fit``: those no node could ever hold (asking more CPUs than
+  the nodes of the model they name have);
 - ``placement_wall_s`` per seed (one inflation run);
 - ``schedule_openb_ms``: one ``schedule()`` of the next 100 pods of the first seed's
   order, pending on the openb cluster holding what was placed when ``fill_pct`` (90 and
@@ -122,6 +124,14 @@ def main(argv: list[str] | None = None) -> int:
                     unallocated[point].append(value)
                     emit("sim_unallocated_gpu_pct", value, "%", **context, seed=seed, arrived_pct=point)
             emit("sim_whole_node_failed", curve.whole_node_failed, "pods", **context, seed=seed, before_arrived_pct=100)
+            emit(
+                "sim_whole_node_never_fit",
+                curve.whole_node_never_fit,
+                "pods",
+                **context,
+                seed=seed,
+                before_arrived_pct=100,
+            )
         for point, values in unallocated.items():
             if values:
                 median = statistics.median(values)

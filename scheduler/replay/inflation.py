@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from scheduler.core.carry import Carry
 from scheduler.core.cycle import schedule
+from scheduler.core.placement import IdleCluster
 from scheduler.core.types import NodeView, PlacementStrategy, Policy, RunningJob, Snapshot
 from scheduler.replay.cli import Writer
 from scheduler.replay.openb import EPOCH, Pod, inflated_order, load_nodes, load_order, load_pods
@@ -41,12 +42,14 @@ POINTS = (90, 95, 100, 130)
 class Curve:
     """Mean allocated GPU % per integer arrived %, how many jobs were placed, and how
     many whole-node jobs (as many GPUs as the largest node holds) were dropped before
-    100 % arrived (what packing must not starve)."""
+    100 % arrived: those some node could have held idle (what packing must not starve),
+    and apart from them those no node could ever hold (no placement starts them)."""
 
     allocated_pct: dict[int, float]
     placed: int
     offered: int
     whole_node_failed: int = 0
+    whole_node_never_fit: int = 0
 
     def unallocated_pct(self, arrived_pct: int) -> float | None:
         """100 - allocated % at ``arrived_pct`` (``None`` if the order never got there)."""
@@ -63,7 +66,8 @@ def inflate(nodes: tuple[NodeView, ...], order: Sequence[Pod], policy: Policy) -
     sums: dict[int, float] = {}
     counts: dict[int, int] = {}
     whole_node = max((len(node.gpus) for node in nodes), default=0)
-    whole_node_failed = 0
+    whole_node_failed = never_fit = 0
+    idle = IdleCluster.shared(nodes)
     for position, pod in enumerate(order, start=1):
         job = pod.request(position)
         decisions = schedule(Snapshot(nodes, tuple(running), (job,), carry=carry), policy, EPOCH)
@@ -73,11 +77,14 @@ def inflate(nodes: tuple[NodeView, ...], order: Sequence[Pod], policy: Policy) -
             running.append(RunningJob(start.job_id, start.allocations, EPOCH, 1, gpu_model=job.gpu_model))
             allocated += demand
         if not decisions.starts and pod.num_gpu == whole_node and arrived < capacity_milli:
-            whole_node_failed += 1
+            if idle.fits(job):
+                whole_node_failed += 1
+            else:
+                never_fit += 1
         arrived_pct = round(arrived * 100 / capacity_milli)
         sums[arrived_pct] = sums.get(arrived_pct, 0.0) + round(allocated * 100 / capacity_milli, 2)
         counts[arrived_pct] = counts.get(arrived_pct, 0) + 1
-    return Curve({pct: sums[pct] / counts[pct] for pct in sums}, len(running), len(order), whole_node_failed)
+    return Curve({pct: sums[pct] / counts[pct] for pct in sums}, len(running), len(order), whole_node_failed, never_fit)
 
 
 def build_parser() -> argparse.ArgumentParser:

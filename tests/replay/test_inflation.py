@@ -69,10 +69,11 @@ def test_inflation_places_each_pod_once_and_never_ends_one(trace: Path) -> None:
     assert curve.unallocated_pct(100) is None  # arrived % jumped from 67 to 133
 
 
-def test_whole_node_pods_dropped_before_100_percent_arrived_are_counted(trace: Path) -> None:
+def test_whole_node_pods_no_node_could_hold_are_counted_apart(trace: Path) -> None:
     """The largest node holds 2 GPUs, so a 2-GPU pod asks a whole node. ``big`` (more CPUs
-    than any node) is dropped at 67% arrived and counts; ``pair`` finds one T4 free at
-    133% arrived and does not: past 100% every cluster drops large pods."""
+    than any node) is dropped at 67% arrived: no placement could start it, so it is not
+    starved; ``pair`` finds one T4 free at 133% arrived and does not count: past 100%
+    every cluster drops large pods."""
     with (trace / "pods.csv").open("a") as pods_file:
         pods_file.write("big,9000,1024,2,1000,,LS,Running,0,10,0\n")
     (trace / "order.txt").write_text("NODEPERM 1 0\nbig -1\nhalf -1\nhalf -1\nwhole -1\npair -1\n")
@@ -80,7 +81,19 @@ def test_whole_node_pods_dropped_before_100_percent_arrived_are_counted(trace: P
     permutation, order = load_order(trace / "order.txt", pods)
     curve = inflate(load_nodes(trace / "nodes.csv", permutation), order, Policy(explain=False))
     assert (curve.placed, curve.offered) == (3, 5)
-    assert curve.whole_node_failed == 1
+    assert (curve.whole_node_failed, curve.whole_node_never_fit) == (0, 1)
+
+
+def test_a_whole_node_pod_a_broken_node_keeps_out_is_starved(trace: Path) -> None:
+    """Half a T4 taken (the pod names T4s), the 2-T4 pod comes at 83% arrived: the T4 node
+    would hold it idle, so it counts as starved."""
+    with (trace / "pods.csv").open("a") as pods_file:
+        pods_file.write("t4half,1000,1024,1,500,T4,LS,Running,0,10,0\n")
+    (trace / "order.txt").write_text("NODEPERM 1 0\nt4half -1\npair -1\n")
+    pods = load_pods(trace / "pods.csv")
+    permutation, order = load_order(trace / "order.txt", pods)
+    curve = inflate(load_nodes(trace / "nodes.csv", permutation), order, Policy(explain=False))
+    assert (curve.placed, curve.whole_node_failed, curve.whole_node_never_fit) == (1, 1, 0)
 
 
 def test_a_seeded_order_inflates_to_130_percent_of_the_gpus(trace: Path) -> None:
