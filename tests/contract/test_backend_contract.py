@@ -908,6 +908,7 @@ def test_the_whole_log_streams_each_rank_s_output_byte_exact(executing: Case) ->
     if case.kind == "local":
         assert apart == {(r, s) for r in (0, 1) for s in ("stdout", "stderr")}
     for rank, stream in apart:
+        assert rank is not None  # only every rank's combined log has none: sources[0]
         assert whole(backend, external_id, LogSource(rank, stream)) == expected_stream(rank, stream)
 
 

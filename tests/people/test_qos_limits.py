@@ -94,7 +94,9 @@ def test_the_openapi_schema_describes_every_limit() -> None:
     serializer = QosSerializer()
     for limit in QOS_LIMITS:
         field = serializer.fields[limit.name]
-        assert limit.meaning in field.help_text and limit.slurm in field.help_text
+        assert field.help_text is not None
+        help_text = str(field.help_text)  # a lazy translation reads as the text it stands for
+        assert limit.meaning in help_text and limit.slurm in help_text
         assert field.allow_null and not field.required
 
 

@@ -61,7 +61,9 @@ def test_seed_demo_gives_the_demo_cluster_the_apps_env_that_make_apps_built(tmp_
     call_command("seed_demo", "--no-jobs", "--apps-env", str(built), stdout=out)
 
     demo = Cluster.objects.get(name="demo")
-    assert demo.config["apps_env"] == str(built) and backend_for(demo).apps_env == str(built)
+    backend = backend_for(demo)
+    assert isinstance(backend, LocalBackend)
+    assert demo.config["apps_env"] == str(built) and backend.apps_env == str(built)
     assert f"sessions on 'demo' run the apps of {built}" in out.getvalue()
     demo.config = {**demo.config, "apps_env": "/opt/site/apps-env"}  # an admin's own choice stays
     demo.save()

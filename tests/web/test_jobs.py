@@ -11,6 +11,7 @@ import re
 from datetime import UTC, datetime
 
 import pytest
+from django.http import StreamingHttpResponse
 from django.test import Client
 from django.urls import reverse
 
@@ -611,5 +612,7 @@ def test_a_job_page_without_script_shows_the_tail_and_links_each_whole_log(world
         "rank 1 stderr",
     ]
     url = dict((label, href) for href, label in links)["rank 1 stderr"].replace("&amp;", "&")
-    assert b"".join(client.get(url).streaming_content) == b"err\n"  # the page's session may follow it
+    download = client.get(url)  # the page's session may follow it
+    assert isinstance(download, StreamingHttpResponse)  # streamed, never whole in memory
+    assert b"".join(download.streaming_content) == b"err\n"
     assert logged_in(world.charlie).get(url).status_code == 404

@@ -5,6 +5,8 @@ a session's secret in no answer."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from people.models import AuditEntry
@@ -133,7 +135,11 @@ def test_researchers_list_the_apps_offered_and_staff_every_app(world, client_for
 
 def test_staff_add_an_app_audited_and_an_unknown_placeholder_is_refused(world, client_for):
     client = client_for(world.admin)
-    app = {"slug": "code", "name": "VS Code", "command": "code-server --bind-addr 0.0.0.0:{port} {folder}"}
+    app: dict[str, Any] = {
+        "slug": "code",
+        "name": "VS Code",
+        "command": "code-server --bind-addr 0.0.0.0:{port} {folder}",
+    }
 
     refused = client.post(APPS, app, format="json")
     app["form_fields"] = [{"name": "folder", "label": "Folder", "kind": "path"}]

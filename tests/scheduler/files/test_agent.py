@@ -27,7 +27,7 @@ def homes(passable_tmp: Path) -> Homes:
     return make_homes(passable_tmp)
 
 
-def agent(homes: Homes, op: str, path: Path, stdin: bytes = b"", **fields: Any) -> tuple[list[Any], bytes, int]:
+def agent(homes: Homes, op: str, path: Path, stdin: bytes = b"", **fields: Any) -> tuple[dict[str, Any], bytes, int]:
     """Run the agent as alice on ``op``: its head line, the raw rest, its exit status."""
     request = {
         "op": op,

@@ -42,7 +42,7 @@ def test_a_web_server_of_one_s_own_starts_answers_and_stops(world, tick, django_
 
     fresh = wait_for(ready, timeout=90, interval=0.3, what="the session's server to answer")
 
-    assert fresh.host == "127.0.0.1" and fresh.port is not None
+    assert fresh.host == "127.0.0.1" and fresh.port is not None and fresh.ready_at is not None
     assert session_view(fresh, fresh.ready_at).phase == RUNNING
     with urllib.request.urlopen(f"http://{fresh.host}:{fresh.port}{fresh.base_url}", timeout=30) as page:
         assert page.read().decode().strip() == hashlib.sha256(fresh.secret.encode()).hexdigest()

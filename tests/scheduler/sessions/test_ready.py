@@ -4,11 +4,13 @@ say where a session runs is a clear error, not a crash."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import ClassVar
 
 import pytest
 
-from scheduler.backends.base import BackendError, Placement, PollResult, RemoteState
+from scheduler.backends.base import BackendError, JobSpec, NodeInfo, Placement, PollResult, RemoteState
 from scheduler.choices import JobState
 from scheduler.clusters.dispatch import dispatch_jobs
 from scheduler.clusters.poll import poll_cluster
@@ -27,9 +29,11 @@ NOW = datetime(2026, 12, 8, 12, 0, tzinfo=UTC)
 
 
 class FakeBackend:
-    """A workload manager whose job log and node addresses the test writes."""
+    """A workload manager whose job log and node addresses the test writes. Readiness
+    only reads a log and asks where a job runs: anything else it asked would fail."""
 
-    kind = "fake"
+    kind: ClassVar[str] = "fake"
+    requires_identity = False
 
     def __init__(self, log: str = "", host: str = "10.0.0.7") -> None:
         self.log, self.host = log, host
@@ -41,6 +45,21 @@ class FakeBackend:
     def session_host(self, external_id: str, placements: tuple[Placement, ...]) -> str:
         self.asked.append((external_id, placements))
         return self.host
+
+    def submit(self, spec: JobSpec) -> str:
+        raise AssertionError("readiness submits no job")
+
+    def submit_many(self, specs: Sequence[JobSpec]) -> list[str | BackendError]:
+        raise AssertionError("readiness submits no job")
+
+    def cancel(self, external_id: str, *, grace_seconds: float | None = None) -> None:
+        raise AssertionError("readiness cancels no job")
+
+    def poll(self, external_ids: Sequence[str]) -> dict[str, PollResult]:
+        raise AssertionError("readiness polls no job: the cluster poll that asks for it does")
+
+    def list_nodes(self) -> list[NodeInfo]:
+        raise AssertionError("readiness lists no nodes")
 
 
 class WithoutSessions:

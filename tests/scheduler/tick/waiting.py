@@ -9,8 +9,12 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(probe: Callable[[], T], *, timeout: float = 20.0, interval: float = 0.1, what: str = "condition") -> T:
-    """Call ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
+def wait_for(
+    probe: Callable[[], T | None], *, timeout: float = 20.0, interval: float = 0.1, what: str = "condition"
+) -> T:
+    """Call ``probe`` until it returns something truthy; fail after ``timeout`` seconds.
+    What it returns is that truthy value, so never ``None``: a probe that answers
+    ``None`` for "not yet" gets back its value's own type."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.http import StreamingHttpResponse
 from django.test import Client
 
 from tests.builders import submit
@@ -61,7 +62,8 @@ def test_alice_browses_a_folder_with_breadcrumbs_and_actions(world, homes):
 def test_alice_downloads_from_the_page(world, homes):
     homes.put(homes.alice / "out.txt", "result\n")
     response = logged_in(world.alice).get("/files/download/", {"path": str(homes.alice / "out.txt")})
-    assert response.status_code == 200 and b"".join(response.streaming_content) == b"result\n"
+    assert response.status_code == 200 and isinstance(response, StreamingHttpResponse)  # never whole in memory
+    assert b"".join(response.streaming_content) == b"result\n"
 
 
 def test_alice_uploads_through_the_form_with_its_csrf_token(world, homes):
