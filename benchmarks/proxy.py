@@ -71,7 +71,7 @@ def seed_session(app_port: int) -> tuple[int, str]:
     from scheduler.models import InteractiveApp, InteractiveSession, Job
 
     site = build_site(1)
-    app = InteractiveApp.objects.create(slug="jupyterlab", name="JupyterLab", command="serve", secret_via="header")
+    app = InteractiveApp.objects.get(slug="jupyterlab")  # built in (migration scheduler 0038): the token header
     job = Job.objects.create(
         owner=site.user,
         account=site.account,
