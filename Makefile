@@ -35,7 +35,8 @@ native: $(NATIVE)
 ## PATH (cluster config apps_env). Made from Debian's Python where there is one, which the
 ## job sandbox and every Debian node have; JupyterLab's assets ship built, so no build step.
 APPS_ENV ?= var/apps-env
-APPS_PYTHON ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,$(PYTHON))
+## Debian's Python where it can make a venv (python3-venv), else the portal's own.
+APPS_PYTHON ?= $(shell /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 && echo /usr/bin/python3 || echo $(PYTHON))
 $(APPS_ENV)/.installed: requirements-apps.txt
 	$(APPS_PYTHON) -m venv $(APPS_ENV)
 	$(APPS_ENV)/bin/pip install --quiet --upgrade pip
