@@ -172,9 +172,11 @@ def same_origin(headers: Headers) -> bool:
 
 def allowed_host(headers: Headers) -> bool:
     """Whether the ``Host`` header names one of ``ALLOWED_HOSTS``, with Django's own rules
-    (``HttpRequest.get_host``: with ``DEBUG`` and none listed, localhost's names)."""
-    host = next((value.decode("latin-1") for name, value in headers if name.lower() == b"host"), "")
-    return _allowed_host(host, tuple(settings.ALLOWED_HOSTS), settings.DEBUG)
+    (``HttpRequest.get_host``: with ``DEBUG`` and none listed, localhost's names). A request
+    with more than one ``Host`` is refused (RFC 9112, 3.2): httptools passes both on, and
+    the proxy must not check one while the app reads the other."""
+    hosts = [value.decode("latin-1") for name, value in headers if name.lower() == b"host"]
+    return len(hosts) == 1 and _allowed_host(hosts[0], tuple(settings.ALLOWED_HOSTS), settings.DEBUG)
 
 
 @lru_cache(maxsize=256)  # a browser sends one Host; Django's matching costs more than the proxy's own work

@@ -135,3 +135,9 @@ def test_the_host_must_be_one_the_portal_answers_to(settings: object, host: str,
     settings.ALLOWED_HOSTS = ["portal.example"]  # type: ignore[attr-defined]
 
     assert allowed_host([(b"host", host.encode())] if host else []) is allowed
+
+
+def test_two_host_headers_are_refused_even_when_the_first_is_the_portals(settings: object) -> None:
+    settings.ALLOWED_HOSTS = ["portal.example"]  # type: ignore[attr-defined]
+
+    assert not allowed_host([(b"host", b"portal.example"), (b"host", b"evil.example")])
