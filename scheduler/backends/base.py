@@ -9,10 +9,12 @@ error type whose ``permanent`` flag tells the caller whether a retry can help.
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 
@@ -286,6 +288,20 @@ class Backend(Protocol):
 LOG_STREAMS = ("combined", "stdout", "stderr")
 #: How much one chunk of a streamed log holds at most.
 LOG_CHUNK_BYTES = 65536
+
+
+def log_file_chunks(path: Path, offset: int, *, follow_symlinks: bool) -> Iterator[bytes]:
+    """A log file a backend reads itself, from ``offset``, :data:`LOG_CHUNK_BYTES` at a
+    time: nothing while it is not there (yet); any other ``OSError`` is the caller's to
+    name. Without ``follow_symlinks``, a file a job replaced by a link is refused."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
+    try:
+        with open(os.open(path, flags), "rb") as fh:
+            fh.seek(offset)
+            while chunk := fh.read(LOG_CHUNK_BYTES):
+                yield chunk
+    except FileNotFoundError:
+        return
 
 
 @dataclass(frozen=True, slots=True)

@@ -438,25 +438,10 @@ def build_service(job: Obj) -> Obj:
     <job>``, with the pod template's ``subdomain``), so every rank finds rank 0. Owned by
     the Job: Kubernetes deletes it with the Job, whoever deletes that."""
     metadata = job["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {
-            "name": metadata["name"],
-            "namespace": metadata["namespace"],
-            "labels": dict(metadata.get("labels") or {}),
-            "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": metadata["name"], "uid": metadata["uid"]}
-            ],
-        },
-        "spec": {
-            "clusterIP": "None",
-            # Ranks look rank 0 up while it starts, before any readiness.
-            "publishNotReadyAddresses": True,
-            "selector": {KEY_LABEL: metadata["labels"][KEY_LABEL]},
-            "ports": [{"name": "rendezvous", "port": DEFAULT_MASTER_PORT}],
-        },
-    }
+    # Ranks look rank 0 up while it starts, before any readiness.
+    service = _headless_service(job, metadata["name"], {KEY_LABEL: metadata["labels"][KEY_LABEL]})
+    service["spec"]["ports"] = [{"name": "rendezvous", "port": DEFAULT_MASTER_PORT}]
+    return service
 
 
 #: The key of a session's secret in its Secret.
@@ -497,9 +482,13 @@ def build_session_secret(job: Obj, secret: str) -> Obj:
 
 def owned_by(job: Obj) -> Obj:
     """The merge patch that makes ``job`` the owner of an object made before it."""
+    return {"metadata": {"ownerReferences": [_owner_reference(job)]}}
+
+
+def _owner_reference(job: Obj) -> Obj:
+    """``job`` as the owner of another object: Kubernetes deletes that with the Job."""
     metadata = job["metadata"]
-    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": metadata["name"], "uid": metadata["uid"]}
-    return {"metadata": {"ownerReferences": [owner]}}
+    return {"apiVersion": "batch/v1", "kind": "Job", "name": metadata["name"], "uid": metadata["uid"]}
 
 
 def build_session_service(job: Obj) -> Obj:
@@ -514,24 +503,26 @@ def build_session_service(job: Obj) -> Obj:
     selector = {KEY_LABEL: metadata["labels"][KEY_LABEL]}
     if job["spec"].get("completionMode") == "Indexed":
         selector[COMPLETION_INDEX] = "0"
+    # The portal asks for the address once the server said it answers, whatever
+    # Kubernetes thinks of the pod's readiness (it has no probe).
+    return _headless_service(job, session_object_name(metadata["name"]), selector)
+
+
+def _headless_service(job: Obj, name: str, selector: dict[str, str]) -> Obj:
+    """A headless Service ``name`` for ``job``'s pods that ``selector`` picks, in its
+    namespace, with its labels and owned by it. It publishes the pods' addresses whether
+    Kubernetes thinks them ready or not (each caller says why it must)."""
+    metadata = job["metadata"]
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": session_object_name(metadata["name"]),
+            "name": name,
             "namespace": metadata["namespace"],
             "labels": dict(metadata.get("labels") or {}),
-            "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": metadata["name"], "uid": metadata["uid"]}
-            ],
+            "ownerReferences": [_owner_reference(job)],
         },
-        "spec": {
-            "clusterIP": "None",
-            # The portal asks for the address once the server said it answers, whatever
-            # Kubernetes thinks of the pod's readiness (it has no probe).
-            "publishNotReadyAddresses": True,
-            "selector": selector,
-        },
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": selector},
     }
 
 

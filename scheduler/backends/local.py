@@ -77,7 +77,6 @@ import yaml
 
 from scheduler.backends import local_runner as runner
 from scheduler.backends.base import (
-    LOG_CHUNK_BYTES,
     SHARING_MODES,
     BackendError,
     GpuInfo,
@@ -87,6 +86,7 @@ from scheduler.backends.base import (
     Placement,
     PollResult,
     RemoteState,
+    log_file_chunks,
     submit_one_by_one,
 )
 from scheduler.backends.job_env import job_env, master_env, rank_env
@@ -629,12 +629,7 @@ class LocalBackend:
         """``path`` from ``offset``, a chunk at a time. Never through a symlink: the
         runner made these files, and one found replaced by a link is refused."""
         try:
-            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as fh:
-                fh.seek(offset)
-                while chunk := fh.read(LOG_CHUNK_BYTES):
-                    yield chunk
-        except FileNotFoundError:
-            return
+            yield from log_file_chunks(path, offset, follow_symlinks=False)
         except OSError as exc:
             raise BackendError(
                 f"local backend {self.name!r}: stream_log {external_id}: {exc}", permanent=False

@@ -80,6 +80,7 @@ from scheduler.backends.base import (
     Placement,
     PollResult,
     RemoteState,
+    log_file_chunks,
     outcome,
 )
 from scheduler.backends.job_env import array_env, job_env
@@ -458,12 +459,7 @@ class SlurmBackend:
 
     def _file_chunks(self, path: Path, offset: int, external_id: str) -> Iterator[bytes]:
         try:
-            with open(path, "rb") as fh:
-                fh.seek(offset)
-                while chunk := fh.read(LOG_CHUNK_BYTES):
-                    yield chunk
-        except FileNotFoundError:
-            return
+            yield from log_file_chunks(path, offset, follow_symlinks=True)
         except OSError as exc:
             raise self._error(f"stream_log {external_id}: {exc}", permanent=False) from exc
 

@@ -10,17 +10,14 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.test_chart_layout import boxes_overlap
-from tests.scheduler.files.homes import give_identities, make_homes, reach_homes
+from tests.scheduler.files.homes import homes_the_portal_reaches
 
 pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture
 def homes(passable_tmp, settings, world):  # type: ignore[no-untyped-def]
-    homes = make_homes(passable_tmp)
-    reach_homes(settings, homes)
-    give_identities(world)
-    return homes
+    return homes_the_portal_reaches(passable_tmp, settings, world)
 
 
 def test_alice_uploads_downloads_and_deletes_in_her_folder(transactional_db, world, login, shot, homes):

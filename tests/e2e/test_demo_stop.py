@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sys
 import urllib.request
 import uuid
@@ -15,16 +14,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from scheduler.models import Job
-from tests.e2e.conftest import child_env
+from tests.e2e.conftest import child_env, free_port
 from tests.scheduler.tick.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def answers(url: str) -> bool:

@@ -5,7 +5,6 @@ starts it): the portal's pages and every static file they link load, as they did
 from __future__ import annotations
 
 import re
-import socket
 from typing import Any
 
 import httpx
@@ -16,18 +15,12 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from quartermaster.management.commands.run_demo import web_server_command
-from tests.e2e.conftest import child_env
+from tests.e2e.conftest import child_env, free_port
 from tests.scheduler.tick.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 _STATIC = re.compile(r"""(?:href|src)="(/static/[^"]+)\"""")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def answers(url: str) -> bool:

@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from scheduler.models import Job
 from tests.conftest import redis_url
-from tests.e2e.conftest import child_env
+from tests.e2e.conftest import child_env, free_port
 from tests.scheduler.tick.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -103,14 +103,6 @@ def test_celery_worker_and_beat_run_a_submitted_job(world, spawn, tmp_path):
     job_id = submit_over_api(world)
     wait_until_ended(job_id)
     assert_ran_to_completion(job_id)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.mark.redis

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from websockets.sync.client import connect
 from websockets.typing import Origin
 
 from tests.builders import interactive_session, make_interactive_app
-from tests.e2e.conftest import child_env
+from tests.e2e.conftest import child_env, free_port
 from tests.scheduler.tick.waiting import wait_for
 from tests.web.sessions.servers import AppServer, Background, start_app_server
 
@@ -43,12 +42,6 @@ def compose_web_command() -> list[str]:
 def test_the_compose_file_and_the_image_start_the_same_web_process() -> None:
     assert compose_web_command() == dockerfile_command()
     assert "quartermaster.asgi:application" in dockerfile_command()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_the_production_web_process_serves_pages_and_the_sessions_proxy(world: Any, spawn: Any) -> None:

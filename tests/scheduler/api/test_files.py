@@ -13,17 +13,14 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from tests.scheduler.files.homes import ALICE_UID, AS_ROOT, Homes, give_identities, make_homes, needs_bob, reach_homes
+from tests.scheduler.files.homes import ALICE_UID, AS_ROOT, Homes, homes_the_portal_reaches, needs_bob
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def homes(passable_tmp: Path, settings: Any, world: Any) -> Homes:
-    homes = make_homes(passable_tmp)
-    reach_homes(settings, homes)
-    give_identities(world)
-    return homes
+    return homes_the_portal_reaches(passable_tmp, settings, world)
 
 
 def body(response: Any) -> bytes:

@@ -75,6 +75,15 @@ def give_identities(world: Any) -> None:
         give_identity(world.bob, BOB_UID)
 
 
+def homes_the_portal_reaches(base: Path, settings: Any, world: Any) -> Homes:
+    """What the Files API, page and browser tests start from: the homes under ``base``,
+    the portal's roots set to them and alice's (and bob's) cluster identities."""
+    homes = make_homes(base)
+    reach_homes(settings, homes)
+    give_identities(world)
+    return homes
+
+
 def needs_bob() -> None:
     if BOB_UID is None:
         pytest.skip("bob needs a uid of his own: only root can act as two users (CI runs these as root)")

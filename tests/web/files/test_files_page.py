@@ -15,17 +15,14 @@ from django.http import StreamingHttpResponse
 from django.test import Client
 
 from tests.builders import submit
-from tests.scheduler.files.homes import ALICE_UID, Homes, give_identities, make_homes, needs_bob, reach_homes
+from tests.scheduler.files.homes import ALICE_UID, Homes, homes_the_portal_reaches, needs_bob
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def homes(passable_tmp: Path, settings: Any, world: Any) -> Homes:
-    homes = make_homes(passable_tmp)
-    reach_homes(settings, homes)
-    give_identities(world)
-    return homes
+    return homes_the_portal_reaches(passable_tmp, settings, world)
 
 
 def logged_in(user: Any, *, csrf: bool = False) -> Client:
