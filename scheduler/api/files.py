@@ -25,6 +25,7 @@ from rest_framework.views import APIView
 
 from common.api.schema import ErrorSerializer
 from common.api.strict import RejectUnknownFields
+from common.streaming import StreamedResponse
 from scheduler.files.acting import Actor, FilesError, actor_for
 from scheduler.files.operations import (
     Download,
@@ -182,7 +183,7 @@ class FilesDownloadView(FilesErrors, APIView):
 
 def streamed(download: Download) -> StreamingHttpResponse:
     """The HTTP answer for a download (the API's and the page's)."""
-    response = StreamingHttpResponse(download.chunks, content_type=download.content_type)
+    response = StreamedResponse(download.chunks, content_type=download.content_type)
     response["Content-Disposition"] = content_disposition_header(True, download.filename)
     response["X-Content-Type-Options"] = "nosniff"
     if download.size is not None:

@@ -15,6 +15,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 
 from common.api.errors import Conflict, Unavailable
+from common.streaming import StreamedResponse
 from scheduler.backends.base import LOG_STREAMS, BackendError, LogSource
 from scheduler.clusters.logs import (
     MAX_PART_BYTES,
@@ -93,7 +94,7 @@ def download_answer(job: Job, query: Mapping[str, str]) -> StreamingHttpResponse
         chunks = stream_job_log(job, source, offset)
     except BackendError as exc:
         raise _unavailable(exc) from exc
-    response = StreamingHttpResponse(chunks, content_type="text/plain; charset=utf-8")
+    response = StreamedResponse(chunks, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{download_name(job, source)}"'
     response["X-Content-Type-Options"] = "nosniff"
     return response
